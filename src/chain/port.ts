@@ -1,0 +1,168 @@
+/**
+ * What the gateway needs from the chain. One implementation (cosmos-client.ts) talks to any
+ * CometBFT/Cosmos node over RPC + REST with @cosmjs/stargate; the embedded devnet is such a node.
+ *
+ * Transactions are split into prepare (sign offline, hash known) and broadcast, so the gateway can
+ * record the intent with its tx hash *before* anything leaves (write-ahead, DESIGN.md principle 3),
+ * and reconcile after a crash with `findTx(hash)`.
+ */
+
+export interface EscrowParams {
+  minAmount: bigint;
+  maxEscrowsPerEpoch: number;
+  maxNonce: number;
+  allowedCreatorAddresses: string[];
+  /** Price of one token in the smallest coin unit (devnet extension; real chains: configured). */
+  tokenPrice: bigint;
+}
+
+export interface EpochInfo {
+  height: number;
+  epochIndex: number;
+  /** Height of the next set_new_validators boundary (end of the current epoch). */
+  nextBoundaryHeight: number;
+  blocksUntilBoundary: number;
+  /** True while the chain is inside the PoC window that follows a boundary. */
+  pocActive: boolean;
+  /** Height at which the current (or next) PoC window ends. */
+  pocEndHeight: number;
+}
+
+export interface EscrowSlot {
+  slotId: number;
+  /** Host operator address (bech32). */
+  host: string;
+  /** Base URL of the host's inference endpoint. */
+  url: string;
+}
+
+export interface ChainEscrow {
+  id: string;
+  creator: string;
+  amount: bigint;
+  settled: boolean;
+  epochIndex: number;
+  modelId: string;
+  slots: EscrowSlot[];
+}
+
+export interface HostStat {
+  slotId: number;
+  missed: number;
+  invalid: number;
+  /** Cost the host served, smallest coin unit. */
+  cost: bigint;
+  requests: number;
+}
+
+export interface SlotSignature {
+  slotId: number;
+  /** Base64 64-byte r||s secp256k1 signature by the slot's host over sha256(stateRoot bytes). */
+  signature: string;
+}
+
+/** Everything a settle transaction carries (produced by finalize). */
+export interface Settlement {
+  escrowId: string;
+  /** Last used nonce (0 when no request was served). */
+  nonce: number;
+  /** Hex sha256 over the settlement's canonical content; hosts sign it. */
+  stateRoot: string;
+  /** Hex hash of the rest of the off-chain state (request log digest). */
+  restHash: string;
+  hostStats: HostStat[];
+  signatures: SlotSignature[];
+  fees: bigint;
+  /** Settlement format version. */
+  version: number;
+}
+
+export interface PreparedTx {
+  /** Upper-case hex sha256 of the signed TxRaw bytes, as CometBFT names it. */
+  txHash: string;
+  /** Base64 of the signed TxRaw bytes, so an intent event can carry them for a retry by hash. */
+  txBytes: string;
+  creator: string;
+}
+
+export interface TxOutcome {
+  txHash: string;
+  height: number;
+  /** 0 = success; otherwise the chain's ABCI error code. */
+  code: number;
+  codespace: string;
+  rawLog: string;
+  events: { type: string; attributes: { key: string; value: string }[] }[];
+}
+
+export type ChainErrorKind =
+  | 'not_allowlisted'
+  | 'below_min_amount'
+  | 'insufficient_funds'
+  | 'epoch_limit'
+  | 'already_settled'
+  | 'wrong_epoch'
+  | 'bad_signatures'
+  | 'wrong_settler'
+  | 'nonce_too_high'
+  | 'overspent'
+  | 'not_found'
+  | 'bad_sequence'
+  | 'unreachable'
+  | 'timeout'
+  | 'rejected';
+
+/** A typed chain failure the gateway records as an event and maps to an HTTP answer. */
+export class ChainError extends Error {
+  constructor(
+    readonly kind: ChainErrorKind,
+    message: string,
+    readonly detail: { code?: number; codespace?: string; rawLog?: string; txHash?: string } = {},
+  ) {
+    super(message);
+    this.name = 'ChainError';
+  }
+}
+
+export interface CreateEscrowResult {
+  escrowId: string;
+  txHash: string;
+  height: number;
+  escrow: ChainEscrow;
+}
+
+export interface SettleEscrowResult {
+  txHash: string;
+  height: number;
+  /** What went back to the creator, when the chain reports it. */
+  refund: bigint;
+}
+
+export interface ChainPort {
+  chainId(): Promise<string>;
+  height(): Promise<number>;
+  epoch(): Promise<EpochInfo>;
+  params(): Promise<EscrowParams>;
+  escrow(id: string): Promise<ChainEscrow | null>;
+  balance(address: string, denom?: string): Promise<bigint>;
+  /** Governance model ids ({node_base}/v1/governance/models). */
+  models(): Promise<string[]>;
+  /** bech32 address of a 64-hex private key (pure; no network). */
+  addressOf(privateKeyHex: string): Promise<string>;
+
+  prepareCreateEscrow(privateKeyHex: string, amount: bigint, modelId: string): Promise<PreparedTx>;
+  prepareSettleEscrow(privateKeyHex: string, settlement: Settlement): Promise<PreparedTx>;
+  /**
+   * Broadcasts (idempotent by hash: an already-known tx is not an error) and waits for inclusion.
+   * Resolves with the outcome even when the tx failed on chain (code != 0); throws ChainError
+   * 'unreachable' / 'timeout' when the outcome is unknown: ask `findTx` later.
+   */
+  broadcast(tx: PreparedTx): Promise<TxOutcome>;
+  findTx(txHash: string): Promise<TxOutcome | null>;
+  /** Turns a failed outcome into a typed error (kind from the raw log / code). */
+  errorOf(outcome: TxOutcome): ChainError;
+  /** Reads the escrow id (create) from a successful outcome. */
+  createdEscrowId(outcome: TxOutcome): string;
+  /** Reads the refund (settle) from a successful outcome. */
+  settledRefund(outcome: TxOutcome): bigint;
+}

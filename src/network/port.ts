@@ -1,0 +1,81 @@
+/**
+ * The inference port: how the gateway sends one chat request to the network and gets the answer
+ * back, whole or streamed. Implementations: host transport (devshard hosts, signed requests) and an
+ * OpenAI-compatible upstream (NETWORK_UPSTREAM_URL).
+ */
+
+export interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+/** A chat completion chunk exactly as OpenAI streams it (`object: 'chat.completion.chunk'`). */
+export interface ChatChunk {
+  id: string;
+  object: 'chat.completion.chunk';
+  created: number;
+  model: string;
+  choices: {
+    index: number;
+    delta: Record<string, unknown>;
+    finish_reason: string | null;
+  }[];
+  usage?: Usage | null;
+}
+
+/** A non-streamed chat completion (`object: 'chat.completion'`). */
+export interface ChatCompletion {
+  id: string;
+  object: 'chat.completion';
+  created: number;
+  model: string;
+  choices: { index: number; message: Record<string, unknown>; finish_reason: string }[];
+  usage: Usage;
+}
+
+/** Signs host requests with the escrow creator's key (the key never leaves the signer). */
+export interface RequestSigner {
+  /** Base64 64-byte secp256k1 signature over sha256(escrowId || body || timestamp as u64 BE). */
+  sign(escrowId: string, body: Uint8Array, timestampSeconds: number): string;
+}
+
+export interface ChatCall {
+  escrowId: string;
+  nonce: number;
+  /** Base URL of the executing host (slot[nonce % slots].url); ignored by the upstream mode. */
+  hostUrl: string;
+  /** The normalized OpenAI request body (model, messages, max_tokens set, stream flag). */
+  body: Record<string, unknown>;
+  signer: RequestSigner;
+  signal: AbortSignal;
+}
+
+/** Why a host call failed; the gateway maps it to an HTTP status and records it. */
+export class HostError extends Error {
+  constructor(
+    readonly kind: 'unreachable' | 'timeout' | 'stalled' | 'truncated' | 'rejected' | 'bad_response' | 'aborted',
+    message: string,
+    /** HTTP status the host answered, when it did. */
+    readonly status?: number,
+    /** Usage delivered before the failure (a stream cut short still bills what it delivered). */
+    readonly usageSoFar?: Usage,
+  ) {
+    super(message);
+    this.name = 'HostError';
+  }
+}
+
+export type ChatResult =
+  | { kind: 'completion'; completion: ChatCompletion }
+  | {
+      kind: 'stream';
+      /** Chunks as they arrive; throws HostError on stall / truncation. */
+      chunks: AsyncIterable<ChatChunk>;
+      /** Usage reported by the host (final usage chunk) or counted so far; valid once `chunks` ends or throws. */
+      usage(): Usage;
+    };
+
+export interface InferencePort {
+  chat(call: ChatCall): Promise<ChatResult>;
+}
