@@ -1,0 +1,4 @@
+import type { Command } from 'commander';
+
+// Placeholder until the owning issue lands; registers nothing.
+export function registerDiagram(_program: Command): void {}

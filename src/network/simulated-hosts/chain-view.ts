@@ -1,0 +1,32 @@
+/**
+ * What the simulated hosts may see of the devnet chain (the devnet passes an implementation in).
+ * Real hosts read the same facts from their chain node.
+ */
+export interface DevnetEscrowView {
+  id: string;
+  creator: string;
+  modelId: string;
+  settled: boolean;
+  epochIndex: number;
+  slots: { slotId: number; host: string; url: string }[];
+}
+
+export interface DevnetChainView {
+  escrow(id: string): DevnetEscrowView | undefined;
+  /** Compressed (33-byte) secp256k1 public key of an account, known once it has signed a tx. */
+  pubKeyOf(address: string): Uint8Array | undefined;
+  /** Price of one token in the smallest coin unit. */
+  tokenPrice(): bigint;
+}
+
+/** One simulated host: its chain identity and where it is mounted on the devnet server. */
+export interface HostIdentity {
+  index: number;
+  /** bech32 `gonka...` address. */
+  address: string;
+  privateKey: Uint8Array;
+  /** Compressed secp256k1 public key. */
+  pubKey: Uint8Array;
+  /** Path prefix on the devnet server, e.g. `/hosts/0`; the host's base URL is origin + prefix. */
+  prefix: string;
+}
