@@ -1,0 +1,53 @@
+/**
+ * Value shapes shared by several events. Amounts are decimal strings of the smallest coin unit:
+ * JSON has no bigint, and the hash chain needs one canonical text for every amount.
+ */
+import type { ChainErrorKind } from '../../chain/port.js';
+
+/** Decimal string of a non-negative integer amount in the smallest coin unit, e.g. "1000000". */
+export type Amount = string;
+
+/** Escrow role: regular escrows carry traffic; temporary ones bridge an epoch transition. */
+export type EscrowRole = 'regular' | 'temporary';
+
+/**
+ * Where the creator key came from. The key itself never enters the log (DESIGN.md principle 5):
+ * either the name of the environment variable that holds it, or "it was in the request body".
+ */
+export type KeySource = { kind: 'env'; name: string } | { kind: 'request' };
+
+/** A chain failure as recorded: the typed kind plus what the chain said, for diagnosis. */
+export interface ChainErrorInfo {
+  kind: ChainErrorKind;
+  message: string;
+  code?: number;
+  codespace?: string;
+  rawLog?: string;
+  txHash?: string;
+}
+
+/** A host slot of an escrow (copy of the chain's EscrowSlot). */
+export interface SlotInfo {
+  slotId: number;
+  host: string;
+  url: string;
+}
+
+/** Token usage as reported by the upstream (OpenAI naming, camel-cased). */
+export interface TokenUsage {
+  promptTokens: number;
+  completionTokens: number;
+  totalTokens: number;
+}
+
+/** The chain's Settlement with amounts as strings. */
+export interface SettlementData {
+  escrowId: string;
+  nonce: number;
+  stateRoot: string;
+  restHash: string;
+  hostStats: { slotId: number; missed: number; invalid: number; cost: Amount; requests: number }[];
+  signatures: { slotId: number; signature: string }[];
+  fees: Amount;
+  version: number;
+}

@@ -1,0 +1,93 @@
+/**
+ * Escrow lifecycle events. Creation intents live in `escrow-create-<uuid>` until the chain names the
+ * escrow; from EscrowCreated / EscrowImported on, everything about one escrow is in `escrow-<id>`.
+ */
+import type { Amount, ChainErrorInfo, EscrowRole, KeySource, SettlementData, SlotInfo, TokenUsage } from './common.js';
+
+/** Why a create was asked for; lets `explain` tell admin creates from rotation ones. */
+export type CreateOrigin = 'admin' | 'rotation' | 'depletion';
+
+export interface EscrowEventData {
+  /** Write-ahead intent: signed, hash known, not yet broadcast (stream `escrow-create-<intentId>`). */
+  EscrowCreateRequested: {
+    intentId: string;
+    model: string;
+    amount: Amount;
+    creator: string;
+    keySource: KeySource;
+    role: EscrowRole;
+    epoch: number;
+    /** Register for routing once created (admin `register: true`; always true for rotation). */
+    register: boolean;
+    origin: CreateOrigin;
+    txHash: string;
+    /** Base64 signed tx, so a restart can re-broadcast by hash instead of signing anew. */
+    txBytes?: string;
+  };
+  /** First event of `escrow-<escrowId>`. */
+  EscrowCreated: {
+    escrowId: string;
+    intentId?: string;
+    txHash: string;
+    height: number;
+    epoch: number;
+    creator: string;
+    amount: Amount;
+    model: string;
+    role: EscrowRole;
+    slots: SlotInfo[];
+  };
+  /** Last event of a failed intent stream. */
+  EscrowCreateFailed: {
+    intentId: string;
+    model: string;
+    role: EscrowRole;
+    epoch: number;
+    error: ChainErrorInfo;
+    txHash?: string;
+  };
+  EscrowRegistered: { escrowId: string; model: string };
+  /** First event of `escrow-<escrowId>` for an escrow whose off-chain state came from elsewhere. */
+  EscrowImported: {
+    escrowId: string;
+    model: string;
+    creator: string;
+    amount: Amount;
+    epoch: number;
+    role: EscrowRole;
+    /** Last used nonce at the source. */
+    nonce: number;
+    spent: Amount;
+    slots: SlotInfo[];
+    /** Always false at import (spec); EscrowActivated / EscrowRegistered makes it routable. */
+    active: false;
+  };
+  EscrowActivated: { escrowId: string };
+  /** A nonce is durably reserved before the request leaves (DESIGN.md principle 6). */
+  InferenceStarted: {
+    requestId: string;
+    nonce: number;
+    /** Client key id; null when the admin key was used. */
+    clientKeyId: string | null;
+    /** Worst-case cost reserved against the balance until the request ends. */
+    reservedCost: Amount;
+    inputTokens: number;
+    maxTokens: number;
+  };
+  /** `cost` must not exceed the escrow's unspent deposit (the gateway clamps). */
+  InferenceFinished: { requestId: string; nonce: number; usage: TokenUsage; cost: Amount };
+  InferenceFailed: { requestId: string; nonce: number; reason: string; usage: TokenUsage; cost: Amount };
+  /** Usable balance fell below the threshold (1,000,000 in the reference). */
+  EscrowDepleted: { balance: Amount; threshold: Amount };
+  /** The nonce reached the routing stop (about 19,800): no new chat. */
+  EscrowRoutingStopped: { nonce: number; routingStop: number };
+  EscrowFinalized: { settlement: SettlementData };
+  /** Write-ahead settle intent. */
+  EscrowSettleRequested: { txHash: string; keySource: KeySource; txBytes?: string; origin: CreateOrigin };
+  /** Settle wanted but requests are still in flight; completed when they drain. */
+  EscrowSettleDeferred: { inFlight: number; origin: CreateOrigin };
+  EscrowSettled: { txHash: string; height: number; refund: Amount };
+  EscrowSettleFailed: { reason: string; error?: ChainErrorInfo; txHash?: string };
+  EscrowDeactivated: { reason?: string };
+  EscrowRemoved: Record<string, never>;
+}

@@ -1,0 +1,69 @@
+/**
+ * Rotation decisions, one stream per model (`rotation-<model>`). Each event carries the inputs the
+ * decision was made from (height, epoch, counts, the chain's error) so `explain` needs only the log.
+ * The creates and settles themselves are escrow events linked by intent / escrow ids.
+ */
+import type { ChainErrorInfo, EscrowRole } from './common.js';
+
+/** Chain reading a decision was based on. */
+export interface ChainInputs {
+  height: number;
+  epoch: number;
+  nextBoundaryHeight: number;
+  blocksUntilBoundary: number;
+  pocActive: boolean;
+}
+
+export type RotationStep = 'create_temporary' | 'create_target' | 'promote' | 'settle' | 'read_chain';
+export type ReplacementReason = 'depleted' | 'routing_stop' | 'exhausted';
+
+export interface RotationEventData {
+  RotationPhaseStarted: { model: string; phase: 1 | 2; chain: ChainInputs; target: number; existing: number };
+  RotationPhaseCompleted: {
+    model: string;
+    phase: 1 | 2;
+    chain: ChainInputs;
+    created: number;
+    promoted: number;
+    settleDecided: number;
+  };
+  /** `intentIds` name the `escrow-create-<id>` streams the creates were written to. */
+  RotationCreateDecided: {
+    model: string;
+    role: EscrowRole;
+    chain: ChainInputs;
+    target: number;
+    existing: number;
+    intentIds: string[];
+  };
+  /** A create was skipped because this model, role and epoch already failed on chain. */
+  RotationCreateSuppressed: { model: string; role: EscrowRole; chain: ChainInputs; reason: string };
+  /** Fallback: regular escrows take the temporary role because temporary creation failed. */
+  RotationPromoted: { model: string; chain: ChainInputs; escrowIds: string[] };
+  /** Finalize + settle decided for these escrows (settles of busy ones are deferred). */
+  RotationSettleDecided: { model: string; role: EscrowRole; chain: ChainInputs; escrowIds: string[] };
+  /** `suppress` true: the chain refused a create; no repeat for this model, role and epoch. */
+  RotationFailed: {
+    model: string;
+    step: RotationStep;
+    role?: EscrowRole;
+    chain: ChainInputs;
+    error: ChainErrorInfo;
+    suppress: boolean;
+  };
+  DepletionReplacementDecided: {
+    model: string;
+    escrowId: string;
+    reason: ReplacementReason;
+    chain: ChainInputs;
+    intentId: string;
+  };
+  DepletionReplacementFailed: {
+    model: string;
+    escrowId: string;
+    reason: ReplacementReason;
+    chain: ChainInputs;
+    error: ChainErrorInfo;
+    suppress: boolean;
+  };
+}
