@@ -1,0 +1,36 @@
+import type { ExpectedVersion } from './store.js';
+
+/** The stream's last version is not what the caller expected; nothing of that append was written. */
+export class WrongExpectedVersionError extends Error {
+  readonly code = 'WRONG_EXPECTED_VERSION';
+  constructor(
+    readonly streamId: string,
+    readonly expected: ExpectedVersion,
+    /** Actual last version of the stream, -1 when it does not exist. */
+    readonly actual: number,
+  ) {
+    super(`stream ${JSON.stringify(streamId)}: expected version ${String(expected)}, actual ${actual}`);
+    this.name = 'WrongExpectedVersionError';
+  }
+}
+
+/** The store was closed; the append was not written. */
+export class EventStoreClosedError extends Error {
+  readonly code = 'EVENT_STORE_CLOSED';
+  constructor() {
+    super('event store is closed');
+    this.name = 'EventStoreClosedError';
+  }
+}
+
+/** The file was written by a newer shardgate (schema version above what this build knows). */
+export class UnsupportedSchemaError extends Error {
+  readonly code = 'UNSUPPORTED_EVENT_SCHEMA';
+  constructor(
+    readonly found: number,
+    readonly supported: number,
+  ) {
+    super(`event log schema version ${found} is newer than this build supports (${supported}); upgrade shardgate`);
+    this.name = 'UnsupportedSchemaError';
+  }
+}

@@ -1,0 +1,532 @@
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import Database from 'better-sqlite3';
+import { Observable, Subject } from 'rxjs';
+import type { NewEvent, RecordedEvent } from './envelope.js';
+import type { AppendOptions, AppendResult, EventStore, ExpectedVersion } from './store.js';
+import { canonicalJson } from './canonical-json.js';
+import { EventStoreClosedError, WrongExpectedVersionError } from './errors.js';
+import { eventHash } from './hash.js';
+import { ensureGuards } from './guards.js';
+import { migrate } from './migrations.js';
+import { EVENT_COLUMNS, decodeRow, type EventRow } from './rows.js';
+
+export { eventsFile } from './storage-path.js';
+
+export interface SqliteEventStoreOptions {
+  /** Most events written in one group-commit transaction; the rest wait for the next one. */
+  maxBatchEvents?: number;
+  /** How long to wait for another connection's write lock (ms). */
+  busyTimeoutMs?: number;
+  /** Clock for event times (tests pin it). */
+  now?: () => Date;
+  /** Called when an onCommit listener throws; the store carries on regardless. */
+  onListenerError?: (error: unknown) => void;
+}
+
+export interface StoreStats {
+  /** Write transactions committed (one fsync each). */
+  commits: number;
+  /** append/appendNow calls that committed. */
+  appends: number;
+  events: number;
+  /** Appends rejected with WrongExpectedVersionError. */
+  conflicts: number;
+}
+
+export interface Checkpoint<S = unknown> {
+  name: string;
+  /** Last global position folded into `state`. */
+  position: number;
+  state: S;
+  /** Hash of the event at `position` ("" at 0): ties the checkpoint to this exact log. */
+  hash: string;
+}
+
+export type CommitListener = (records: RecordedEvent[]) => void;
+
+/** An append validated and serialized up front, so bad input rejects only its own caller. */
+interface PreparedEvent {
+  type: string;
+  schemaVersion: number;
+  dataJson: string;
+  metadataJson: string;
+}
+
+interface PendingAppend {
+  streamId: string;
+  expected: ExpectedVersion;
+  events: PreparedEvent[];
+  resolve(result: AppendResult): void;
+  reject(error: unknown): void;
+}
+
+/** Rows per page when reading: big enough to amortize the query, small enough to stay lazy. */
+const PAGE_SIZE = 2_000;
+
+/**
+ * Opens (creating if needed, mode 700 for the directory) and migrates an event log.
+ * Journal is WAL with `synchronous=FULL`: each commit is fsynced before any caller hears of it.
+ */
+export function openSqliteEventStore(filePath: string, opts: SqliteEventStoreOptions = {}): SqliteEventStore {
+  if (filePath !== ':memory:') mkdirSync(dirname(filePath), { recursive: true, mode: 0o700 });
+  const db = new Database(filePath, { timeout: opts.busyTimeoutMs ?? 5_000 });
+  try {
+    db.pragma('journal_mode = WAL');
+    // better-sqlite3 is built with SQLITE_DEFAULT_WAL_SYNCHRONOUS=1 (NORMAL): no fsync per commit.
+    db.pragma('synchronous = FULL');
+    migrate(db);
+    ensureGuards(db);
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+  return new SqliteEventStore(db, filePath, opts);
+}
+
+/**
+ * The event log on better-sqlite3. One writer process per file: positions and the hash chain are
+ * assigned here. (A foreign commit is noticed at the next batch and caches are reloaded, so the
+ * chain stays consistent, but live subscriptions only hear about this process's commits.)
+ */
+export class SqliteEventStore implements EventStore {
+  readonly file: string;
+  private readonly db: Database.Database;
+  private readonly maxBatchEvents: number;
+  private readonly now: () => Date;
+  private readonly onListenerError: (error: unknown) => void;
+
+  private queue: PendingAppend[] = [];
+  private flushHandle: NodeJS.Immediate | undefined;
+  private closed = false;
+  /** True while commit listeners and subscribers run; see appendNow. */
+  private notifying = false;
+  private lastPos: number;
+  private lastHash: string;
+  /** Committed stream heads; filled lazily from the streams table. */
+  private readonly versions = new Map<string, number>();
+  private readonly listeners = new Set<CommitListener>();
+  private readonly committed$ = new Subject<RecordedEvent[]>();
+  private readonly counters: StoreStats = { commits: 0, appends: 0, events: 0, conflicts: 0 };
+
+  private readonly stmt: {
+    begin: Database.Statement;
+    commit: Database.Statement;
+    rollback: Database.Statement;
+    tail: Database.Statement;
+    streamHead: Database.Statement;
+    upsertStream: Database.Statement;
+    insert: Database.Statement;
+    page: Database.Statement;
+    stream: Database.Statement;
+    hashAt: Database.Statement;
+    saveCheckpoint: Database.Statement;
+    loadCheckpoint: Database.Statement;
+  };
+
+  /** Use openSqliteEventStore; this assumes a migrated connection. */
+  constructor(db: Database.Database, file: string, opts: SqliteEventStoreOptions = {}) {
+    this.db = db;
+    this.file = file;
+    this.maxBatchEvents = Math.max(1, opts.maxBatchEvents ?? 10_000);
+    this.now = opts.now ?? (() => new Date());
+    this.onListenerError =
+      opts.onListenerError ??
+      ((error) => process.emitWarning(`event store commit listener threw: ${String(error)}`, 'EventStoreWarning'));
+    this.stmt = {
+      begin: db.prepare('BEGIN IMMEDIATE'),
+      commit: db.prepare('COMMIT'),
+      rollback: db.prepare('ROLLBACK'),
+      tail: db.prepare('SELECT position, hash FROM events ORDER BY position DESC LIMIT 1').raw(),
+      streamHead: db.prepare('SELECT version FROM streams WHERE stream_id = ?').pluck(),
+      upsertStream: db.prepare(
+        'INSERT INTO streams (stream_id, version) VALUES (?, ?) ON CONFLICT (stream_id) DO UPDATE SET version = excluded.version',
+      ),
+      insert: db.prepare(`INSERT INTO events (${EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+      page: db.prepare(`SELECT ${EVENT_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?`).raw(),
+      stream: db
+        .prepare(`SELECT ${EVENT_COLUMNS} FROM events WHERE stream_id = ? AND stream_version >= ? ORDER BY stream_version`)
+        .raw(),
+      hashAt: db.prepare('SELECT hash FROM events WHERE position = ?').pluck(),
+      saveCheckpoint: db.prepare(
+        'INSERT INTO checkpoints (name, position, state, hash) VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET position = excluded.position, state = excluded.state, hash = excluded.hash',
+      ),
+      loadCheckpoint: db.prepare('SELECT name, position, state, hash FROM checkpoints WHERE name = ?').raw(),
+    };
+    const tail = this.stmt.tail.get() as [number, string] | undefined;
+    this.lastPos = tail?.[0] ?? 0;
+    this.lastHash = tail?.[1] ?? '';
+  }
+
+  /**
+   * Queues the append for the next group commit (scheduled with setImmediate, so every append
+   * issued in this event-loop turn shares one transaction and one fsync). Resolves after commit;
+   * a version conflict rejects this call only, with WrongExpectedVersionError.
+   */
+  append(streamId: string, events: NewEvent[], options: AppendOptions): Promise<AppendResult> {
+    if (this.closed) return Promise.reject(new EventStoreClosedError());
+    let pending: PendingAppend;
+    const promise = new Promise<AppendResult>((resolve, reject) => {
+      pending = { streamId, expected: options.expectedVersion, events: [], resolve, reject };
+    });
+    try {
+      checkExpected(options.expectedVersion);
+      pending!.events = prepareEvents(streamId, events);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    this.queue.push(pending!);
+    this.flushHandle ??= setImmediate(() => this.flush());
+    return promise;
+  }
+
+  /**
+   * Synchronous append in its own transaction (after committing anything already queued, to keep
+   * call order). For tools and benchmarks; the server should use `append` to get group commit.
+   */
+  appendNow(streamId: string, events: NewEvent[], options: AppendOptions): AppendResult {
+    if (this.closed) throw new EventStoreClosedError();
+    // Committing from inside a commit notification would hand later listeners batches out of
+    // position order; listeners that need to write use `append`, which queues.
+    if (this.notifying) throw new Error('appendNow cannot be called from a commit listener; use append');
+    checkExpected(options.expectedVersion);
+    const prepared = prepareEvents(streamId, events);
+    this.drain();
+    let outcome: { ok: true; result: AppendResult } | { ok: false; error: unknown } | undefined;
+    this.commitBatch([
+      {
+        streamId,
+        expected: options.expectedVersion,
+        events: prepared,
+        resolve: (result) => (outcome = { ok: true, result }),
+        reject: (error) => (outcome = { ok: false, error }),
+      },
+    ]);
+    if (!outcome) throw new Error('appendNow: append was not settled'); // unreachable: batch of one
+    if (!outcome.ok) throw outcome.error;
+    return outcome.result;
+  }
+
+  readStream(streamId: string, fromVersion = 0): RecordedEvent[] {
+    return (this.stmt.stream.all(streamId, fromVersion) as EventRow[]).map(decodeRow);
+  }
+
+  /**
+   * Lazily yields events after `afterPosition`. Reads in pages rather than holding one
+   * `.iterate()` cursor open: an open cursor makes the connection "busy", and a group commit
+   * firing while a consumer is still iterating would then fail.
+   */
+  *readAll(afterPosition = 0, limit = Number.POSITIVE_INFINITY): Generator<RecordedEvent> {
+    let after = afterPosition;
+    let left = limit;
+    while (left > 0 && !this.closed) {
+      const n = Math.min(PAGE_SIZE, left);
+      const rows = this.stmt.page.all(after, n) as EventRow[];
+      for (const row of rows) yield decodeRow(row);
+      if (rows.length < n) return;
+      after = rows[rows.length - 1]![0];
+      left -= rows.length;
+    }
+  }
+
+  lastPosition(): number {
+    return this.lastPos;
+  }
+
+  streamVersion(streamId: string): number {
+    return this.committedVersion(streamId);
+  }
+
+  /**
+   * Catch-up then live: pages of the table (one page per event-loop turn, so a long catch-up does
+   * not starve the server), then every later commit. Commits that land during catch-up are read
+   * from the table; once caught up, live batches are emitted, skipping anything already emitted
+   * and filling any hole from the table, so each event arrives once and in order.
+   */
+  subscribe(afterPosition = 0): Observable<RecordedEvent> {
+    return new Observable<RecordedEvent>((subscriber) => {
+      let last = afterPosition;
+      let live = false;
+      let timer: NodeJS.Immediate | undefined;
+      const emitFromTable = (upTo: number): void => {
+        while (last < upTo && !subscriber.closed) {
+          const rows = this.stmt.page.all(last, Math.min(PAGE_SIZE, upTo - last)) as EventRow[];
+          if (rows.length === 0) return;
+          for (const row of rows) {
+            subscriber.next(decodeRow(row));
+            last = row[0];
+            if (subscriber.closed) return;
+          }
+        }
+      };
+      const liveSub = this.committed$.subscribe({
+        next: (batch) => {
+          if (!live) return; // the catch-up loop will read these rows
+          for (const record of batch) {
+            if (subscriber.closed) return;
+            if (record.position <= last) continue;
+            if (record.position > last + 1) emitFromTable(record.position - 1);
+            subscriber.next(record);
+            last = record.position;
+          }
+        },
+        complete: () => subscriber.complete(),
+      });
+      const catchUp = (): void => {
+        timer = undefined;
+        if (subscriber.closed) return;
+        if (this.closed) return subscriber.complete();
+        const rows = this.stmt.page.all(last, PAGE_SIZE) as EventRow[];
+        for (const row of rows) {
+          subscriber.next(decodeRow(row));
+          last = row[0];
+          if (subscriber.closed) return;
+        }
+        // A short page means we hold everything committed so far (commits are synchronous, so
+        // none can slip in between that read and this flag).
+        if (rows.length < PAGE_SIZE) live = true;
+        else timer = setImmediate(catchUp);
+      };
+      catchUp();
+      return () => {
+        liveSub.unsubscribe();
+        if (timer) clearImmediate(timer);
+      };
+    });
+  }
+
+  /**
+   * `listener` runs synchronously right after each transaction commits, with that transaction's
+   * events in position order, before any caller's promise resolves. Keep it cheap: it sits on
+   * the write path. Returns an unsubscribe function.
+   */
+  onCommit(listener: CommitListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  stats(): StoreStats {
+    return { ...this.counters };
+  }
+
+  /**
+   * Stores a projection checkpoint (overwrites the previous one of that name). Not an event.
+   * Throws if `position` is beyond the log.
+   */
+  saveCheckpoint(name: string, position: number, state: unknown): void {
+    if (this.closed) throw new EventStoreClosedError();
+    const hash = this.hashAt(position);
+    if (hash === undefined) throw new RangeError(`checkpoint ${name}: no event at position ${position}`);
+    this.stmt.saveCheckpoint.run(name, position, canonicalJson(state, `checkpoint ${name}`), hash);
+  }
+
+  /**
+   * The checkpoint of that name, or undefined when absent or when it does not belong to this
+   * log (the event at its position has another hash): the projection then rebuilds from 0.
+   */
+  loadCheckpoint<S = unknown>(name: string): Checkpoint<S> | undefined {
+    const row = this.stmt.loadCheckpoint.get(name) as [string, number, string, string] | undefined;
+    if (!row) return undefined;
+    if (this.hashAt(row[1]) !== row[3]) return undefined;
+    return { name: row[0], position: row[1], state: JSON.parse(row[2]) as S, hash: row[3] };
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.drain();
+    this.closed = true;
+    this.committed$.complete();
+    this.db.close();
+  }
+
+  // ---- write path -------------------------------------------------------------------------
+
+  private flush(): void {
+    this.flushHandle = undefined;
+    if (this.closed || this.queue.length === 0) return;
+    this.commitBatch(this.takeBatch());
+    // Leftovers (over maxBatchEvents) go next turn, letting this batch's callers run first.
+    if (this.queue.length > 0) this.flushHandle = setImmediate(() => this.flush());
+  }
+
+  /** Commits everything queued, now. */
+  private drain(): void {
+    if (this.flushHandle) clearImmediate(this.flushHandle);
+    this.flushHandle = undefined;
+    while (this.queue.length > 0) this.commitBatch(this.takeBatch());
+  }
+
+  private takeBatch(): PendingAppend[] {
+    let events = 0;
+    let n = 0;
+    while (n < this.queue.length) {
+      events += this.queue[n]!.events.length;
+      n++;
+      if (events >= this.maxBatchEvents) break;
+    }
+    return this.queue.splice(0, n);
+  }
+
+  /** One transaction for the whole batch; settles every append in it. */
+  private commitBatch(batch: PendingAppend[]): void {
+    const time = this.now().toISOString();
+    const outcomes: (AppendResult | Error)[] = [];
+    const committed: RecordedEvent[] = [];
+    const heads = new Map<string, number>();
+    let pos = this.lastPos;
+    let hash = this.lastHash;
+    let failing = -1;
+    try {
+      this.stmt.begin.run();
+      this.syncTail();
+      pos = this.lastPos;
+      hash = this.lastHash;
+      for (let i = 0; i < batch.length; i++) {
+        const item = batch[i]!;
+        const actual = heads.get(item.streamId) ?? this.committedVersion(item.streamId);
+        if (!versionMatches(item.expected, actual)) {
+          outcomes.push(new WrongExpectedVersionError(item.streamId, item.expected, actual));
+          continue;
+        }
+        failing = i;
+        const records: RecordedEvent[] = [];
+        let version = actual;
+        for (const e of item.events) {
+          version++;
+          pos++;
+          const row = {
+            position: pos,
+            streamId: item.streamId,
+            streamVersion: version,
+            type: e.type,
+            schemaVersion: e.schemaVersion,
+            dataJson: e.dataJson,
+            metadataJson: e.metadataJson,
+            time,
+          };
+          const prevHash = hash;
+          hash = eventHash(prevHash, row);
+          this.stmt.insert.run(pos, item.streamId, version, e.type, e.schemaVersion, e.dataJson, e.metadataJson, time, prevHash, hash);
+          // Parsed back from the stored text so live records look exactly like replayed ones.
+          records.push({
+            position: pos,
+            streamId: item.streamId,
+            streamVersion: version,
+            type: e.type,
+            schemaVersion: e.schemaVersion,
+            data: JSON.parse(e.dataJson),
+            metadata: JSON.parse(e.metadataJson),
+            time,
+            prevHash,
+            hash,
+          });
+        }
+        failing = -1;
+        if (version !== actual) heads.set(item.streamId, version);
+        committed.push(...records);
+        outcomes.push({ nextExpectedVersion: version, positions: records.map((r) => r.position), records });
+      }
+      for (const [streamId, version] of heads) this.stmt.upsertStream.run(streamId, version);
+      this.stmt.commit.run();
+    } catch (error) {
+      if (this.db.inTransaction) this.stmt.rollback.run();
+      if (failing >= 0) {
+        // Only that append is at fault: reject it and retry the others in a fresh transaction.
+        batch[failing]!.reject(error);
+        this.queue.unshift(...batch.filter((_, i) => i !== failing));
+        this.flushHandle ??= setImmediate(() => this.flush());
+      } else {
+        for (const item of batch) item.reject(error); // BEGIN/COMMIT failed (disk full, I/O...)
+      }
+      return;
+    }
+
+    this.lastPos = pos;
+    this.lastHash = hash;
+    for (const [streamId, version] of heads) this.versions.set(streamId, version);
+    this.counters.commits++;
+    this.counters.events += committed.length;
+    if (committed.length > 0) {
+      this.notifying = true;
+      try {
+        for (const listener of this.listeners) {
+          try {
+            listener(committed);
+          } catch (error) {
+            this.onListenerError(error);
+          }
+        }
+        this.committed$.next(committed);
+      } finally {
+        this.notifying = false;
+      }
+    }
+    for (let i = 0; i < batch.length; i++) {
+      const outcome = outcomes[i]!;
+      if (outcome instanceof Error) {
+        this.counters.conflicts++;
+        batch[i]!.reject(outcome);
+      } else {
+        this.counters.appends++;
+        batch[i]!.resolve(outcome);
+      }
+    }
+  }
+
+  /** Inside the write transaction: if another connection appended, reload what we cached. */
+  private syncTail(): void {
+    const tail = this.stmt.tail.get() as [number, string] | undefined;
+    const pos = tail?.[0] ?? 0;
+    const hash = tail?.[1] ?? '';
+    if (pos === this.lastPos && hash === this.lastHash) return;
+    this.lastPos = pos;
+    this.lastHash = hash;
+    this.versions.clear();
+  }
+
+  private committedVersion(streamId: string): number {
+    let v = this.versions.get(streamId);
+    if (v === undefined) {
+      v = (this.stmt.streamHead.get(streamId) as number | undefined) ?? -1;
+      this.versions.set(streamId, v);
+    }
+    return v;
+  }
+
+  private hashAt(position: number): string | undefined {
+    if (position === 0) return '';
+    return this.stmt.hashAt.get(position) as string | undefined;
+  }
+}
+
+function checkExpected(expected: ExpectedVersion): void {
+  if (expected === 'any' || expected === 'no-stream') return;
+  if (!Number.isInteger(expected) || expected < -1) {
+    throw new TypeError(`expectedVersion must be an integer >= -1, 'no-stream' or 'any' (got ${String(expected)})`);
+  }
+}
+
+function versionMatches(expected: ExpectedVersion, actual: number): boolean {
+  if (expected === 'any') return true;
+  if (expected === 'no-stream') return actual === -1;
+  return expected === actual;
+}
+
+function prepareEvents(streamId: string, events: NewEvent[]): PreparedEvent[] {
+  if (typeof streamId !== 'string' || streamId.length === 0) throw new TypeError('streamId must be a non-empty string');
+  if (!Array.isArray(events)) throw new TypeError('events must be an array');
+  return events.map((e, i) => {
+    if (typeof e.type !== 'string' || e.type.length === 0) throw new TypeError(`event[${i}].type must be a non-empty string`);
+    const schemaVersion = e.schemaVersion ?? 1;
+    if (!Number.isInteger(schemaVersion) || schemaVersion < 1) {
+      throw new TypeError(`event[${i}].schemaVersion must be an integer >= 1`);
+    }
+    if (e.metadata === null || typeof e.metadata !== 'object') throw new TypeError(`event[${i}].metadata must be an object`);
+    return {
+      type: e.type,
+      schemaVersion,
+      dataJson: canonicalJson(e.data, `event[${i}].data`),
+      metadataJson: canonicalJson(e.metadata, `event[${i}].metadata`),
+    };
+  });
+}

@@ -1,0 +1,144 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { openSqliteEventStore, eventsFile, type SqliteEventStore } from '../../src/events/sqlite-store.js';
+import { WrongExpectedVersionError } from '../../src/events/errors.js';
+import { verifyLog } from '../../src/events/verify.js';
+import { ev, tempStorage } from '../helpers/store-fixtures.js';
+import { statSync } from 'node:fs';
+import { join } from 'node:path';
+
+let storage: ReturnType<typeof tempStorage>;
+let store: SqliteEventStore;
+
+beforeEach(() => {
+  storage = tempStorage();
+  store = openSqliteEventStore(eventsFile(join(storage.dir, 'state')));
+});
+afterEach(async () => {
+  await store.close();
+  storage.cleanup();
+});
+
+describe('opening', () => {
+  it('creates the storage directory private to the user', () => {
+    expect(statSync(join(storage.dir, 'state')).mode & 0o777).toBe(0o700);
+  });
+
+  it('makes commits durable: WAL with synchronous=FULL', () => {
+    const db = (store as unknown as { db: { pragma(s: string, o: object): unknown } }).db;
+    expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
+    expect(db.pragma('synchronous', { simple: true })).toBe(2); // FULL
+  });
+});
+
+describe('append with expected version', () => {
+  it('appends to a new stream and returns positions and versions', async () => {
+    const r = await store.append('escrow-1', [ev('a'), ev('b')], { expectedVersion: 'no-stream' });
+    expect(r.positions).toEqual([1, 2]);
+    expect(r.nextExpectedVersion).toBe(1);
+    expect(r.records.map((x) => [x.streamVersion, x.type])).toEqual([[0, 'a'], [1, 'b']]);
+    expect(store.streamVersion('escrow-1')).toBe(1);
+    expect(store.lastPosition()).toBe(2);
+  });
+
+  it('rejects a stale expected version with a typed error and writes nothing', async () => {
+    await store.append('escrow-1', [ev('a')], { expectedVersion: -1 });
+    const err = await store.append('escrow-1', [ev('b'), ev('c')], { expectedVersion: -1 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(WrongExpectedVersionError);
+    expect(err).toMatchObject({ streamId: 'escrow-1', expected: -1, actual: 0 });
+    expect(store.lastPosition()).toBe(1);
+    expect(store.readStream('escrow-1').map((e) => e.type)).toEqual(['a']);
+    await expect(store.append('escrow-2', [ev()], { expectedVersion: 3 })).rejects.toMatchObject({ actual: -1 });
+    await expect(store.append('escrow-1', [ev()], { expectedVersion: 'no-stream' })).rejects.toBeInstanceOf(WrongExpectedVersionError);
+  });
+
+  it("'any' skips the check", async () => {
+    await store.append('s', [ev()], { expectedVersion: 'any' });
+    await store.append('s', [ev()], { expectedVersion: 'any' });
+    expect(store.streamVersion('s')).toBe(1);
+  });
+
+  it('a conflict inside a group commit rejects only that caller', async () => {
+    const results = await Promise.allSettled([
+      store.append('s', [ev('first')], { expectedVersion: -1 }),
+      store.append('s', [ev('loser')], { expectedVersion: -1 }), // same expectation, queued second
+      store.append('t', [ev('other')], { expectedVersion: -1 }),
+      store.append('s', [ev('second')], { expectedVersion: 0 }),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
+    expect(store.stats().commits).toBe(1);
+    expect(store.readStream('s').map((e) => e.type)).toEqual(['first', 'second']);
+    expect([...store.readAll()].map((e) => e.position)).toEqual([1, 2, 3]);
+    expect(await verifyLog(store.file)).toMatchObject({ ok: true, events: 3 });
+  });
+
+  it('rejects bigint data with a clear error and still commits the others', async () => {
+    const [bad, good] = await Promise.allSettled([
+      store.append('s', [ev('x', { amount: 5n })], { expectedVersion: 'any' }),
+      store.append('s', [ev('y', { amount: '5' })], { expectedVersion: 'any' }),
+    ]);
+    expect(bad.status).toBe('rejected');
+    expect((bad as PromiseRejectedResult).reason.message).toMatch(/bigint.*event\[0\]\.data\.amount/);
+    expect(good.status).toBe('fulfilled');
+    expect(store.readStream('s').map((e) => e.data)).toEqual([{ amount: '5' }]);
+  });
+});
+
+describe('group commit', () => {
+  it('lands a burst of concurrent appends in few transactions, each resolved with its own positions', async () => {
+    const n = 500;
+    const commitsBefore = store.stats().commits;
+    const results = await Promise.all(
+      Array.from({ length: n }, (_, i) => store.append(`stream-${i % 17}`, [ev('e', { i }), ev('f', { i })], { expectedVersion: 'any' })),
+    );
+    expect(store.stats().commits - commitsBefore).toBe(1);
+    const positions = results.flatMap((r) => r.positions);
+    expect(new Set(positions).size).toBe(2 * n);
+    expect(Math.min(...positions)).toBe(1);
+    expect(Math.max(...positions)).toBe(2 * n);
+    for (const [i, r] of results.entries()) {
+      expect(r.positions[1]).toBe(r.positions[0]! + 1);
+      const stored = [...store.readAll(r.positions[0]! - 1, 2)];
+      expect(stored.map((e) => e.data)).toEqual([{ i }, { i }]);
+    }
+    expect(await verifyLog(store.file)).toMatchObject({ ok: true, events: 2 * n });
+  });
+
+  it('splits very large bursts at maxBatchEvents', async () => {
+    const small = openSqliteEventStore(eventsFile(join(storage.dir, 'small')), { maxBatchEvents: 100 });
+    await Promise.all(Array.from({ length: 1000 }, () => small.append('s', [ev()], { expectedVersion: 'any' })));
+    expect(small.stats().commits).toBe(10);
+    expect(small.streamVersion('s')).toBe(999);
+    await small.close();
+  });
+
+  it('calls onCommit synchronously after the commit, in position order, before callers resume', async () => {
+    const seen: number[][] = [];
+    let resolvedBeforeListener = false;
+    store.onCommit((records) => seen.push(records.map((r) => r.position)));
+    const p = store.append('a', [ev(), ev()], { expectedVersion: 'any' }).then((r) => {
+      resolvedBeforeListener = seen.length === 0;
+      return r;
+    });
+    const q = store.append('b', [ev()], { expectedVersion: 'any' });
+    await Promise.all([p, q]);
+    expect(seen).toEqual([[1, 2, 3]]);
+    expect(resolvedBeforeListener).toBe(false);
+  });
+
+  it('appendNow commits synchronously after whatever is queued', async () => {
+    const queued = store.append('s', [ev('queued')], { expectedVersion: 'any' });
+    const r = store.appendNow('s', [ev('now')], { expectedVersion: 0 });
+    expect(r.positions).toEqual([2]);
+    await expect(queued).resolves.toMatchObject({ positions: [1] });
+    expect(() => store.appendNow('s', [ev()], { expectedVersion: 0 })).toThrow(WrongExpectedVersionError);
+  });
+
+  it('close waits for queued appends', async () => {
+    const p = store.append('s', [ev()], { expectedVersion: 'any' });
+    await store.close();
+    await expect(p).resolves.toMatchObject({ positions: [1] });
+    await expect(store.append('s', [ev()], { expectedVersion: 'any' })).rejects.toThrow(/closed/);
+    store = openSqliteEventStore(store.file);
+    expect(store.lastPosition()).toBe(1);
+  });
+});
