@@ -1,0 +1,297 @@
+/**
+ * The escrow lifecycle (spec "States and transitions", escrow table) as a pure XState statechart.
+ * Its events are the recorded catalog events, so the escrow's state is the fold of its streams
+ * (creation intent, then `escrow-<id>`) through `transition`. A command asks `snapshot.can(event)`
+ * before appending.
+ *
+ * Money: `balance` = deposit − spent (never negative); `reserved` is the worst-case cost of the
+ * requests in flight, so the usable balance is balance − reserved.
+ */
+import { assertEvent, assign, setup } from 'xstate';
+import type { Amount, CatalogEventOf, EscrowEventData, EscrowRole, SettlementData } from '../events/catalog.js';
+import { add, lte, sub } from './amounts.js';
+
+/** The nonce at which a multi-escrow gateway stops routing new chat to an escrow (spec "Limits"). */
+export const ROUTING_STOP_NONCE = 19_800;
+
+export type EscrowEventType = keyof EscrowEventData;
+/** Events the escrow machine consumes. */
+export type EscrowEvent = CatalogEventOf<EscrowEventType>;
+
+export interface EscrowContext {
+  escrowId: string | null;
+  intentId: string | null;
+  model: string | null;
+  role: EscrowRole;
+  creator: string | null;
+  epoch: number | null;
+  deposit: Amount;
+  /** Cost of finished and failed requests. */
+  spent: Amount;
+  /** deposit − spent. */
+  balance: Amount;
+  /** Worst-case cost of the requests in flight. */
+  reserved: Amount;
+  /** Last used nonce (0 = none yet). */
+  nonce: number;
+  inFlight: number;
+  /** requestId → reserved cost, so each end releases exactly its own reservation once. */
+  pending: Record<string, Amount>;
+  /** Nonce at which routing stops; input so tests can use a small one. */
+  routingStop: number;
+  settlement: SettlementData | null;
+  settled: boolean;
+  lastError: string | null;
+}
+
+export interface EscrowInput {
+  routingStop?: number;
+}
+
+type Ev<K extends EscrowEventType> = CatalogEventOf<K>;
+
+const released = (context: EscrowContext, requestId: string, cost: Amount) => {
+  const { [requestId]: reservation = '0', ...pending } = context.pending;
+  const spent = add(context.spent, cost);
+  return {
+    pending,
+    inFlight: context.inFlight - 1,
+    reserved: sub(context.reserved, reservation),
+    spent,
+    balance: sub(context.deposit, spent),
+  };
+};
+
+/** Ends of requests are accepted wherever requests may still be in flight (they drain). */
+const drain = {
+  InferenceFinished: { guard: 'canEndRequest', actions: 'endRequest' },
+  InferenceFailed: { guard: 'canEndRequest', actions: 'endRequest' },
+} as const;
+
+/** The escrow statechart. */
+export const escrowMachine = setup({
+  types: {
+    context: {} as EscrowContext,
+    events: {} as EscrowEvent,
+    input: {} as EscrowInput | undefined,
+  },
+  guards: {
+    /** A fresh nonce above the last one, below the routing stop, and the reservation is covered. */
+    canStartRequest: ({ context, event }) => {
+      assertEvent(event, 'InferenceStarted');
+      const { nonce, reservedCost, requestId } = event.data;
+      return (
+        nonce > context.nonce &&
+        nonce < context.routingStop &&
+        !(requestId in context.pending) &&
+        lte(add(context.reserved, reservedCost), context.balance)
+      );
+    },
+    /** The request is in flight here and its cost fits the unspent deposit (balance stays ≥ 0). */
+    canEndRequest: ({ context, event }) => {
+      assertEvent(event, ['InferenceFinished', 'InferenceFailed']);
+      return event.data.requestId in context.pending && lte(event.data.cost, context.balance);
+    },
+    /** No further nonce is usable below the routing stop. */
+    atRoutingStop: ({ context }) => context.nonce + 1 >= context.routingStop,
+    noInFlight: ({ context }) => context.inFlight === 0,
+    hasInFlight: ({ context }) => context.inFlight > 0,
+    isSettled: ({ context }) => context.settled,
+    notSettled: ({ context }) => !context.settled,
+  },
+  actions: {
+    requestCreate: assign(({ event }) => {
+      assertEvent(event, 'EscrowCreateRequested');
+      const d = event.data;
+      return { intentId: d.intentId, model: d.model, role: d.role, creator: d.creator, epoch: d.epoch, deposit: d.amount, balance: d.amount };
+    }),
+    createFailed: assign(({ event }) => {
+      assertEvent(event, 'EscrowCreateFailed');
+      return { lastError: `${event.data.error.kind}: ${event.data.error.message}` };
+    }),
+    created: assign(({ context, event }) => {
+      assertEvent(event, 'EscrowCreated');
+      const d = event.data;
+      return {
+        escrowId: d.escrowId,
+        intentId: d.intentId ?? context.intentId,
+        model: d.model,
+        role: d.role,
+        creator: d.creator,
+        epoch: d.epoch,
+        deposit: d.amount,
+        spent: '0',
+        balance: d.amount,
+      };
+    }),
+    imported: assign(({ event }) => {
+      assertEvent(event, 'EscrowImported');
+      const d = event.data;
+      return {
+        escrowId: d.escrowId,
+        model: d.model,
+        role: d.role,
+        creator: d.creator,
+        epoch: d.epoch,
+        deposit: d.amount,
+        spent: d.spent,
+        balance: sub(d.amount, d.spent),
+        nonce: d.nonce,
+      };
+    }),
+    startRequest: assign(({ context, event }) => {
+      assertEvent(event, 'InferenceStarted');
+      const d = event.data;
+      return {
+        nonce: d.nonce,
+        inFlight: context.inFlight + 1,
+        reserved: add(context.reserved, d.reservedCost),
+        pending: { ...context.pending, [d.requestId]: d.reservedCost },
+      };
+    }),
+    endRequest: assign(({ context, event }) => {
+      assertEvent(event, ['InferenceFinished', 'InferenceFailed']);
+      return released(context, event.data.requestId, event.data.cost);
+    }),
+    finalize: assign(({ event }) => {
+      assertEvent(event, 'EscrowFinalized');
+      return { settlement: event.data.settlement };
+    }),
+    settleFailed: assign(({ event }) => {
+      assertEvent(event, 'EscrowSettleFailed');
+      return { lastError: event.data.reason };
+    }),
+    settled: assign({ settled: true, lastError: null }),
+  },
+}).createMachine({
+  id: 'escrow',
+  initial: 'none',
+  context: ({ input }) => ({
+    escrowId: null,
+    intentId: null,
+    model: null,
+    role: 'regular',
+    creator: null,
+    epoch: null,
+    deposit: '0',
+    spent: '0',
+    balance: '0',
+    reserved: '0',
+    nonce: 0,
+    inFlight: 0,
+    pending: {},
+    routingStop: input?.routingStop ?? ROUTING_STOP_NONCE,
+    settlement: null,
+    settled: false,
+    lastError: null,
+  }),
+  states: {
+    none: {
+      on: {
+        EscrowCreateRequested: { target: 'creating', actions: 'requestCreate' },
+        EscrowCreated: { target: 'created', actions: 'created' },
+        EscrowImported: { target: 'imported', actions: 'imported' },
+      },
+    },
+    /** Intent recorded, tx possibly broadcast; the outcome decides. */
+    creating: {
+      on: {
+        EscrowCreated: { target: 'created', actions: 'created' },
+        EscrowCreateFailed: { target: 'createFailed', actions: 'createFailed' },
+      },
+    },
+    createFailed: { type: 'final' },
+    /** On chain, not yet registered for routing. */
+    created: {
+      on: {
+        EscrowRegistered: 'active',
+        EscrowActivated: 'active',
+        EscrowFinalized: { target: 'finalized', actions: 'finalize' },
+      },
+    },
+    /** Imported state, inactive until registered or activated on this gateway. */
+    imported: {
+      on: {
+        EscrowRegistered: 'active',
+        EscrowActivated: 'active',
+        EscrowFinalized: { target: 'finalized', actions: 'finalize' },
+      },
+    },
+    /** Routable: takes new chat. */
+    active: {
+      on: {
+        InferenceStarted: { guard: 'canStartRequest', actions: 'startRequest' },
+        ...drain,
+        EscrowDepleted: 'depleted',
+        EscrowRoutingStopped: { guard: 'atRoutingStop', target: 'routingStopped' },
+        EscrowFinalized: { target: 'finalized', actions: 'finalize' },
+        EscrowDeactivated: 'deactivated',
+      },
+    },
+    /** Usable balance below the threshold: no new chat; replaced when rotation is on. */
+    depleted: {
+      on: {
+        ...drain,
+        EscrowFinalized: { target: 'finalized', actions: 'finalize' },
+        EscrowDeactivated: 'deactivated',
+      },
+    },
+    /** Nonce at the routing stop: no new chat. */
+    routingStopped: {
+      on: {
+        ...drain,
+        EscrowDepleted: 'depleted',
+        EscrowFinalized: { target: 'finalized', actions: 'finalize' },
+        EscrowDeactivated: 'deactivated',
+      },
+    },
+    /** Settlement data produced (off-chain); requests started before may still drain. */
+    finalized: {
+      on: {
+        ...drain,
+        EscrowFinalized: { actions: 'finalize' },
+        EscrowSettleRequested: { guard: 'noInFlight', target: 'settling' },
+        EscrowSettleDeferred: { guard: 'hasInFlight', target: 'settleDeferred' },
+      },
+    },
+    /** A settle is wanted but requests are in flight; requested once they have drained. */
+    settleDeferred: {
+      on: {
+        ...drain,
+        EscrowFinalized: { actions: 'finalize' },
+        EscrowSettleRequested: { guard: 'noInFlight', target: 'settling' },
+      },
+    },
+    /** Settle tx recorded (write-ahead), outcome pending. */
+    settling: {
+      on: {
+        EscrowSettled: { target: 'settled', actions: 'settled' },
+        EscrowSettleFailed: { target: 'finalized', actions: 'settleFailed' },
+      },
+    },
+    settled: {
+      on: {
+        EscrowDeactivated: 'deactivated',
+        EscrowRemoved: 'removed',
+      },
+    },
+    /** Not routed; the chain record remains. */
+    deactivated: {
+      on: {
+        ...drain,
+        EscrowActivated: { guard: 'notSettled', target: 'active' },
+        EscrowFinalized: { guard: 'notSettled', target: 'finalized', actions: 'finalize' },
+        EscrowRemoved: { guard: 'isSettled', target: 'removed' },
+      },
+    },
+    removed: { type: 'final' },
+  },
+});
+
+/** State values of the escrow machine. */
+export type EscrowState =
+  | 'none' | 'creating' | 'createFailed' | 'created' | 'imported' | 'active' | 'depleted' | 'routingStopped'
+  | 'finalized' | 'settleDeferred' | 'settling' | 'settled' | 'deactivated' | 'removed';
+
+/** States in which an escrow takes new chat. */
+export const ROUTABLE_ESCROW_STATES: readonly EscrowState[] = ['active'];

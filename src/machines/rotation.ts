@@ -1,0 +1,221 @@
+/**
+ * The rotation cycle of one model (spec "Rotation cycle"), fed the `rotation-<model>` stream:
+ *
+ *   idle → phase 1 (create temporaries → [fallback: promote regulars] → settle regulars)
+ *        → waitingPoc → phase 2 (create targets → settle temporaries) → idle
+ *
+ * After an on-chain create failure the pair (role, epoch) joins `suppressed`: a later create
+ * decision for the same model, role and epoch is refused by the `createAllowed` guard, and the
+ * rotation task records RotationCreateSuppressed instead.
+ */
+import { assertEvent, assign, setup } from 'xstate';
+import type { CatalogEventOf, ChainErrorInfo, EscrowRole, RotationEventData } from '../events/catalog.js';
+
+export type RotationEventType = keyof RotationEventData;
+export type RotationEvent = CatalogEventOf<RotationEventType>;
+
+export interface RotationContext {
+  model: string | null;
+  epoch: number | null;
+  height: number | null;
+  phase: 0 | 1 | 2;
+  target: number;
+  existing: number;
+  created: number;
+  promoted: number;
+  settleDecided: number;
+  settleFailed: number;
+  /** `${role}@${epoch}` pairs whose create failed on chain. */
+  suppressed: string[];
+  lastError: ChainErrorInfo | null;
+  replacements: number;
+}
+
+/** Suppression key of a model's (role, epoch); the model is implicit (one machine per model). */
+export const suppressionKey = (role: EscrowRole, epoch: number): string => `${role}@${epoch}`;
+
+/** Keep suppressions of this and the previous epoch only: older ones can never match again. */
+const withSuppression = (suppressed: string[], role: EscrowRole, epoch: number): string[] => {
+  const key = suppressionKey(role, epoch);
+  const recent = suppressed.filter((k) => Number(k.split('@')[1]) >= epoch - 1);
+  return recent.includes(key) ? recent : [...recent, key];
+};
+
+const isCreateStep = (step: string) => step === 'create_temporary' || step === 'create_target';
+
+/** Depletion replacements and chain-read failures can happen in any state; they do not move it. */
+const anytime = {
+  DepletionReplacementDecided: { actions: 'replacementDecided' },
+  DepletionReplacementFailed: { actions: 'replacementFailed' },
+  RotationFailed: { guard: 'readChainFailed', actions: 'failed' },
+} as const;
+
+/** The rotation statechart (one per model). */
+export const rotationMachine = setup({
+  types: {
+    context: {} as RotationContext,
+    events: {} as RotationEvent,
+    input: {} as { model?: string } | undefined,
+  },
+  guards: {
+    isPhase1: ({ event }) => (event.type === 'RotationPhaseStarted' || event.type === 'RotationPhaseCompleted') && event.data.phase === 1,
+    isPhase2: ({ event }) => (event.type === 'RotationPhaseStarted' || event.type === 'RotationPhaseCompleted') && event.data.phase === 2,
+    /** A temporary create that is not suppressed for this epoch. */
+    temporaryCreateAllowed: ({ context, event }) =>
+      event.type === 'RotationCreateDecided' && event.data.role === 'temporary' && !context.suppressed.includes(suppressionKey('temporary', event.data.chain.epoch)),
+    /** A regular (target) create that is not suppressed for this epoch. */
+    regularCreateAllowed: ({ context, event }) =>
+      event.type === 'RotationCreateDecided' && event.data.role === 'regular' && !context.suppressed.includes(suppressionKey('regular', event.data.chain.epoch)),
+    settlesRegulars: ({ event }) => event.type === 'RotationSettleDecided' && event.data.role === 'regular',
+    settlesTemporaries: ({ event }) => event.type === 'RotationSettleDecided' && event.data.role === 'temporary',
+    createFailed: ({ event }) => event.type === 'RotationFailed' && isCreateStep(event.data.step),
+    settleFailed: ({ event }) => event.type === 'RotationFailed' && event.data.step === 'settle',
+    readChainFailed: ({ event }) => event.type === 'RotationFailed' && (event.data.step === 'read_chain' || event.data.step === 'promote'),
+  },
+  actions: {
+    startPhase: assign(({ context, event }) => {
+      assertEvent(event, 'RotationPhaseStarted');
+      const d = event.data;
+      const fresh = d.phase === 1 || context.epoch !== d.chain.epoch;
+      return {
+        model: d.model,
+        phase: d.phase,
+        epoch: d.chain.epoch,
+        height: d.chain.height,
+        target: d.target,
+        existing: d.existing,
+        // Phase 2 belongs to the same cycle as phase 1: its counts continue.
+        ...(fresh ? { created: 0, promoted: 0, settleDecided: 0, settleFailed: 0, lastError: null } : {}),
+      };
+    }),
+    completePhase: assign(({ event }) => {
+      assertEvent(event, 'RotationPhaseCompleted');
+      return { height: event.data.chain.height, phase: event.data.phase === 2 ? (0 as const) : (1 as const) };
+    }),
+    createDecided: assign(({ context, event }) => {
+      assertEvent(event, 'RotationCreateDecided');
+      const d = event.data;
+      return { created: context.created + d.intentIds.length, target: d.target, existing: d.existing, height: d.chain.height };
+    }),
+    createSuppressed: assign(({ event }) => {
+      assertEvent(event, 'RotationCreateSuppressed');
+      return { height: event.data.chain.height };
+    }),
+    promoted: assign(({ context, event }) => {
+      assertEvent(event, 'RotationPromoted');
+      return { promoted: context.promoted + event.data.escrowIds.length, height: event.data.chain.height };
+    }),
+    settleDecided: assign(({ context, event }) => {
+      assertEvent(event, 'RotationSettleDecided');
+      return { settleDecided: context.settleDecided + event.data.escrowIds.length, height: event.data.chain.height };
+    }),
+    failed: assign(({ context, event }) => {
+      assertEvent(event, 'RotationFailed');
+      const d = event.data;
+      return {
+        lastError: d.error,
+        height: d.chain.height,
+        settleFailed: context.settleFailed + (d.step === 'settle' ? 1 : 0),
+        suppressed: d.suppress && d.role ? withSuppression(context.suppressed, d.role, d.chain.epoch) : context.suppressed,
+      };
+    }),
+    replacementDecided: assign(({ context, event }) => {
+      assertEvent(event, 'DepletionReplacementDecided');
+      return { model: event.data.model, replacements: context.replacements + 1 };
+    }),
+    replacementFailed: assign(({ context, event }) => {
+      assertEvent(event, 'DepletionReplacementFailed');
+      const d = event.data;
+      return {
+        model: d.model,
+        lastError: d.error,
+        suppressed: d.suppress ? withSuppression(context.suppressed, 'regular', d.chain.epoch) : context.suppressed,
+      };
+    }),
+  },
+}).createMachine({
+  id: 'rotation',
+  initial: 'idle',
+  context: ({ input }) => ({
+    model: input?.model ?? null,
+    epoch: null,
+    height: null,
+    phase: 0,
+    target: 0,
+    existing: 0,
+    created: 0,
+    promoted: 0,
+    settleDecided: 0,
+    settleFailed: 0,
+    suppressed: [],
+    lastError: null,
+    replacements: 0,
+  }),
+  states: {
+    idle: {
+      on: {
+        ...anytime,
+        RotationPhaseStarted: { guard: 'isPhase1', target: 'phase1', actions: 'startPhase' },
+      },
+    },
+    /** pre_poc_blocks before the boundary. */
+    phase1: {
+      initial: 'creatingTemporaries',
+      on: { ...anytime },
+      states: {
+        creatingTemporaries: {
+          on: {
+            RotationCreateDecided: { guard: 'temporaryCreateAllowed', actions: 'createDecided' },
+            RotationCreateSuppressed: { target: 'promoting', actions: 'createSuppressed' },
+            RotationFailed: { guard: 'createFailed', target: 'promoting', actions: 'failed' },
+            RotationPromoted: { target: 'settlingRegulars', actions: 'promoted' },
+            RotationSettleDecided: { guard: 'settlesRegulars', target: 'settlingRegulars', actions: 'settleDecided' },
+          },
+        },
+        /** Fallback: temporary creation failed, regulars take the temporary role. */
+        promoting: {
+          on: {
+            RotationPromoted: { target: 'settlingRegulars', actions: 'promoted' },
+            RotationSettleDecided: { guard: 'settlesRegulars', target: 'settlingRegulars', actions: 'settleDecided' },
+          },
+        },
+        settlingRegulars: {
+          on: {
+            RotationSettleDecided: { guard: 'settlesRegulars', actions: 'settleDecided' },
+            RotationFailed: { guard: 'settleFailed', actions: 'failed' },
+            RotationPhaseCompleted: { guard: 'isPhase1', target: '#rotation.waitingPoc', actions: 'completePhase' },
+          },
+        },
+      },
+    },
+    /** Waiting for the chain to leave the PoC window of the transition. */
+    waitingPoc: {
+      on: {
+        ...anytime,
+        RotationPhaseStarted: { guard: 'isPhase2', target: 'phase2', actions: 'startPhase' },
+      },
+    },
+    phase2: {
+      initial: 'creatingTargets',
+      on: { ...anytime },
+      states: {
+        creatingTargets: {
+          on: {
+            RotationCreateDecided: { guard: 'regularCreateAllowed', actions: 'createDecided' },
+            RotationCreateSuppressed: { actions: 'createSuppressed' },
+            RotationFailed: { guard: 'createFailed', actions: 'failed' },
+            RotationSettleDecided: { guard: 'settlesTemporaries', target: 'settlingTemporaries', actions: 'settleDecided' },
+            RotationPhaseCompleted: { guard: 'isPhase2', target: '#rotation.idle', actions: 'completePhase' },
+          },
+        },
+        settlingTemporaries: {
+          on: {
+            RotationSettleDecided: { guard: 'settlesTemporaries', actions: 'settleDecided' },
+            RotationFailed: { guard: 'settleFailed', actions: 'failed' },
+            RotationPhaseCompleted: { guard: 'isPhase2', target: '#rotation.idle', actions: 'completePhase' },
+          },
+        },
+      },
+    },
+  },
+});
