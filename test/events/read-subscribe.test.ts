@@ -1,0 +1,103 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { firstValueFrom, take, toArray } from 'rxjs';
+import { openSqliteEventStore, eventsFile, type SqliteEventStore } from '../../src/events/sqlite-store.js';
+import type { RecordedEvent } from '../../src/events/envelope.js';
+import { ev, tempStorage } from '../helpers/store-fixtures.js';
+
+let storage: ReturnType<typeof tempStorage>;
+let store: SqliteEventStore;
+
+beforeEach(() => {
+  storage = tempStorage();
+  store = openSqliteEventStore(eventsFile(storage.dir));
+});
+afterEach(async () => {
+  await store.close();
+  storage.cleanup();
+});
+
+/** n events, one per append, round-robin over streams, group-committed 500 at a time. */
+async function seed(n: number, streams = 3): Promise<void> {
+  for (let i = 0; i < n; i += 500) {
+    const count = Math.min(500, n - i);
+    await Promise.all(
+      Array.from({ length: count }, (_, j) => store.append(`s${(i + j) % streams}`, [ev('seeded', { n: i + j + 1 })], { expectedVersion: 'any' })),
+    );
+  }
+}
+
+describe('reads', () => {
+  it('readAll is exclusive of afterPosition, honours limit, and survives a reopen', async () => {
+    await seed(30);
+    expect([...store.readAll(10, 5)].map((e) => e.position)).toEqual([11, 12, 13, 14, 15]);
+    expect([...store.readAll(28)].map((e) => e.position)).toEqual([29, 30]);
+    expect([...store.readAll(30)]).toEqual([]);
+    const before = [...store.readAll()];
+    await store.close();
+    store = openSqliteEventStore(eventsFile(storage.dir));
+    expect([...store.readAll()]).toEqual(before);
+    expect(before.map((e) => (e.data as { n: number }).n)).toEqual(Array.from({ length: 30 }, (_, i) => i + 1));
+  });
+
+  it('readAll pages lazily across page boundaries, and appends can commit mid-iteration', async () => {
+    await seed(4_500, 1);
+    const it = store.readAll(0);
+    let count = 0;
+    for (const e of it) {
+      count++;
+      expect(e.position).toBe(count);
+      if (count === 2_500) store.appendNow('late', [ev()], { expectedVersion: 'any' }); // would throw "connection busy" with an open cursor
+    }
+    expect(count).toBe(4_501);
+  });
+
+  it('readStream returns one stream from a version, in order', async () => {
+    await seed(9, 3);
+    expect(store.readStream('s1').map((e) => [e.streamVersion, (e.data as { n: number }).n])).toEqual([[0, 2], [1, 5], [2, 8]]);
+    expect(store.readStream('s1', 2).map((e) => e.streamVersion)).toEqual([2]);
+    expect(store.readStream('missing')).toEqual([]);
+  });
+
+  it('records read back equal the records the append returned', async () => {
+    const r = await store.append('s', [ev('x', { b: [1, { d: 'e' }], a: null })], { expectedVersion: -1 });
+    expect(store.readStream('s')).toEqual(r.records);
+  });
+});
+
+describe('subscribe', () => {
+  it('catches up from a position, then goes live', async () => {
+    await seed(5);
+    const got: number[] = [];
+    const sub = store.subscribe(2).subscribe((e) => got.push(e.position));
+    expect(got).toEqual([3, 4, 5]);
+    await store.append('s', [ev(), ev()], { expectedVersion: 'any' });
+    expect(got).toEqual([3, 4, 5, 6, 7]);
+    sub.unsubscribe();
+    await store.append('s', [ev()], { expectedVersion: 'any' });
+    expect(got).toHaveLength(5);
+  });
+
+  it('while appends are flowing, emits every event exactly once and in order across catch-up and live', async () => {
+    await seed(5_000, 7); // more than one catch-up page, so commits land between pages
+    const total = 5_000 + 200 * 3;
+    const writers = (async () => {
+      for (let round = 0; round < 200; round++) {
+        await Promise.all([0, 1, 2].map((k) => store.append(`w${k}`, [ev('live', { round })], { expectedVersion: 'any' })));
+      }
+    })();
+    const subs = [0, 1_000, 4_999].map((from) => firstValueFrom(store.subscribe(from).pipe(take(total - from), toArray())));
+    await writers;
+    const results = await Promise.all(subs);
+    for (const [i, from] of [0, 1_000, 4_999].entries()) {
+      expect(results[i]!.map((e: RecordedEvent) => e.position)).toEqual(Array.from({ length: total - from }, (_, k) => from + k + 1));
+    }
+  });
+
+  it('completes subscribers when the store closes', async () => {
+    let completed = false;
+    store.subscribe().subscribe({ complete: () => (completed = true) });
+    await store.close();
+    expect(completed).toBe(true);
+    store = openSqliteEventStore(eventsFile(storage.dir));
+  });
+});
