@@ -1,0 +1,132 @@
+/**
+ * The fastify instance every route lives on: OpenAI-style errors for everything, request ids, one
+ * JSON log line per request with the fields handlers attach (`request.logFields`), a tolerant JSON
+ * body parser, and the OpenAPI document at GET /openapi.json. Routes are added by the caller
+ * (src/http/routes, written over the gateway use cases).
+ *
+ * Validation uses fastify's ajv with coercion and additional-property removal turned OFF: a
+ * string "1" for temperature is an error (as at OpenAI), and unknown settings members are refused,
+ * not silently dropped. So path/query schemas must declare strings (e.g. `{type:'string',
+ * pattern:'^[0-9]+$'}`), see escrowIdParamsSchema.
+ */
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import type { Logger } from 'pino';
+import { installErrorHandlers } from './errors.js';
+import { createLogger } from './logger.js';
+import type { GatewayMetrics } from './metrics.js';
+import { OpenApiCollector, type FastifySchemaWithDocs } from './openapi.js';
+
+/** Fields a handler attaches for the request's log line (and nothing secret). */
+export interface RequestLogFields {
+  model?: string;
+  escrow_id?: string;
+  nonce?: number;
+  prompt_tokens?: number;
+  completion_tokens?: number;
+  stream?: boolean;
+  key_id?: string;
+  error_code?: string;
+  [key: string]: unknown;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Merged into the one log line written when the response finishes or the client leaves. */
+    logFields: RequestLogFields;
+  }
+}
+
+export interface HttpAppOptions {
+  /** A pino logger (use createLogger for redaction); default: createLogger({ level: logLevel }). */
+  logger?: Logger;
+  logLevel?: string;
+  /** Max request body in bytes (default 1 MiB); larger bodies get 413. */
+  bodyLimit?: number;
+  /** Counts every request by route pattern and status when given. */
+  metrics?: GatewayMetrics;
+  /** Behind a reverse proxy: trust X-Forwarded-* (fastify's trustProxy). Default false. */
+  trustProxy?: FastifyServerOptions['trustProxy'];
+  /** OpenAPI info block. */
+  openapi?: { title?: string; version?: string; description?: string };
+  /** Other fastify options (e.g. forceCloseConnections for shutdown). */
+  fastify?: Partial<FastifyServerOptions>;
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
+
+/** Keeps a sane caller-supplied X-Request-Id (so a proxy's id links logs), else a fresh one. */
+export function genReqId(req: IncomingMessage): string {
+  const given = req.headers['x-request-id'];
+  if (typeof given === 'string' && REQUEST_ID.test(given)) return given;
+  return `req-${randomUUID()}`;
+}
+
+export function createHttpApp(options: HttpAppOptions = {}): FastifyInstance {
+  const logger = options.logger ?? createLogger({ level: options.logLevel ?? 'info' });
+  const bodyLimit = options.bodyLimit ?? 1024 * 1024;
+  const app = Fastify({
+    ...options.fastify,
+    loggerInstance: logger as FastifyBaseLogger,
+    bodyLimit,
+    genReqId,
+    disableRequestLogging: true,
+    trustProxy: options.trustProxy ?? false,
+    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allowUnionTypes: true, useDefaults: false } },
+  });
+
+  installErrorHandlers(app);
+
+  const collector = new OpenApiCollector({
+    title: options.openapi?.title ?? 'shardgate',
+    version: options.openapi?.version ?? '1.0.0',
+    ...(options.openapi?.description ? { description: options.openapi.description } : {}),
+  });
+  app.addHook('onRoute', collector.onRoute);
+
+  // JSON with any charset; an empty body is "no body" (curl -X POST -H 'Content-Type: application/json'
+  // on finalize/deactivate), which then fails only if the route requires one.
+  app.removeContentTypeParser('application/json');
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit }, (request, body, done) => {
+    if (typeof body === 'string' && body.trim() === '') return done(null, undefined);
+    parseJson(request, typeof body === 'string' ? body : body.toString('utf8'), done);
+  });
+
+  app.decorateRequest('logFields', null as unknown as RequestLogFields);
+  app.addHook('onRequest', async (request, reply) => {
+    request.logFields = {};
+    reply.header('x-request-id', request.id);
+    const started = process.hrtime.bigint();
+    let logged = false;
+    const logLine = () => {
+      if (logged) return;
+      logged = true;
+      const res = reply.raw;
+      const status = res.statusCode;
+      const aborted = !res.writableFinished;
+      const route = request.routeOptions.url ?? '(unmatched)';
+      const line = {
+        reqId: request.id,
+        method: request.method,
+        url: (request.url.split('?')[0] ?? '').slice(0, 512),
+        route,
+        status,
+        latency_ms: Number((process.hrtime.bigint() - started) / 1000n) / 1000,
+        ...(aborted ? { client_aborted: true } : {}),
+        ...request.logFields,
+      };
+      options.metrics?.httpRequests.inc({ method: request.method, route, status });
+      if (status >= 500) logger.error(line, 'request');
+      else logger.info(line, 'request');
+    };
+    // Raw events, not onResponse: they also fire for hijacked (SSE) replies and client aborts.
+    reply.raw.once('finish', logLine);
+    reply.raw.once('close', logLine);
+  });
+
+  app.get('/openapi.json', { schema: { hide: true } as FastifySchemaWithDocs }, async () => collector.document());
+
+  return app;
+}

@@ -1,0 +1,112 @@
+/**
+ * Bearer-key authentication. Keys are compared as sha256 digests with crypto.timingSafeEqual, so
+ * neither the content nor the length of a configured key leaks through response timing. A client
+ * is known to the rest of the system only by a key id (`key-` + 8 hex of sha256(key)): that is what
+ * goes into events and logs, never the key.
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { FastifyReply, FastifyRequest, preHandlerHookHandler } from 'fastify';
+import { ApiError, errors, sendApiError } from './errors.js';
+
+export type AuthContext =
+  | { kind: 'admin'; keyId: 'admin' }
+  | { kind: 'client'; keyId: string }
+  | { kind: 'none'; keyId: null; reason: 'missing' | 'malformed' | 'unknown' };
+
+export interface AuthKeys {
+  /** DEVSHARD_ADMIN_API_KEY; undefined/empty: no admin access at all. */
+  adminApiKey?: string | undefined;
+  /** DEVSHARD_API_KEYS. */
+  apiKeys: readonly string[];
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Set by the auth preHandlers (requireAdmin / requireClientOrAdmin / authenticate). */
+    auth?: AuthContext;
+  }
+}
+
+const sha256 = (s: string): Buffer => createHash('sha256').update(s, 'utf8').digest();
+
+/** Stable, non-secret id of a key for logs and events. */
+export function keyId(key: string): string {
+  return `key-${sha256(key).toString('hex').slice(0, 8)}`;
+}
+
+/** Constant-time equality of two strings (digests are compared, so lengths do not leak). */
+export function safeEqual(a: string, b: string): boolean {
+  return timingSafeEqual(sha256(a), sha256(b));
+}
+
+/** The key of an `Authorization: Bearer <key>` header; null when missing, '' when malformed. */
+export function bearerToken(header: string | string[] | undefined): string | null {
+  if (header === undefined) return null;
+  const value = Array.isArray(header) ? header[0] ?? '' : header;
+  const m = /^\s*Bearer\s+(\S+)\s*$/i.exec(value);
+  return m?.[1] ?? '';
+}
+
+export interface Authenticator {
+  /** Who sent this Authorization header. Every configured key is compared (no early exit). */
+  classify(header: string | string[] | undefined): AuthContext;
+  /** preHandler: admin key only (/v1/admin/*, /v1/debug/*, /devshard/*, /v1/finalize). */
+  requireAdmin: preHandlerHookHandler;
+  /** preHandler: a client key or the admin key (chat, models). */
+  requireClientOrAdmin: preHandlerHookHandler;
+  /** preHandler: classify only, never refuse (public routes that show more to admins). */
+  authenticate: preHandlerHookHandler;
+}
+
+export function createAuthenticator(keys: AuthKeys): Authenticator {
+  // Digests computed once; comparisons then cost the same for every request.
+  const admin = keys.adminApiKey ? sha256(keys.adminApiKey) : undefined;
+  const clients = keys.apiKeys.filter((k) => k !== '').map((k) => ({ digest: sha256(k), id: keyId(k) }));
+
+  const classify = (header: string | string[] | undefined): AuthContext => {
+    const token = bearerToken(header);
+    if (token === null) return { kind: 'none', keyId: null, reason: 'missing' };
+    if (token === '') return { kind: 'none', keyId: null, reason: 'malformed' };
+    const digest = sha256(token);
+    const isAdmin = admin !== undefined && timingSafeEqual(digest, admin);
+    let client: string | undefined;
+    for (const c of clients) if (timingSafeEqual(digest, c.digest) && client === undefined) client = c.id;
+    if (isAdmin) return { kind: 'admin', keyId: 'admin' };
+    if (client !== undefined) return { kind: 'client', keyId: client };
+    return { kind: 'none', keyId: null, reason: 'unknown' };
+  };
+
+  const refuse = (reply: FastifyReply, ctx: AuthContext, adminNeeded: boolean): FastifyReply => {
+    let err: ApiError;
+    if (ctx.kind === 'none' && ctx.reason === 'missing') {
+      err = errors.unauthorized("You didn't provide an API key. Send it as `Authorization: Bearer <API_KEY>`.");
+    } else if (ctx.kind === 'client' && adminNeeded) {
+      err = errors.unauthorized('This route requires an admin API key (DEVSHARD_ADMIN_API_KEY).');
+    } else {
+      err = errors.unauthorized();
+    }
+    return sendApiError(reply, err);
+  };
+
+  const attach = (request: FastifyRequest): AuthContext => {
+    const ctx = classify(request.headers.authorization);
+    request.auth = ctx;
+    if (ctx.keyId) request.logFields.key_id = ctx.keyId;
+    return ctx;
+  };
+
+  return {
+    classify,
+    async requireAdmin(request, reply) {
+      const ctx = attach(request);
+      if (ctx.kind !== 'admin') return refuse(reply, ctx, true);
+    },
+    async requireClientOrAdmin(request, reply) {
+      const ctx = attach(request);
+      if (ctx.kind === 'none') return refuse(reply, ctx, false);
+    },
+    async authenticate(request) {
+      attach(request);
+    },
+  };
+}

@@ -1,0 +1,52 @@
+/**
+ * The kill switch at the edge: while the disabled state is on, every non-admin route answers 308
+ * with `Location: new_url` and `{status, message, new_url}`; admin routes keep working so the
+ * operator can turn it off again.
+ *
+ * Exempt (keep working while disabled): /v1/admin/*, /v1/debug/*, /devshard/*, /v1/finalize
+ * (the spec's admin routes), plus /metrics and /openapi.json: a monitoring scraper following a
+ * redirect to another gateway would report the wrong instance, and the API description is not
+ * traffic. /v1/status is NOT exempt (the spec lists it as a non-admin route); operators read the
+ * admin routes while disabled.
+ */
+import type { FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
+
+export interface DisabledState {
+  enabled: boolean;
+  message?: string | undefined;
+  new_url?: string | undefined;
+}
+
+const ADMIN_PREFIXES = ['/v1/admin/', '/v1/debug/', '/devshard/'];
+const ADMIN_EXACT = ['/v1/admin', '/v1/debug', '/v1/finalize'];
+const OPERATOR_EXACT = ['/metrics', '/openapi.json'];
+
+/** True for the spec's admin routes (path or route pattern, query string ignored). */
+export function isAdminPath(url: string): boolean {
+  const path = url.split('?')[0] ?? '';
+  return ADMIN_EXACT.includes(path) || ADMIN_PREFIXES.some((p) => path.startsWith(p));
+}
+
+export function isExemptFromDisabled(url: string): boolean {
+  const path = url.split('?')[0] ?? '';
+  return isAdminPath(path) || OPERATOR_EXACT.includes(path);
+}
+
+export const DEFAULT_DISABLED_MESSAGE = 'This gateway is disabled; use the new URL.';
+
+/** onRequest hook; `getDisabled` is read per request (a projection, in memory). */
+export function disabledGate(getDisabled: () => DisabledState): onRequestHookHandler {
+  return async function disabledGateHook(request: FastifyRequest, reply: FastifyReply) {
+    const state = getDisabled();
+    if (!state.enabled) return;
+    // The raw path decides, not the matched route: an unknown path is not an admin route.
+    if (isExemptFromDisabled(request.url)) return;
+    const newUrl = state.new_url ? state.new_url : null;
+    if (newUrl) reply.header('location', newUrl);
+    request.logFields.disabled = true;
+    return reply
+      .code(308)
+      .type('application/json; charset=utf-8')
+      .send({ status: 'disabled', message: state.message || DEFAULT_DISABLED_MESSAGE, new_url: newUrl });
+  };
+}

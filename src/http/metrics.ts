@@ -1,0 +1,175 @@
+/**
+ * A small Prometheus registry (text exposition format 0.0.4): counters, gauges and histograms with
+ * labels. Hand-written to avoid a dependency; kept to what /metrics needs.
+ */
+
+export type Labels = Record<string, string | number>;
+
+const NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
+const LABEL = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
+
+const escapeLabel = (v: string) => v.replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"');
+const escapeHelp = (v: string) => v.replace(/\\/g, '\\\\').replace(/\n/g, '\\n');
+
+function formatValue(v: number): string {
+  if (Number.isNaN(v)) return 'NaN';
+  if (v === Infinity) return '+Inf';
+  if (v === -Infinity) return '-Inf';
+  return String(v);
+}
+
+function labelKey(labels: Labels, names: readonly string[]): string {
+  for (const k of Object.keys(labels)) if (!names.includes(k)) throw new Error(`unknown label '${k}'`);
+  return JSON.stringify(names.map((n) => String(labels[n] ?? '')));
+}
+
+function renderLabels(names: readonly string[], values: readonly string[], extra?: [string, string]): string {
+  const parts = names.map((n, i) => `${n}="${escapeLabel(values[i] ?? '')}"`);
+  if (extra) parts.push(`${extra[0]}="${escapeLabel(extra[1])}"`);
+  return parts.length ? `{${parts.join(',')}}` : '';
+}
+
+interface Metric {
+  readonly name: string;
+  render(): string;
+}
+
+abstract class Base<S> implements Metric {
+  protected series = new Map<string, S>();
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    readonly labelNames: readonly string[],
+    private readonly type: string,
+  ) {
+    if (!NAME.test(name)) throw new Error(`invalid metric name '${name}'`);
+    for (const l of labelNames) if (!LABEL.test(l) || l === 'le') throw new Error(`invalid label name '${l}'`);
+  }
+  protected abstract renderSeries(values: string[], s: S): string[];
+  /** Drops one labelled series (e.g. an escrow removed from the gateway). */
+  remove(labels: Labels = {}): void {
+    this.series.delete(labelKey(labels, this.labelNames));
+  }
+  reset(): void {
+    this.series.clear();
+  }
+  render(): string {
+    const lines = [`# HELP ${this.name} ${escapeHelp(this.help)}`, `# TYPE ${this.name} ${this.type}`];
+    for (const [key, s] of this.series) lines.push(...this.renderSeries(JSON.parse(key) as string[], s));
+    return lines.join('\n');
+  }
+}
+
+export class Counter extends Base<{ v: number }> {
+  constructor(name: string, help: string, labelNames: readonly string[] = []) {
+    super(name, help, labelNames, 'counter');
+  }
+  inc(labels: Labels = {}, by = 1): void {
+    if (by < 0) throw new Error('counters only go up');
+    const key = labelKey(labels, this.labelNames);
+    const s = this.series.get(key) ?? { v: 0 };
+    s.v += by;
+    this.series.set(key, s);
+  }
+  get(labels: Labels = {}): number {
+    return this.series.get(labelKey(labels, this.labelNames))?.v ?? 0;
+  }
+  protected renderSeries(values: string[], s: { v: number }): string[] {
+    return [`${this.name}${renderLabels(this.labelNames, values)} ${formatValue(s.v)}`];
+  }
+}
+
+export class Gauge extends Base<{ v: number }> {
+  constructor(name: string, help: string, labelNames: readonly string[] = []) {
+    super(name, help, labelNames, 'gauge');
+  }
+  set(labels: Labels, value: number): void {
+    this.series.set(labelKey(labels, this.labelNames), { v: value });
+  }
+  get(labels: Labels = {}): number | undefined {
+    return this.series.get(labelKey(labels, this.labelNames))?.v;
+  }
+  protected renderSeries(values: string[], s: { v: number }): string[] {
+    return [`${this.name}${renderLabels(this.labelNames, values)} ${formatValue(s.v)}`];
+  }
+}
+
+interface HistogramSeries {
+  counts: number[];
+  sum: number;
+  count: number;
+}
+
+export class Histogram extends Base<HistogramSeries> {
+  readonly buckets: readonly number[];
+  constructor(name: string, help: string, labelNames: readonly string[] = [], buckets: readonly number[] = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120]) {
+    super(name, help, labelNames, 'histogram');
+    this.buckets = [...buckets].sort((a, b) => a - b);
+  }
+  observe(labels: Labels, value: number): void {
+    const key = labelKey(labels, this.labelNames);
+    const s = this.series.get(key) ?? { counts: this.buckets.map(() => 0), sum: 0, count: 0 };
+    this.buckets.forEach((b, i) => {
+      if (value <= b) s.counts[i] = (s.counts[i] ?? 0) + 1;
+    });
+    s.sum += value;
+    s.count++;
+    this.series.set(key, s);
+  }
+  protected renderSeries(values: string[], s: HistogramSeries): string[] {
+    const lines = this.buckets.map((b, i) => `${this.name}_bucket${renderLabels(this.labelNames, values, ['le', formatValue(b)])} ${s.counts[i] ?? 0}`);
+    lines.push(`${this.name}_bucket${renderLabels(this.labelNames, values, ['le', '+Inf'])} ${s.count}`);
+    lines.push(`${this.name}_sum${renderLabels(this.labelNames, values)} ${formatValue(s.sum)}`);
+    lines.push(`${this.name}_count${renderLabels(this.labelNames, values)} ${s.count}`);
+    return lines;
+  }
+}
+
+export class MetricsRegistry {
+  private metrics = new Map<string, Metric>();
+  /** Called before each render, e.g. to copy projection values into gauges. */
+  private collectors: (() => void)[] = [];
+
+  register<M extends Metric>(metric: M): M {
+    if (this.metrics.has(metric.name)) throw new Error(`metric '${metric.name}' registered twice`);
+    this.metrics.set(metric.name, metric);
+    return metric;
+  }
+  counter(name: string, help: string, labelNames: readonly string[] = []): Counter {
+    return this.register(new Counter(name, help, labelNames));
+  }
+  gauge(name: string, help: string, labelNames: readonly string[] = []): Gauge {
+    return this.register(new Gauge(name, help, labelNames));
+  }
+  histogram(name: string, help: string, labelNames: readonly string[] = [], buckets?: readonly number[]): Histogram {
+    return this.register(new Histogram(name, help, labelNames, buckets));
+  }
+  onCollect(fn: () => void): void {
+    this.collectors.push(fn);
+  }
+  render(): string {
+    for (const c of this.collectors) c();
+    return [...this.metrics.values()].map((m) => m.render()).join('\n') + '\n';
+  }
+}
+
+export const PROMETHEUS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
+
+/** The gateway's metrics. Chat handlers record requests; projections feed the escrow gauges. */
+export function createGatewayMetrics(registry = new MetricsRegistry()) {
+  return {
+    registry,
+    httpRequests: registry.counter('shardgate_http_requests_total', 'HTTP requests by method, route pattern and status.', ['method', 'route', 'status']),
+    chatRequests: registry.counter('shardgate_chat_requests_total', 'Chat completion requests by model and outcome status.', ['model', 'status']),
+    chatLatency: registry.histogram('shardgate_chat_latency_seconds', 'Chat completion latency (request to last byte) in seconds.', ['model', 'stream']),
+    tokens: registry.counter('shardgate_tokens_total', 'Tokens served by model and kind (prompt or completion).', ['model', 'kind']),
+    errors: registry.counter('shardgate_errors_total', 'Chat errors by model and error code.', ['model', 'code']),
+    escrowBalance: registry.gauge('shardgate_escrow_balance', 'Usable escrow balance in the smallest coin unit.', ['escrow_id', 'model']),
+    escrowNonce: registry.gauge('shardgate_escrow_nonce', 'Last reserved nonce of an escrow.', ['escrow_id', 'model']),
+    escrowInFlight: registry.gauge('shardgate_escrow_in_flight', 'Requests in flight on an escrow.', ['escrow_id', 'model']),
+    activeRequests: registry.gauge('shardgate_active_requests', 'Chat requests admitted by the limiter and not finished.'),
+    inputTokensInFlight: registry.gauge('shardgate_input_tokens_in_flight', 'Estimated prompt tokens of requests in flight.'),
+  };
+}
+
+export type GatewayMetrics = ReturnType<typeof createGatewayMetrics>;

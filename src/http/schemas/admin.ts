@@ -1,0 +1,189 @@
+/**
+ * Bodies of the operator (admin) routes as fastify JSON schemas. The lead wires them to routes;
+ * shapes the spec leaves "not shown" are designed here and documented in docs/http.md.
+ *
+ * Amounts are integers in the smallest coin unit; since deposits can exceed 2^53 they are also
+ * accepted as decimal strings. Use `parseAmount` to get a bigint.
+ */
+import { ApiError } from '../errors.js';
+
+/** Positive integer amount, as a JSON number or a decimal string (for values above 2^53). */
+export const amountSchema = {
+  anyOf: [
+    { type: 'integer', minimum: 1 },
+    { type: 'string', pattern: '^[1-9][0-9]{0,39}$' },
+  ],
+} as const;
+
+/** Numeric escrow id (uint64 on chain, so kept as a string in our records). */
+export const escrowIdSchema = {
+  anyOf: [
+    { type: 'integer', minimum: 0 },
+    { type: 'string', pattern: '^[0-9]{1,20}$' },
+  ],
+} as const;
+
+export const ENV_NAME_PATTERN = '^[A-Za-z_][A-Za-z0-9_]{0,127}$';
+
+/** `{id}` path parameter of /devshard/{id}/... and /v1/admin/devshards/{id}/... */
+export const escrowIdParamsSchema = {
+  type: 'object',
+  required: ['id'],
+  properties: { id: { type: 'string', pattern: '^[0-9]{1,20}$' } },
+} as const;
+
+/** POST /v1/admin/escrows. chain_id defaults to CHAIN_ID, register to false. */
+export const createEscrowBodySchema = {
+  type: 'object',
+  required: ['amount', 'model_id', 'private_key'],
+  additionalProperties: false,
+  properties: {
+    amount: amountSchema,
+    model_id: { type: 'string', minLength: 1, maxLength: 256 },
+    private_key: { type: 'string', pattern: '^[0-9a-fA-F]{64}$' },
+    chain_id: { type: 'string', minLength: 1, maxLength: 128 },
+    register: { type: 'boolean' },
+  },
+} as const;
+
+export interface CreateEscrowBody {
+  amount: number | string;
+  model_id: string;
+  private_key: string;
+  chain_id?: string;
+  register?: boolean;
+}
+
+const rotationModelSchema = {
+  type: 'object',
+  required: ['model_id', 'temp_count', 'target_count', 'amount', 'private_key_env'],
+  additionalProperties: false,
+  properties: {
+    model_id: { type: 'string', minLength: 1 },
+    temp_count: { type: 'integer', minimum: 0, maximum: 100 },
+    target_count: { type: 'integer', minimum: 0, maximum: 100 },
+    amount: amountSchema,
+    private_key_env: { type: 'string', pattern: ENV_NAME_PATTERN },
+  },
+} as const;
+
+/**
+ * POST /v1/admin/settings: a partial document, every member optional; objects are merged member by
+ * member by the settings use case (arrays replace). Unknown members are refused (a typo must not
+ * silently do nothing).
+ */
+export const settingsBodySchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    default_request_max_tokens: { type: 'integer', minimum: 1 },
+    request_max_tokens_cap: { type: 'integer', minimum: 1 },
+    model_limits: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['model_id', 'access_mode'],
+        additionalProperties: false,
+        properties: {
+          model_id: { type: 'string', minLength: 1 },
+          access_mode: { type: 'string', enum: ['admin_only', 'api_key'] },
+        },
+      },
+    },
+    escrow_rotation: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        enabled: { type: 'boolean' },
+        pre_poc_blocks: { type: 'integer', minimum: 0 },
+        models: { type: 'array', items: rotationModelSchema },
+      },
+    },
+    disabled: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        enabled: { type: 'boolean' },
+        message: { type: 'string', maxLength: 2000 },
+        // '' clears it; otherwise an absolute http(s) URL (it becomes the 308 Location).
+        new_url: { type: 'string', maxLength: 2000, pattern: '^(https?://[^\\s]+)?$' },
+      },
+    },
+  },
+} as const;
+
+export interface SettingsBody {
+  default_request_max_tokens?: number;
+  request_max_tokens_cap?: number;
+  model_limits?: { model_id: string; access_mode: 'admin_only' | 'api_key' }[];
+  escrow_rotation?: {
+    enabled?: boolean;
+    pre_poc_blocks?: number;
+    models?: { model_id: string; temp_count: number; target_count: number; amount: number | string; private_key_env: string }[];
+  };
+  disabled?: { enabled?: boolean; message?: string; new_url?: string };
+}
+
+/** POST /v1/admin/devshards/{id}/settle. private_key_env defaults to DEVSHARD_PRIVATE_KEY. */
+export const settleBodySchema = {
+  type: ['object', 'null'],
+  additionalProperties: false,
+  properties: { private_key_env: { type: 'string', pattern: ENV_NAME_PATTERN } },
+} as const;
+
+/** POST /v1/admin/devshards: register an on-chain escrow for routing. */
+export const registerBodySchema = {
+  type: 'object',
+  required: ['escrow_id'],
+  additionalProperties: false,
+  properties: {
+    escrow_id: escrowIdSchema,
+    // Optional check: refuse when the chain says the escrow serves another model.
+    model_id: { type: 'string', minLength: 1 },
+  },
+} as const;
+
+/**
+ * POST /v1/admin/devshards/import: what GET /v1/admin/devshards/{id}/export answered on the other
+ * gateway. `escrow` is the escrow's state (imported inactive: `active` must be false or absent);
+ * `events` the escrow stream with hashes so the target can verify the chain of hashes. The members
+ * beyond escrow_id are left open here; the gateway use case validates them against its catalog.
+ */
+export const importBodySchema = {
+  type: 'object',
+  required: ['escrow'],
+  additionalProperties: false,
+  properties: {
+    escrow: {
+      type: 'object',
+      required: ['escrow_id'],
+      properties: {
+        escrow_id: escrowIdSchema,
+        model_id: { type: 'string' },
+        active: { type: 'boolean', const: false },
+      },
+    },
+    events: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['type', 'data'],
+        properties: { type: { type: 'string', minLength: 1 }, data: { type: 'object' }, hash: { type: 'string' } },
+      },
+    },
+  },
+} as const;
+
+/** Decimal string or safe integer -> bigint; anything else is a 400 naming `param`. */
+export function parseAmount(value: unknown, param = 'amount'): bigint {
+  if (typeof value === 'number' && Number.isSafeInteger(value) && value > 0) return BigInt(value);
+  if (typeof value === 'string' && /^[1-9][0-9]{0,39}$/.test(value)) return BigInt(value);
+  throw new ApiError(400, `Invalid value for '${param}': must be a positive integer (or a decimal string of one) in the smallest coin unit.`, { param, code: 'invalid_value' });
+}
+
+/** Escrow id (number or numeric string) -> canonical decimal string. */
+export function parseEscrowId(value: unknown, param = 'escrow_id'): string {
+  if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) return String(value);
+  if (typeof value === 'string' && /^[0-9]{1,20}$/.test(value)) return BigInt(value).toString();
+  throw new ApiError(400, `Invalid value for '${param}': must be a numeric escrow id.`, { param, code: 'invalid_value' });
+}

@@ -1,0 +1,112 @@
+/**
+ * Turns an ajv validation error (fastify schema validation) into an OpenAI-style 400 that names the
+ * offending parameter the way OpenAI does (`messages[0].role`, `temperature`). Messages never
+ * contain the submitted value: a rejected `private_key` must not be echoed back or logged.
+ */
+import { ApiError } from './errors.js';
+
+/** The subset of an ajv ErrorObject we read. */
+export interface AjvErrorLike {
+  keyword: string;
+  instancePath: string;
+  params: Record<string, unknown>;
+  message?: string;
+}
+
+/** Field-specific explanations for pattern/format failures (a regex is no help to a user). */
+const PATTERN_HINTS: Record<string, string> = {
+  private_key: 'must be 64 hexadecimal characters without a 0x prefix',
+  private_key_env: 'must be an environment variable name (letters, digits and underscores, not starting with a digit)',
+  escrow_id: 'must be a numeric escrow id',
+  id: 'must be a numeric escrow id',
+  amount: 'must be a positive integer in the smallest coin unit',
+  name: 'must be 1 to 64 characters of a-z, A-Z, 0-9, underscores or dashes',
+};
+
+/** `/messages/0/role` -> `messages[0].role` */
+export function pointerToParam(pointer: string): string {
+  let out = '';
+  for (const raw of pointer.split('/').slice(1)) {
+    const seg = raw.replace(/~1/g, '/').replace(/~0/g, '~');
+    out += /^\d+$/.test(seg) ? `[${seg}]` : out === '' ? seg : `.${seg}`;
+  }
+  return out;
+}
+
+function join(base: string, child: string): string {
+  return base === '' ? child : `${base}.${child}`;
+}
+
+function lastKey(param: string): string {
+  const m = /([A-Za-z_][A-Za-z0-9_]*)(\[\d+\])*$/.exec(param);
+  return m?.[1] ?? param;
+}
+
+function describeType(t: unknown): string {
+  const list = (Array.isArray(t) ? t : String(t).split(',')).filter((x) => x !== 'null');
+  const names = list.map((x) => (x === 'integer' ? 'an integer' : x === 'array' ? 'an array' : x === 'object' ? 'an object' : `a ${x}`));
+  return names.join(' or ') || 'null';
+}
+
+/** What an anyOf/oneOf field accepts, for fields whose accepted forms differ in type. */
+const ALTERNATIVE_HINTS: Record<string, string> = {
+  amount: 'must be a positive integer (or a decimal string of one) in the smallest coin unit',
+  tool_choice: "must be 'auto', 'none', 'required' or {\"type\":\"function\",\"function\":{\"name\":...}}",
+};
+
+export function formatValidationError(errs: readonly AjvErrorLike[], context: string | undefined): ApiError {
+  // ajv lists the failing branches of an anyOf before the anyOf itself; the anyOf names the field.
+  const alt = errs.find((x) => x.keyword === 'anyOf' || x.keyword === 'oneOf');
+  const e = alt ?? errs[0];
+  const where = context && context !== 'body' ? `${context} ` : '';
+  if (!e) return new ApiError(400, 'Invalid request.', { code: 'invalid_value' });
+  const base = pointerToParam(e.instancePath);
+  const p = e.params;
+  const shown = (param: string) => (param === '' ? `the ${context ?? 'body'}` : `'${param}'`);
+  const make = (param: string, message: string, code: string) =>
+    new ApiError(400, message, { param: param === '' ? null : param, code });
+
+  switch (e.keyword) {
+    case 'required': {
+      const param = join(base, String(p.missingProperty));
+      return make(param, `Missing required ${where}parameter: '${param}'.`, 'missing_required_parameter');
+    }
+    case 'additionalProperties': {
+      const param = join(base, String(p.additionalProperty));
+      return make(param, `Unrecognized ${where}parameter: '${param}'.`, 'unknown_parameter');
+    }
+    case 'type':
+      return make(base, `Invalid type for ${shown(base)}: expected ${describeType(p.type)}.`, 'invalid_type');
+    case 'minimum':
+    case 'exclusiveMinimum':
+      return make(base, `Invalid value for ${shown(base)}: must be ${e.keyword === 'minimum' ? '>=' : '>'} ${String(p.limit)}.`, 'value_below_min');
+    case 'maximum':
+    case 'exclusiveMaximum':
+      return make(base, `Invalid value for ${shown(base)}: must be ${e.keyword === 'maximum' ? '<=' : '<'} ${String(p.limit)}.`, 'value_above_max');
+    case 'minItems':
+      return Number(p.limit) === 1
+        ? make(base, `Invalid ${shown(base)}: empty array. Expected an array with minimum length 1.`, 'empty_array')
+        : make(base, `Invalid ${shown(base)}: expected at least ${String(p.limit)} items.`, 'array_below_min_length');
+    case 'maxItems':
+      return make(base, `Invalid ${shown(base)}: expected at most ${String(p.limit)} items.`, 'array_above_max_length');
+    case 'minLength':
+      return make(base, `Invalid ${shown(base)}: must not be empty.`, 'invalid_value');
+    case 'maxLength':
+      return make(base, `Invalid ${shown(base)}: must be at most ${String(p.limit)} characters.`, 'string_above_max_length');
+    case 'enum':
+      return make(base, `Invalid value for ${shown(base)}: supported values are ${(p.allowedValues as unknown[]).map((v) => `'${String(v)}'`).join(', ')}.`, 'invalid_value');
+    case 'const':
+      return make(base, `Invalid value for ${shown(base)}: the only supported value is '${String(p.allowedValue)}'.`, 'invalid_value');
+    case 'pattern':
+    case 'format': {
+      const hint = PATTERN_HINTS[lastKey(base)] ?? (e.keyword === 'format' ? `must be a valid ${String(p.format)}` : 'has an invalid format');
+      return make(base, `Invalid value for ${shown(base)}: ${hint}.`, 'invalid_value');
+    }
+    case 'anyOf':
+    case 'oneOf':
+      return make(base, `Invalid value for ${shown(base)}: ${ALTERNATIVE_HINTS[lastKey(base)] ?? 'it does not match any accepted form'}.`, 'invalid_value');
+    default:
+      // ajv's message describes the rule, never the value.
+      return make(base, `Invalid ${shown(base)}: ${e.message ?? 'invalid value'}.`, 'invalid_value');
+  }
+}
