@@ -1,0 +1,102 @@
+/**
+ * Genesis: allowlisted and funded creators, one funded account that is *not* allowlisted, and the
+ * simulated hosts' accounts. Every generated key is deterministic (sha256 of a fixed seed), so a
+ * devnet restarted with the same settings has the same identities; they are test keys only.
+ */
+import { fromBase64, toBase64 } from '@cosmjs/encoding';
+import type { HostIdentity } from '../../network/simulated-hosts/chain-view.js';
+import {
+  addressOfPrivateKey,
+  addressOfPubKey,
+  compressedPubKey,
+  deterministicKeyHex,
+  isPrivateKeyHex,
+  privateKeyBytes,
+} from '../keys.js';
+import type { DevnetConfig } from './config.js';
+import { ensureAccount, type ChainState } from './state.js';
+
+export interface FundedKey {
+  privateKeyHex: string;
+  address: string;
+}
+
+export interface GenesisIdentities {
+  /** Creators given as keys (address-only creators have no key here). */
+  creators: FundedKey[];
+  creatorAddresses: string[];
+  notAllowlisted: FundedKey;
+  hosts: HostIdentity[];
+}
+
+const SEED = 'shardgate-devnet';
+
+export function genesisIdentities(config: DevnetConfig): GenesisIdentities {
+  const entries = config.creators.length > 0 ? config.creators : [deterministicKeyHex(`${SEED}/creator/0`)];
+  const creators: FundedKey[] = [];
+  const creatorAddresses: string[] = [];
+  for (const entry of entries) {
+    if (isPrivateKeyHex(entry)) {
+      const address = addressOfPrivateKey(entry);
+      creators.push({ privateKeyHex: entry.toLowerCase(), address });
+      creatorAddresses.push(address);
+    } else if (/^gonka1[0-9a-z]{38,}$/.test(entry)) {
+      creatorAddresses.push(entry);
+    } else {
+      // Never echo the entry: it may be a mistyped private key.
+      throw new Error('DEVNET_CREATORS entries must be 64-hex private keys or gonka1... addresses');
+    }
+  }
+  const outsiderKey = deterministicKeyHex(`${SEED}/not-allowlisted`);
+  const hosts: HostIdentity[] = [];
+  for (let index = 0; index < config.hosts; index++) {
+    const privateKey = privateKeyBytes(deterministicKeyHex(`${SEED}/host/${index}`));
+    const pubKey = compressedPubKey(privateKey);
+    hosts.push({ index, address: addressOfPubKey(pubKey), privateKey, pubKey, prefix: `/hosts/${index}` });
+  }
+  return {
+    creators,
+    creatorAddresses: [...new Set(creatorAddresses)],
+    notAllowlisted: { privateKeyHex: outsiderKey, address: addressOfPrivateKey(outsiderKey) },
+    hosts,
+  };
+}
+
+export function genesisState(config: DevnetConfig, ids: GenesisIdentities, now = new Date()): ChainState {
+  const time = now.toISOString();
+  const state: ChainState = {
+    chainId: config.chainId,
+    genesisTime: time,
+    height: config.startHeight,
+    latestBlockTime: time,
+    nextAccountNumber: 0,
+    nextEscrowId: 1,
+    accounts: {},
+    hostPubKeys: {},
+    escrows: {},
+    escrowsPerEpoch: {},
+    txs: {},
+    blocks: {},
+    params: {
+      minAmount: config.minAmount,
+      maxEscrowsPerEpoch: config.maxEscrowsPerEpoch,
+      maxNonce: config.maxNonce,
+      allowedCreatorAddresses: ids.creatorAddresses,
+      tokenPrice: config.tokenPrice,
+    },
+    models: config.models,
+    feesCollected: 0n,
+  };
+  for (const address of ids.creatorAddresses) ensureAccount(state, address).balance += config.creatorFunds;
+  ensureAccount(state, ids.notAllowlisted.address).balance += config.creatorFunds;
+  for (const host of ids.hosts) {
+    ensureAccount(state, host.address);
+    state.hostPubKeys[host.address] = toBase64(host.pubKey);
+  }
+  return state;
+}
+
+export function hostPubKey(state: ChainState, address: string): Uint8Array | undefined {
+  const b64 = state.hostPubKeys[address];
+  return b64 === undefined ? undefined : fromBase64(b64);
+}

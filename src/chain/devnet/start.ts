@@ -1,0 +1,76 @@
+/**
+ * startDevnet: the embedded devnet on one loopback fastify server (JSON-RPC at `/`, REST, the
+ * governance model list, and the simulated hosts under /hosts/<i>). Used by `shardgate devnet`,
+ * by `serve` when NODE_RPC is unset, and by tests (ephemeral port, fast blocks, jumps in height).
+ */
+import type { AddressInfo } from 'node:net';
+import Fastify from 'fastify';
+import type { HostIdentity } from '../../network/simulated-hosts/chain-view.js';
+import { DevnetChain } from './chain.js';
+import { resolveDevnetConfig, type DevnetConfig, type DevnetOptions } from './config.js';
+import { genesisIdentities, genesisState, type FundedKey } from './genesis.js';
+import { openStateStore } from './persistence.js';
+import { registerRestRoutes } from './rest-routes.js';
+import { registerRpcRoutes } from './rpc-routes.js';
+import { mountSimulatedHosts } from './simulated-hosts-mount.js';
+
+export interface Devnet {
+  /** Origin, e.g. `http://127.0.0.1:26657` (NODE_CHAIN_API and NODE_BASE). */
+  url: string;
+  /** `url` + `/` (NODE_RPC ends with a slash). */
+  rpcUrl: string;
+  chainId: string;
+  /** Allowlisted, funded creators given as keys (or the default generated one). */
+  creators: FundedKey[];
+  /** Allowlisted creator addresses, including those given without a key. */
+  creatorAddresses: string[];
+  /** Funded but not allowlisted. */
+  notAllowlisted: FundedKey;
+  hosts: HostIdentity[];
+  /** Whether src/network/simulated-hosts was found and mounted. */
+  hostsMounted: boolean;
+  config: DevnetConfig;
+  /** In-process handle: height, advance / jumpTo, waitForHeight, faults, state. */
+  chain: DevnetChain;
+  close(): Promise<void>;
+}
+
+export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> {
+  const config = resolveDevnetConfig(options);
+  const ids = genesisIdentities(config);
+  const store = config.statePath ? openStateStore(config.statePath) : undefined;
+  const state = store?.load() ?? genesisState(config, ids);
+  const chain = new DevnetChain(config, ids.hosts, state, store);
+
+  const app = Fastify({ logger: config.logRequests, bodyLimit: 8 * 1024 * 1024 });
+  registerRpcRoutes(app, chain);
+  registerRestRoutes(app, chain);
+  const hostsMounted = await mountSimulatedHosts(app, { chain, hosts: ids.hosts, tokenDelayMs: config.tokenDelayMs });
+  try {
+    await app.listen({ host: '127.0.0.1', port: config.port });
+  } catch (e) {
+    chain.close();
+    throw e;
+  }
+  const { port } = app.server.address() as AddressInfo;
+  const url = `http://127.0.0.1:${port}`;
+  chain.baseUrl = url;
+  chain.start();
+
+  return {
+    url,
+    rpcUrl: `${url}/`,
+    chainId: chain.chainId,
+    creators: ids.creators,
+    creatorAddresses: ids.creatorAddresses,
+    notAllowlisted: ids.notAllowlisted,
+    hosts: ids.hosts,
+    hostsMounted,
+    config,
+    chain,
+    async close() {
+      chain.close();
+      await app.close();
+    },
+  };
+}

@@ -1,0 +1,108 @@
+/**
+ * The devnet's whole application state as one plain object, so a block can be applied to a copy
+ * and a snapshot is just JSON (bigints tagged, see `toSnapshot`).
+ */
+import type { EscrowSlot } from '../port.js';
+
+export interface AccountState {
+  address: string;
+  accountNumber: number;
+  sequence: number;
+  /** Base64 compressed secp256k1 key; set by the account's first signed tx. */
+  pubKey?: string;
+  /** Balance in ngonka (the devnet has one denom). */
+  balance: bigint;
+}
+
+export interface EscrowState {
+  id: number;
+  creator: string;
+  amount: bigint;
+  settled: boolean;
+  epochIndex: number;
+  modelId: string;
+  slots: EscrowSlot[];
+  createdHeight: number;
+  settledHeight?: number;
+  refund?: bigint;
+}
+
+export interface TxEvent {
+  type: string;
+  attributes: { key: string; value: string }[];
+}
+
+export interface TxResult {
+  code: number;
+  codespace: string;
+  log: string;
+  /** Base64 TxMsgData. */
+  data: string;
+  gasWanted: string;
+  gasUsed: string;
+  events: TxEvent[];
+}
+
+export interface TxRecord {
+  hash: string;
+  height: number;
+  index: number;
+  /** Base64 TxRaw bytes. */
+  tx: string;
+  result: TxResult;
+}
+
+export interface BlockRecord {
+  time: string;
+  /** Hashes of the txs in the block, in order. */
+  txs: string[];
+}
+
+export interface EscrowParamsState {
+  minAmount: bigint;
+  maxEscrowsPerEpoch: number;
+  maxNonce: number;
+  allowedCreatorAddresses: string[];
+  tokenPrice: bigint;
+}
+
+export interface ChainState {
+  chainId: string;
+  genesisTime: string;
+  height: number;
+  latestBlockTime: string;
+  nextAccountNumber: number;
+  nextEscrowId: number;
+  accounts: Record<string, AccountState>;
+  /** Host operator keys (base64 compressed) by address: the chain knows its participants. */
+  hostPubKeys: Record<string, string>;
+  escrows: Record<string, EscrowState>;
+  escrowsPerEpoch: Record<string, number>;
+  txs: Record<string, TxRecord>;
+  /** Only blocks that carried txs are kept; empty blocks are synthesized on query. */
+  blocks: Record<string, BlockRecord>;
+  params: EscrowParamsState;
+  models: string[];
+  /** Gas fees and protocol settlement fees collected (burnt, for the devnet). */
+  feesCollected: bigint;
+}
+
+export function toSnapshot(state: ChainState): string {
+  return JSON.stringify(state, (_k, v: unknown) => (typeof v === 'bigint' ? { $bigint: v.toString() } : v));
+}
+
+export function fromSnapshot(json: string): ChainState {
+  return JSON.parse(json, (_k, v: unknown) =>
+    v !== null && typeof v === 'object' && '$bigint' in v ? BigInt((v as { $bigint: string }).$bigint) : v,
+  ) as ChainState;
+}
+
+/** Returns the account, creating an empty one (next account number) the first time it is funded. */
+export function ensureAccount(state: ChainState, address: string): AccountState {
+  let account = state.accounts[address];
+  if (!account) {
+    account = { address, accountNumber: state.nextAccountNumber++, sequence: 0, balance: 0n };
+    state.accounts[address] = account;
+  }
+  return account;
+}

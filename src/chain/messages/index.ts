@@ -1,0 +1,3 @@
+export * from './create-devshard-escrow.js';
+export * from './settle-devshard-escrow.js';
+export * from './registry.js';
