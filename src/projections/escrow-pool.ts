@@ -1,0 +1,207 @@
+/**
+ * The router's escrow pool: every escrow's statechart snapshot, folded from its streams, and per
+ * model the set of routable (state `active`) escrows. Hot-path reads (`pick`, `escrow`) are
+ * in-memory; nothing here touches SQL.
+ *
+ * A creation intent (`escrow-create-<uuid>`) is folded through the escrow machine too; when the
+ * escrow stream starts with EscrowCreated naming that intent, the escrow continues from the
+ * intent's snapshot, so one escrow's state covers its whole life.
+ */
+import { parseStreamId, upcast, type Amount, type EscrowRole } from '../events/catalog.js';
+import type { RecordedEvent } from '../events/envelope.js';
+import {
+  escrowMachine,
+  initialSnapshot,
+  persistState,
+  restoreState,
+  step,
+  type EscrowContext,
+  type EscrowInput,
+  type EscrowSnapshot,
+  type EscrowState,
+  type PersistedMachineState,
+} from '../machines/index.js';
+
+/** What the router needs of one routable escrow. */
+export interface PoolEscrow {
+  escrowId: string;
+  model: string;
+  role: EscrowRole;
+  state: EscrowState;
+  nonce: number;
+  balance: Amount;
+  reserved: Amount;
+  inFlight: number;
+}
+
+/** An intent not yet resolved (a restart must reconcile it with the chain by tx hash). */
+export interface PendingCreate {
+  intentId: string;
+  model: string;
+  role: EscrowRole;
+  epoch: number;
+  txHash: string;
+  position: number;
+}
+
+export interface EscrowPoolState {
+  escrows: Record<string, PersistedMachineState>;
+  intents: Record<string, PersistedMachineState>;
+  pendingCreates: Record<string, PendingCreate>;
+}
+
+const summary = (escrowId: string, snapshot: EscrowSnapshot): PoolEscrow => {
+  const c = snapshot.context;
+  return {
+    escrowId,
+    model: c.model ?? '',
+    role: c.role,
+    state: snapshot.value as EscrowState,
+    nonce: c.nonce,
+    balance: c.balance,
+    reserved: c.reserved,
+    inFlight: c.inFlight,
+  };
+};
+
+/** The escrow pool projection. */
+export class EscrowPoolProjection {
+  private readonly escrows = new Map<string, EscrowSnapshot>();
+  private readonly intents = new Map<string, EscrowSnapshot>();
+  private readonly pendingCreates = new Map<string, PendingCreate>();
+  /** model → escrow ids in state `active`. */
+  private readonly routable = new Map<string, Set<string>>();
+
+  constructor(private readonly input: EscrowInput = {}) {}
+
+  /**
+   * Folds one committed record. Returns the escrow (or intent) snapshot after it, or undefined
+   * when the record is not an escrow event. Events the machine refuses leave the state unchanged.
+   */
+  apply(record: RecordedEvent): { id: string; snapshot: EscrowSnapshot; accepted: boolean } | undefined {
+    const stream = parseStreamId(record.streamId);
+    if (stream.kind !== 'escrow' && stream.kind !== 'create-intent') return undefined;
+    const event = upcast(record);
+    if (!event) return undefined;
+    if (stream.kind === 'create-intent') {
+      const before = this.intents.get(stream.id) ?? initialSnapshot(escrowMachine, this.input);
+      const { snapshot, accepted } = step(escrowMachine, before, event);
+      this.intents.set(stream.id, snapshot);
+      if (accepted && event.type === 'EscrowCreateRequested') {
+        const d = event.data;
+        this.pendingCreates.set(d.intentId, { intentId: d.intentId, model: d.model, role: d.role, epoch: d.epoch, txHash: d.txHash, position: record.position });
+      } else if (accepted && event.type === 'EscrowCreateFailed') {
+        this.pendingCreates.delete(event.data.intentId);
+      }
+      return { id: stream.id, snapshot, accepted };
+    }
+    let before = this.escrows.get(stream.id);
+    if (!before) {
+      const intentId = event.type === 'EscrowCreated' ? event.data.intentId : undefined;
+      before = (intentId && this.intents.get(intentId)) || initialSnapshot(escrowMachine, this.input);
+    }
+    const { snapshot, accepted } = step(escrowMachine, before, event);
+    if (event.type === 'EscrowCreated' && accepted && event.data.intentId) {
+      this.pendingCreates.delete(event.data.intentId);
+      this.intents.delete(event.data.intentId);
+    }
+    this.escrows.set(stream.id, snapshot);
+    this.index(stream.id, before, snapshot);
+    return { id: stream.id, snapshot, accepted };
+  }
+
+  private index(id: string, before: EscrowSnapshot, after: EscrowSnapshot): void {
+    const model = after.context.model ?? '';
+    const wasRoutable = before.value === 'active' && this.routable.get(before.context.model ?? '')?.has(id);
+    const isRoutable = after.value === 'active';
+    if (wasRoutable && !isRoutable) this.routable.get(model)?.delete(id);
+    if (isRoutable) {
+      let set = this.routable.get(model);
+      if (!set) this.routable.set(model, (set = new Set()));
+      set.add(id);
+    }
+  }
+
+  /**
+   * The routable escrow of `model` with the fewest requests in flight whose usable balance
+   * (balance − reserved) covers `reservedCost`; ties go to the larger usable balance.
+   * O(number of routable escrows of the model).
+   */
+  pick(model: string, reservedCost: Amount = '0'): PoolEscrow | undefined {
+    const ids = this.routable.get(model);
+    if (!ids) return undefined;
+    const need = BigInt(reservedCost);
+    let best: EscrowSnapshot | undefined;
+    let bestId = '';
+    let bestUsable = 0n;
+    for (const id of ids) {
+      const s = this.escrows.get(id)!;
+      const c = s.context;
+      if (c.nonce + 1 >= c.routingStop) continue;
+      const usable = BigInt(c.balance) - BigInt(c.reserved);
+      if (usable < need) continue;
+      if (!best || c.inFlight < best.context.inFlight || (c.inFlight === best.context.inFlight && usable > bestUsable)) {
+        best = s;
+        bestId = id;
+        bestUsable = usable;
+      }
+    }
+    return best && summary(bestId, best);
+  }
+
+  /** The escrow's statechart snapshot: ask `.can(event)` before appending to `escrow-<id>`. */
+  escrow(escrowId: string): EscrowSnapshot | undefined {
+    return this.escrows.get(escrowId);
+  }
+
+  /** The snapshot of a creation intent (until its EscrowCreated). */
+  intent(intentId: string): EscrowSnapshot | undefined {
+    return this.intents.get(intentId);
+  }
+
+  /** Routable escrows of a model. */
+  routableOf(model: string): PoolEscrow[] {
+    return [...(this.routable.get(model) ?? [])].map((id) => summary(id, this.escrows.get(id)!));
+  }
+
+  /** Every escrow the gateway knows (removed ones included), in first-seen order. */
+  all(): PoolEscrow[] {
+    return [...this.escrows].map(([id, s]) => summary(id, s));
+  }
+
+  /** Escrow contexts keyed by id (read-only view, for status and rotation decisions). */
+  contexts(): ReadonlyMap<string, { state: EscrowState; context: EscrowContext }> {
+    return new Map([...this.escrows].map(([id, s]) => [id, { state: s.value as EscrowState, context: s.context }]));
+  }
+
+  /** Creation intents with no outcome yet. */
+  pending(): PendingCreate[] {
+    return [...this.pendingCreates.values()];
+  }
+
+  /** Models that have at least one escrow. */
+  models(): string[] {
+    return [...new Set([...this.escrows.values()].map((s) => s.context.model ?? '').filter(Boolean))].sort();
+  }
+
+  /** JSON-safe state, for checkpoints and rebuild-equality tests. */
+  snapshot(): EscrowPoolState {
+    const obj = (m: Map<string, EscrowSnapshot>) => Object.fromEntries([...m].map(([id, s]) => [id, persistState(s)]));
+    return { escrows: obj(this.escrows), intents: obj(this.intents), pendingCreates: Object.fromEntries(this.pendingCreates) };
+  }
+
+  /** Replaces the state with a checkpointed one. */
+  restore(state: EscrowPoolState): void {
+    this.escrows.clear();
+    this.intents.clear();
+    this.pendingCreates.clear();
+    this.routable.clear();
+    for (const [id, p] of Object.entries(state.intents)) this.intents.set(id, restoreState(escrowMachine, p));
+    for (const [id, p] of Object.entries(state.escrows)) {
+      const s = restoreState(escrowMachine, p);
+      this.escrows.set(id, s);
+      this.index(id, s, s);
+    }
+    for (const [id, p] of Object.entries(state.pendingCreates)) this.pendingCreates.set(id, p);
+  }
+}

@@ -1,0 +1,8 @@
+/** Folds of the log for reads: router pool, status, settings, rotation debug, timelines. */
+export * from './escrow-pool.js';
+export * from './settings.js';
+export * from './status.js';
+export * from './rotation-debug.js';
+export * from './timeline.js';
+export * from './projections.js';
+export { actorLabel } from './actor.js';

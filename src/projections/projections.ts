@@ -1,0 +1,139 @@
+/**
+ * All projections behind one `apply(record)`: the gateway applies each committed record right after
+ * its commit (store.onCommit), checkpoints now and then, and on start restores the checkpoint and
+ * catches up from its position. Rebuilding from position 0 gives the same snapshot as live.
+ */
+import type { RecordedEvent } from '../events/envelope.js';
+import type { EscrowInput } from '../machines/index.js';
+import { EscrowPoolProjection, type EscrowPoolState } from './escrow-pool.js';
+import { RotationDebugProjection, type RotationDebugState } from './rotation-debug.js';
+import { SettingsProjection, type SettingsState } from './settings.js';
+import { StatusProjection } from './status.js';
+import { TimelineProjection, type TimelineState } from './timeline.js';
+
+/** Bump when the checkpoint shape or a fold changes: an old checkpoint is then ignored (rebuild). */
+export const PROJECTIONS_CHECKPOINT_VERSION = 1;
+/** Checkpoint name in the store. */
+export const PROJECTIONS_CHECKPOINT = 'projections';
+
+export interface ProjectionsState {
+  version: number;
+  pool: EscrowPoolState;
+  settings: SettingsState;
+  rotation: RotationDebugState;
+  timeline: TimelineState;
+}
+
+/** A checkpoint: the last folded position and the state after it. */
+export interface ProjectionsCheckpoint {
+  position: number;
+  state: ProjectionsState;
+}
+
+export interface ProjectionsOptions {
+  escrow?: EscrowInput;
+  timelineLimit?: number;
+}
+
+/** The part of the SQLite store the projections use (structural, so tests can fake it). */
+export interface CheckpointingStore {
+  readAll(afterPosition?: number, limit?: number): Iterable<RecordedEvent>;
+  onCommit(listener: (records: RecordedEvent[]) => void): () => void;
+  saveCheckpoint(name: string, position: number, state: unknown): void;
+  loadCheckpoint<S = unknown>(name: string): { position: number; state: S } | undefined;
+}
+
+/** Every projection, applied together. */
+export class Projections {
+  /** Last applied global position (0 = nothing). */
+  position = 0;
+  readonly pool: EscrowPoolProjection;
+  readonly settings = new SettingsProjection();
+  readonly status: StatusProjection;
+  readonly rotation = new RotationDebugProjection();
+  readonly timeline: TimelineProjection;
+
+  constructor(options: ProjectionsOptions = {}) {
+    this.pool = new EscrowPoolProjection(options.escrow);
+    this.status = new StatusProjection(this.pool, this.settings);
+    this.timeline = new TimelineProjection(this.pool, options.timelineLimit);
+  }
+
+  /** Folds one committed record into every projection; records at or before `position` are skipped. */
+  apply(record: RecordedEvent): void {
+    if (record.position <= this.position) return;
+    const result = this.pool.apply(record);
+    this.settings.apply(record);
+    this.rotation.apply(record);
+    this.timeline.apply(record, result);
+    this.position = record.position;
+  }
+
+  /** Folds records in order. */
+  applyAll(records: Iterable<RecordedEvent>): this {
+    for (const r of records) this.apply(r);
+    return this;
+  }
+
+  /** Deep, JSON-safe snapshot of every projection (what rebuild == live compares). */
+  snapshot(): { position: number; pool: EscrowPoolState; settings: ReturnType<SettingsProjection['effective']>; status: ReturnType<StatusProjection['snapshot']>; rotation: RotationDebugState; timeline: TimelineState } {
+    return {
+      position: this.position,
+      pool: this.pool.snapshot(),
+      settings: this.settings.effective(),
+      status: this.status.snapshot(),
+      rotation: this.rotation.snapshot(),
+      timeline: this.timeline.snapshot(),
+    };
+  }
+
+  toCheckpoint(): ProjectionsCheckpoint {
+    return {
+      position: this.position,
+      state: {
+        version: PROJECTIONS_CHECKPOINT_VERSION,
+        pool: this.pool.snapshot(),
+        settings: this.settings.snapshot(),
+        rotation: this.rotation.snapshot(),
+        timeline: this.timeline.snapshot(),
+      },
+    };
+  }
+
+  /** Projections as of a checkpoint; undefined when it has another format version. */
+  static fromCheckpoint(checkpoint: ProjectionsCheckpoint, options?: ProjectionsOptions): Projections | undefined {
+    if (checkpoint.state?.version !== PROJECTIONS_CHECKPOINT_VERSION) return undefined;
+    const p = new Projections(options);
+    p.pool.restore(checkpoint.state.pool);
+    p.settings.restore(checkpoint.state.settings);
+    p.rotation.restore(checkpoint.state.rotation);
+    p.timeline.restore(checkpoint.state.timeline);
+    p.position = checkpoint.position;
+    return p;
+  }
+
+  /** Rebuilt from the whole log (position 0). */
+  static rebuild(records: Iterable<RecordedEvent>, options?: ProjectionsOptions): Projections {
+    return new Projections(options).applyAll(records);
+  }
+
+  /**
+   * Restores the store's checkpoint (or starts empty), catches up, then follows every commit.
+   * Catch-up and attach happen in one synchronous stretch, so no commit slips between them.
+   * @returns the projections and a `detach` function
+   */
+  static follow(store: CheckpointingStore, options?: ProjectionsOptions): { projections: Projections; detach: () => void } {
+    const cp = store.loadCheckpoint<ProjectionsState>(PROJECTIONS_CHECKPOINT);
+    const projections = (cp && Projections.fromCheckpoint(cp, options)) || new Projections(options);
+    projections.applyAll(store.readAll(projections.position));
+    const detach = store.onCommit((records) => projections.applyAll(records));
+    return { projections, detach };
+  }
+
+  /** Saves a checkpoint at the current position (nothing at position 0). */
+  checkpoint(store: CheckpointingStore): void {
+    if (this.position === 0) return;
+    const cp = this.toCheckpoint();
+    store.saveCheckpoint(PROJECTIONS_CHECKPOINT, cp.position, cp.state);
+  }
+}

@@ -1,0 +1,104 @@
+/**
+ * Effective settings: the last SettingsChanged `effective` document, with access modes and the
+ * kill switch taken from their statecharts (ModelAccessModeChanged, GatewayDisabled/Enabled in
+ * the same `settings` stream), which are authoritative for those two members.
+ */
+import { DEFAULT_SETTINGS, settingsStream, upcast, type AccessMode, type GatewaySettings } from '../events/catalog.js';
+import type { RecordedEvent } from '../events/envelope.js';
+import {
+  accessModeMachine,
+  disabledMachine,
+  initialSnapshot,
+  persistState,
+  restoreState,
+  step,
+  type AccessModeSnapshot,
+  type DisabledSnapshot,
+  type PersistedMachineState,
+} from '../machines/index.js';
+
+export interface SettingsState {
+  base: GatewaySettings;
+  access: Record<string, PersistedMachineState>;
+  disabled: PersistedMachineState;
+}
+
+const clone = <T>(v: T): T => structuredClone(v);
+
+/** The effective-settings projection. */
+export class SettingsProjection {
+  private base: GatewaySettings = clone(DEFAULT_SETTINGS);
+  private readonly access = new Map<string, AccessModeSnapshot>();
+  private disabledSnap: DisabledSnapshot = initialSnapshot(disabledMachine);
+
+  /** Folds one committed record (records of other streams are ignored). */
+  apply(record: RecordedEvent): void {
+    if (record.streamId !== settingsStream) return;
+    const event = upcast(record);
+    if (!event) return;
+    switch (event.type) {
+      case 'SettingsChanged':
+        this.base = clone(event.data.effective);
+        return;
+      case 'ModelAccessModeChanged': {
+        const model = event.data.model;
+        const before = this.access.get(model) ?? initialSnapshot(accessModeMachine, { model });
+        this.access.set(model, step(accessModeMachine, before, event).snapshot);
+        return;
+      }
+      case 'GatewayDisabled':
+      case 'GatewayEnabled':
+        this.disabledSnap = step(disabledMachine, this.disabledSnap, event).snapshot;
+        return;
+    }
+  }
+
+  /** A model's access mode (`admin_only` unless switched). */
+  accessMode(model: string): AccessMode {
+    return (this.access.get(model)?.value as AccessMode | undefined) ?? 'admin_only';
+  }
+
+  /** The access-mode statechart snapshot of a model (ask `.can` before appending a change). */
+  accessModeSnapshot(model: string): AccessModeSnapshot {
+    return this.access.get(model) ?? initialSnapshot(accessModeMachine, { model });
+  }
+
+  /** The kill-switch statechart snapshot. */
+  disabledSnapshot(): DisabledSnapshot {
+    return this.disabledSnap;
+  }
+
+  /** Models with an access mode set at some point. */
+  accessModels(): string[] {
+    return [...this.access.keys()].sort();
+  }
+
+  /** The effective settings document (GET-able; the merge base of the next POST). */
+  effective(): GatewaySettings {
+    const s = clone(this.base);
+    const modes = new Map(s.model_limits.map((l) => [l.model_id, l.access_mode] as const));
+    for (const [model, snap] of this.access) modes.set(model, snap.value as AccessMode);
+    s.model_limits = [...modes].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([model_id, access_mode]) => ({ model_id, access_mode }));
+    const on = this.disabledSnap.value === 'on';
+    s.disabled = on
+      ? { enabled: true, message: this.disabledSnap.context.message, new_url: this.disabledSnap.context.newUrl }
+      : { ...s.disabled, enabled: false };
+    return s;
+  }
+
+  /** JSON-safe state. */
+  snapshot(): SettingsState {
+    return {
+      base: clone(this.base),
+      access: Object.fromEntries([...this.access].map(([m, s]) => [m, persistState(s)])),
+      disabled: persistState(this.disabledSnap),
+    };
+  }
+
+  restore(state: SettingsState): void {
+    this.base = clone(state.base);
+    this.access.clear();
+    for (const [m, p] of Object.entries(state.access)) this.access.set(m, restoreState(accessModeMachine, p));
+    this.disabledSnap = restoreState(disabledMachine, state.disabled);
+  }
+}

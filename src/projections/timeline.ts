@@ -1,0 +1,92 @@
+/**
+ * Escrow timelines: per escrow, each event with position, time, type, actor and the escrow's state
+ * after it. A creation intent's entries move into the escrow's timeline at EscrowCreated.
+ * Bounded per escrow (inference events dominate): the newest `limit` entries and a total count.
+ */
+import { parseStreamId } from '../events/catalog.js';
+import type { RecordedEvent } from '../events/envelope.js';
+import { stateName } from '../machines/index.js';
+import { actorLabel } from './actor.js';
+import { EscrowPoolProjection } from './escrow-pool.js';
+
+export interface TimelineEntry {
+  position: number;
+  time: string;
+  event: string;
+  actor: string;
+  /** Escrow state after the event. */
+  state: string;
+  /** False when the statechart refused the event. */
+  accepted: boolean;
+}
+
+export interface Timeline {
+  total: number;
+  entries: TimelineEntry[];
+}
+
+export interface TimelineState {
+  escrows: Record<string, Timeline>;
+  intents: Record<string, Timeline>;
+}
+
+export const DEFAULT_TIMELINE_LIMIT = 1_000;
+
+/** The escrow-timeline projection. */
+export class TimelineProjection {
+  private escrows = new Map<string, Timeline>();
+  private intents = new Map<string, Timeline>();
+  private readonly ownsPool: boolean;
+  private readonly pool: EscrowPoolProjection;
+
+  /**
+   * @param pool the pool the aggregate applies each record to *before* this projection; without
+   *   one the timeline keeps (and applies) its own.
+   */
+  constructor(pool?: EscrowPoolProjection, private readonly limit = DEFAULT_TIMELINE_LIMIT) {
+    this.ownsPool = !pool;
+    this.pool = pool ?? new EscrowPoolProjection();
+  }
+
+  apply(record: RecordedEvent, result = this.ownsPool ? this.pool.apply(record) : undefined): void {
+    const stream = parseStreamId(record.streamId);
+    if (stream.kind !== 'escrow' && stream.kind !== 'create-intent') return;
+    const snapshot = result?.snapshot ?? (stream.kind === 'escrow' ? this.pool.escrow(stream.id) : this.pool.intent(stream.id));
+    const accepted = result?.accepted ?? true;
+    const map = stream.kind === 'escrow' ? this.escrows : this.intents;
+    let timeline = map.get(stream.id);
+    if (!timeline) {
+      const intentId = record.type === 'EscrowCreated' ? (record.data as { intentId?: string }).intentId : undefined;
+      const intent = intentId ? this.intents.get(intentId) : undefined;
+      if (intentId && intent) this.intents.delete(intentId);
+      timeline = intent ?? { total: 0, entries: [] };
+      map.set(stream.id, timeline);
+    }
+    timeline.total += 1;
+    timeline.entries.push({
+      position: record.position,
+      time: record.time,
+      event: record.type,
+      actor: actorLabel(record.metadata?.actor),
+      state: snapshot ? stateName(snapshot.value) : '?',
+      accepted,
+    });
+    if (timeline.entries.length > this.limit) timeline.entries.splice(0, timeline.entries.length - this.limit);
+  }
+
+  /** One escrow's timeline (a copy). */
+  of(escrowId: string): Timeline | undefined {
+    const t = this.escrows.get(escrowId);
+    return t && structuredClone(t);
+  }
+
+  snapshot(): TimelineState {
+    return structuredClone({ escrows: Object.fromEntries(this.escrows), intents: Object.fromEntries(this.intents) });
+  }
+
+  restore(state: TimelineState): void {
+    const s = structuredClone(state);
+    this.escrows = new Map(Object.entries(s.escrows));
+    this.intents = new Map(Object.entries(s.intents));
+  }
+}
