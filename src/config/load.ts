@@ -1,0 +1,298 @@
+/**
+ * loadConfig: environment (+ optional env file) -> a typed, validated GatewayConfig.
+ * Precedence: process environment > env file > `fallbacks` (caller's defaults, e.g. serve's
+ * DEVSHARDS_JSON='[]' for the quick start) > the table's defaults. An empty value counts as unset.
+ * All problems are reported at once; messages name the variable and never echo a secret.
+ */
+import { isAbsolute, resolve } from 'node:path';
+import { readEnvFile } from './env-file.js';
+import { ConfigError, type ConfigIssue } from './errors.js';
+import { SECRET_VARIABLES, VARIABLES } from './variables.js';
+
+/** One initial escrow of pool mode (from DEVSHARDS_JSON). */
+export interface InitialEscrow {
+  /** Decimal string (uint64 on chain). */
+  escrowId: string;
+  modelId?: string;
+}
+
+export type GatewayMode = { kind: 'pool'; initialEscrows: InitialEscrow[] } | { kind: 'single'; escrowId: string };
+
+export interface GatewayConfig {
+  mode: GatewayMode;
+  /** DEVSHARD_MODEL. */
+  model: string;
+  chain: {
+    /** NODE_RPC; undefined = start the embedded devnet. */
+    rpc: string | undefined;
+    chainId: string;
+    nodeBase: string | undefined;
+    chainApi: string | undefined;
+    chainRest: string | undefined;
+    txQueryRest: string | undefined;
+    publicApi: string | undefined;
+    txGasLimit: number;
+  };
+  keys: {
+    /** DEVSHARD_PRIVATE_KEY (64 hex, no 0x); secret. */
+    creatorPrivateKey: string | undefined;
+    /** DEVSHARD_API_KEYS split on commas, trimmed, empties dropped; secret. */
+    apiKeys: string[];
+    /** DEVSHARD_ADMIN_API_KEY; secret. */
+    adminApiKey: string | undefined;
+  };
+  server: {
+    host: string;
+    port: number;
+    /** Absolute path (DEVSHARD_STORAGE_DIR resolved against cwd). */
+    storageDir: string;
+    instanceName: string;
+    shutdownTimeoutMs: number;
+    logLevel: string;
+  };
+  limits: {
+    maxConcurrentRequests: number;
+    /** 0 = no limit. */
+    maxInputTokensInFlight: number;
+    defaultMaxTokens: number;
+    maxTokensCap: number;
+    stallTimeoutMs: number;
+  };
+  behaviour: {
+    pocRequestMode: 'relaxed' | 'strict';
+    capacityAwareLimits: boolean;
+    rotationIntervalMs: number;
+    balanceCheckIntervalMs: number;
+  };
+  /** DEVSHARD_GATEWAY_DISABLED*: applied only when the event log is empty. */
+  disabledBootstrap: { enabled: boolean; message: string | undefined; newUrl: string | undefined };
+  network: { upstreamUrl: string | undefined; upstreamKey: string | undefined };
+  /**
+   * The merged environment (file + process), for the devnet's own resolver
+   * (resolveDevnetConfig({ env })) and for reading the variable named by `private_key_env`.
+   * Holds secrets: never log it.
+   */
+  env: Readonly<Record<string, string>>;
+  /** Where each known variable came from. */
+  sources: Readonly<Record<string, 'env' | 'file' | 'fallback' | 'default'>>;
+  /** Non-fatal remarks (e.g. DEVSHARD_ESCROW_ID ignored in pool mode). */
+  warnings: string[];
+}
+
+export interface LoadConfigOptions {
+  env?: NodeJS.ProcessEnv | Record<string, string | undefined>;
+  /** An env file (`shardgate init` writes one); the environment overrides it. */
+  envFile?: string;
+  /** Defaults that win over the table's (serve's quick-start defaults). */
+  fallbacks?: Record<string, string>;
+  /** Base for a relative DEVSHARD_STORAGE_DIR (default process.cwd()). */
+  cwd?: string;
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+const TRUE = ['1', 'true', 'yes', 'on'];
+const FALSE = ['0', 'false', 'no', 'off'];
+
+export function loadConfig(options: LoadConfigOptions = {}): GatewayConfig {
+  const processEnv = options.env ?? process.env;
+  const fileEnv = options.envFile ? readEnvFile(options.envFile) : {};
+  const issues: ConfigIssue[] = [];
+  const warnings: string[] = [];
+  const sources: Record<string, 'env' | 'file' | 'fallback' | 'default'> = {};
+
+  // Merged environment: every variable of the file, then the process environment on top.
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(fileEnv)) if (v !== '') env[k] = v;
+  for (const [k, v] of Object.entries(processEnv)) if (v !== undefined && v !== '') env[k] = v;
+  for (const [k, v] of Object.entries(options.fallbacks ?? {})) if (env[k] === undefined) env[k] = v;
+
+  const defaults = new Map(VARIABLES.map((v) => [v.name, v.default]));
+  const get = (name: string): string | undefined => {
+    const raw = processEnv[name];
+    if (raw !== undefined && raw.trim() !== '') sources[name] = 'env';
+    else if (fileEnv[name] !== undefined && fileEnv[name].trim() !== '') sources[name] = 'file';
+    else if (options.fallbacks?.[name] !== undefined) sources[name] = 'fallback';
+    else if (defaults.get(name) !== undefined) sources[name] = 'default';
+    const v = env[name]?.trim();
+    return v === undefined || v === '' ? defaults.get(name) : v;
+  };
+  const fail = (variable: string, message: string) => issues.push({ variable, message: `${variable} ${message}` });
+  // Non-secret values are quoted back to help the operator; secret ones never are.
+  const shown = (name: string, v: string) => (SECRET_VARIABLES.has(name) ? '' : ` (got ${JSON.stringify(v.length > 80 ? `${v.slice(0, 80)}...` : v)})`);
+
+  const int = (name: string, min: number): number => {
+    const v = get(name) ?? '0';
+    const n = Number(v);
+    if (!/^-?\d+$/.test(v) || !Number.isSafeInteger(n) || n < min) {
+      fail(name, `must be an integer >= ${min}${shown(name, v)}`);
+      return min;
+    }
+    return n;
+  };
+  const bool = (name: string): boolean => {
+    const v = (get(name) ?? 'false').toLowerCase();
+    if (TRUE.includes(v)) return true;
+    if (FALSE.includes(v)) return false;
+    fail(name, `must be on/off, true/false, yes/no or 1/0${shown(name, v)}`);
+    return false;
+  };
+  const url = (name: string): string | undefined => {
+    const v = get(name);
+    if (v === undefined) return undefined;
+    try {
+      const u = new URL(v);
+      if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('protocol');
+    } catch {
+      fail(name, `must be an http(s) URL${shown(name, v)}`);
+    }
+    return v;
+  };
+
+  // keys
+  const creatorPrivateKey = get('DEVSHARD_PRIVATE_KEY');
+  if (creatorPrivateKey !== undefined && !/^[0-9a-fA-F]{64}$/.test(creatorPrivateKey)) {
+    fail('DEVSHARD_PRIVATE_KEY', 'must be 64 hexadecimal characters without a 0x prefix');
+  }
+  const apiKeys = (get('DEVSHARD_API_KEYS') ?? '').split(',').map((k) => k.trim()).filter((k) => k !== '');
+  if (apiKeys.some((k) => /\s/.test(k))) fail('DEVSHARD_API_KEYS', 'keys must not contain whitespace (separate keys with commas)');
+  const adminApiKey = get('DEVSHARD_ADMIN_API_KEY');
+  if (adminApiKey !== undefined && /\s/.test(adminApiKey)) fail('DEVSHARD_ADMIN_API_KEY', 'must not contain whitespace');
+  if (adminApiKey !== undefined && apiKeys.includes(adminApiKey)) {
+    fail('DEVSHARD_ADMIN_API_KEY', 'must differ from every key in DEVSHARD_API_KEYS');
+  }
+
+  // mode
+  const mode = parseMode(get('DEVSHARDS_JSON'), get('DEVSHARD_ESCROW_ID'), issues, warnings);
+
+  // chain
+  const rpc = url('NODE_RPC');
+  const chainApi = url('NODE_CHAIN_API');
+  const nodeBase = url('NODE_BASE');
+  const chain = {
+    rpc,
+    chainId: get('CHAIN_ID')!,
+    nodeBase,
+    chainApi,
+    chainRest: url('DEVSHARD_CHAIN_REST') ?? chainApi,
+    txQueryRest: url('DEVSHARD_TX_QUERY_REST') ?? chainApi,
+    publicApi: url('DEVSHARD_PUBLIC_API') ?? nodeBase,
+    txGasLimit: int('DEVSHARD_TX_GAS_LIMIT', 1),
+  };
+  if (rpc !== undefined && !rpc.endsWith('/')) warnings.push('NODE_RPC does not end with a slash; the spec\'s reference form does (it is used as a prefix, e.g. `{NODE_RPC}status`).');
+  if (rpc !== undefined && chainApi === undefined && chain.chainRest === undefined) {
+    fail('NODE_CHAIN_API', 'is required when NODE_RPC points at a real chain (or set DEVSHARD_CHAIN_REST)');
+  }
+
+  // server
+  const logLevel = (get('LOG_LEVEL') ?? 'info').toLowerCase();
+  if (!LOG_LEVELS.includes(logLevel)) fail('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}${shown('LOG_LEVEL', logLevel)}`);
+  const storage = get('DEVSHARD_STORAGE_DIR')!;
+  const port = int('DEVSHARD_PORT', 0);
+  if (port > 65535) fail('DEVSHARD_PORT', `must be a port number 0..65535 (got ${port})`);
+  const server = {
+    host: get('GATEWAY_HOST')!,
+    port,
+    storageDir: isAbsolute(storage) ? storage : resolve(options.cwd ?? process.cwd(), storage),
+    instanceName: get('DEVSHARD_INSTANCE_NAME')!,
+    shutdownTimeoutMs: int('GATEWAY_SHUTDOWN_TIMEOUT_MS', 0),
+    logLevel,
+  };
+
+  const limits = {
+    maxConcurrentRequests: int('GATEWAY_MAX_CONCURRENT_REQUESTS', 1),
+    maxInputTokensInFlight: int('GATEWAY_MAX_INPUT_TOKENS_IN_FLIGHT', 0),
+    defaultMaxTokens: int('GATEWAY_DEFAULT_MAX_TOKENS', 1),
+    maxTokensCap: int('GATEWAY_MAX_TOKENS_CAP', 1),
+    stallTimeoutMs: int('GATEWAY_STALL_TIMEOUT_MS', 1),
+  };
+  if (limits.defaultMaxTokens > limits.maxTokensCap) {
+    warnings.push(`GATEWAY_DEFAULT_MAX_TOKENS (${limits.defaultMaxTokens}) is above GATEWAY_MAX_TOKENS_CAP (${limits.maxTokensCap}); requests get the cap.`);
+  }
+
+  const poc = (get('DEVSHARD_POC_REQUEST_MODE') ?? 'relaxed').toLowerCase();
+  if (poc !== 'relaxed' && poc !== 'strict') fail('DEVSHARD_POC_REQUEST_MODE', `must be relaxed or strict${shown('DEVSHARD_POC_REQUEST_MODE', poc)}`);
+  const behaviour = {
+    pocRequestMode: (poc === 'strict' ? 'strict' : 'relaxed') as 'relaxed' | 'strict',
+    capacityAwareLimits: bool('DEVSHARD_CAPACITY_AWARE_LIMITS'),
+    rotationIntervalMs: int('GATEWAY_ROTATION_INTERVAL_MS', 100),
+    balanceCheckIntervalMs: int('GATEWAY_BALANCE_CHECK_INTERVAL_MS', 100),
+  };
+
+  const disabledBootstrap = {
+    enabled: bool('DEVSHARD_GATEWAY_DISABLED'),
+    message: get('DEVSHARD_GATEWAY_DISABLED_MESSAGE'),
+    newUrl: url('DEVSHARD_GATEWAY_DISABLED_NEW_URL'),
+  };
+
+  const network = { upstreamUrl: url('NETWORK_UPSTREAM_URL'), upstreamKey: get('NETWORK_UPSTREAM_KEY') };
+
+  if (issues.length > 0) throw new ConfigError(issues);
+  return {
+    mode,
+    model: get('DEVSHARD_MODEL')!,
+    chain,
+    keys: { creatorPrivateKey, apiKeys, adminApiKey },
+    server,
+    limits,
+    behaviour,
+    disabledBootstrap,
+    network,
+    env,
+    sources,
+    warnings,
+  };
+}
+
+/**
+ * DEVSHARDS_JSON accepted shape: a JSON array whose items are escrow ids (non-negative safe
+ * integers or numeric strings) or objects `{"id"|"escrow_id": <id>, "model_id"?: string}`.
+ * Duplicates are refused.
+ */
+export function parseMode(json: string | undefined, escrowId: string | undefined, issues: ConfigIssue[], warnings: string[]): GatewayMode {
+  if (json === undefined) {
+    if (escrowId === undefined) {
+      issues.push({
+        variable: 'DEVSHARD_ESCROW_ID',
+        message: "no escrow configured: set DEVSHARDS_JSON='[]' for pool mode (escrows are then created or registered through the admin API), or DEVSHARD_ESCROW_ID=<id> for single-escrow mode",
+      });
+      return { kind: 'single', escrowId: '' };
+    }
+    if (!/^\d{1,20}$/.test(escrowId)) {
+      issues.push({ variable: 'DEVSHARD_ESCROW_ID', message: `DEVSHARD_ESCROW_ID must be a numeric escrow id (got ${JSON.stringify(escrowId.slice(0, 40))})` });
+      return { kind: 'single', escrowId: '' };
+    }
+    return { kind: 'single', escrowId: BigInt(escrowId).toString() };
+  }
+  const bad = (why: string): GatewayMode => {
+    issues.push({ variable: 'DEVSHARDS_JSON', message: `DEVSHARDS_JSON ${why}; expected a JSON array like [] or [12, "13", {"id": 14, "model_id": "..."}]` });
+    return { kind: 'pool', initialEscrows: [] };
+  };
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(json);
+  } catch {
+    return bad('is not valid JSON');
+  }
+  if (!Array.isArray(parsed)) return bad('is not an array');
+  const initialEscrows: InitialEscrow[] = [];
+  const seen = new Set<string>();
+  for (const [i, item] of parsed.entries()) {
+    let id: unknown = item;
+    let modelId: unknown;
+    if (item !== null && typeof item === 'object' && !Array.isArray(item)) {
+      const o = item as Record<string, unknown>;
+      id = o.id ?? o.escrow_id;
+      modelId = o.model_id;
+      if (modelId !== undefined && (typeof modelId !== 'string' || modelId === '')) return bad(`item ${i}: model_id must be a non-empty string`);
+    }
+    let canonical: string;
+    if (typeof id === 'number' && Number.isSafeInteger(id) && id >= 0) canonical = String(id);
+    else if (typeof id === 'string' && /^\d{1,20}$/.test(id)) canonical = BigInt(id).toString();
+    else return bad(`item ${i}: not an escrow id`);
+    if (seen.has(canonical)) return bad(`item ${i}: escrow ${canonical} listed twice`);
+    seen.add(canonical);
+    initialEscrows.push(modelId === undefined ? { escrowId: canonical } : { escrowId: canonical, modelId: modelId as string });
+  }
+  if (escrowId !== undefined) warnings.push('DEVSHARD_ESCROW_ID is ignored in pool mode (DEVSHARDS_JSON is set); list the escrow in DEVSHARDS_JSON instead.');
+  return { kind: 'pool', initialEscrows };
+}

@@ -1,0 +1,100 @@
+/**
+ * Every environment variable shardgate reads, in one table: the loader, `shardgate init` and the
+ * README's env table are all generated from it, so they cannot disagree.
+ *
+ * `default` is the value used when neither the environment nor the env file sets the variable
+ * (undefined = unset). Variables marked `secret` are never printed, logged or echoed in errors.
+ */
+
+export type VariableGroup = 'chain' | 'keys' | 'mode' | 'server' | 'limits' | 'behaviour' | 'disabled' | 'network' | 'devnet' | 'deployment';
+
+export interface VariableSpec {
+  name: string;
+  group: VariableGroup;
+  default?: string;
+  /** What it means, one sentence for the README. */
+  meaning: string;
+  secret?: boolean;
+  /** Written by `shardgate init` (generated or reference value). */
+  init?: 'generate' | 'reference';
+}
+
+import { DEFAULT_MODEL } from '../chain/devnet/config.js';
+
+/** The devnet's model, so a quick start serves what the simulated hosts serve. */
+export const DEVNET_MODEL_DEFAULT = DEFAULT_MODEL;
+
+export const VARIABLES: readonly VariableSpec[] = [
+  // chain
+  { name: 'NODE_RPC', group: 'chain', meaning: 'Chain RPC address, ending with a slash. Unset: the embedded devnet (simulated chain and hosts) is started in-process.' },
+  { name: 'CHAIN_ID', group: 'chain', default: 'shardgate-devnet', meaning: 'Chain id; escrow creation requests must name the same chain_id.', init: 'reference' },
+  { name: 'NODE_BASE', group: 'chain', meaning: 'Public node address (governance model list). Unset with the devnet: the devnet address.' },
+  { name: 'NODE_CHAIN_API', group: 'chain', meaning: 'Chain REST address. Unset with the devnet: the devnet address.' },
+  { name: 'DEVSHARD_CHAIN_REST', group: 'chain', meaning: 'Chain REST address for queries. Default: NODE_CHAIN_API.' },
+  { name: 'DEVSHARD_TX_QUERY_REST', group: 'chain', meaning: 'Chain REST address for transaction lookups. Default: NODE_CHAIN_API.' },
+  { name: 'DEVSHARD_PUBLIC_API', group: 'chain', meaning: 'Public API address. Default: NODE_BASE.' },
+  { name: 'DEVSHARD_TX_GAS_LIMIT', group: 'chain', default: '700000', meaning: 'Gas limit for transactions (create, settle).', init: 'reference' },
+  // keys
+  { name: 'DEVSHARD_PRIVATE_KEY', group: 'keys', secret: true, meaning: 'Creator key: 64 hex characters, no 0x prefix. A dedicated key, never a validator, participant or broker key.', init: 'generate' },
+  { name: 'DEVSHARD_API_KEYS', group: 'keys', secret: true, meaning: 'Client API keys, comma-separated (spaces trimmed, empty entries ignored). Generated form: sk- plus 48 hex characters.', init: 'generate' },
+  { name: 'DEVSHARD_ADMIN_API_KEY', group: 'keys', secret: true, meaning: 'Admin API key. Generated form: sk-admin- plus 48 hex characters. Unset: admin routes refuse every request.', init: 'generate' },
+  // mode
+  { name: 'DEVSHARDS_JSON', group: 'mode', meaning: "Pool (multi-escrow) mode with these initial escrows: a JSON array of ids (numbers or numeric strings) or objects {\"id\": ..., \"model_id\"?: ...}. '[]' starts an empty pool. Unset: single-escrow mode." },
+  { name: 'DEVSHARD_ESCROW_ID', group: 'mode', meaning: 'The escrow of single-escrow mode (required when DEVSHARDS_JSON is unset).' },
+  { name: 'DEVSHARD_MODEL', group: 'mode', default: DEVNET_MODEL_DEFAULT, meaning: 'Model id served (single-escrow mode; the devnet serves it).', init: 'reference' },
+  // server
+  { name: 'GATEWAY_HOST', group: 'server', default: '127.0.0.1', meaning: 'Listen address. Loopback by default: put a reverse proxy in front for remote access.' },
+  { name: 'DEVSHARD_PORT', group: 'server', default: '8080', meaning: 'Listen port.', init: 'reference' },
+  { name: 'DEVSHARD_STORAGE_DIR', group: 'server', default: '.devshardctl', meaning: 'State directory (event log); relative paths are resolved from the working directory. In the container: /root/.devshardctl.', init: 'reference' },
+  { name: 'DEVSHARD_INSTANCE_NAME', group: 'server', default: 'devshardctl-multi', meaning: 'Instance (container) name, shown in logs and /v1/status.', init: 'reference' },
+  { name: 'GATEWAY_SHUTDOWN_TIMEOUT_MS', group: 'server', default: '30000', meaning: 'On SIGTERM, how long in-flight requests may drain before the process exits.' },
+  { name: 'LOG_LEVEL', group: 'server', default: 'info', meaning: 'pino log level: fatal, error, warn, info, debug, trace or silent.' },
+  // limits
+  { name: 'GATEWAY_MAX_CONCURRENT_REQUESTS', group: 'limits', default: '512', meaning: 'Concurrent chat requests; more get 429 with Retry-After.', init: 'reference' },
+  { name: 'GATEWAY_MAX_INPUT_TOKENS_IN_FLIGHT', group: 'limits', default: '0', meaning: 'Estimated prompt tokens in flight; more get 429. 0 = no limit.', init: 'reference' },
+  { name: 'GATEWAY_DEFAULT_MAX_TOKENS', group: 'limits', default: '3072', meaning: 'max_tokens applied to requests without one (initial value of the default_request_max_tokens setting).', init: 'reference' },
+  { name: 'GATEWAY_MAX_TOKENS_CAP', group: 'limits', default: '4096', meaning: 'Upper cap on max_tokens (initial value of the request_max_tokens_cap setting).', init: 'reference' },
+  { name: 'GATEWAY_STALL_TIMEOUT_MS', group: 'limits', default: '60000', meaning: 'A host stream silent this long is cancelled; what it delivered is billed.' },
+  // behaviour
+  { name: 'DEVSHARD_POC_REQUEST_MODE', group: 'behaviour', default: 'relaxed', meaning: 'Proof-of-Compute request mode: relaxed or strict.', init: 'reference' },
+  { name: 'DEVSHARD_CAPACITY_AWARE_LIMITS', group: 'behaviour', default: 'on', meaning: 'Capacity-aware limits: on or off.', init: 'reference' },
+  { name: 'GATEWAY_ROTATION_INTERVAL_MS', group: 'behaviour', default: '15000', meaning: 'Period of the escrow rotation task.' },
+  { name: 'GATEWAY_BALANCE_CHECK_INTERVAL_MS', group: 'behaviour', default: '30000', meaning: 'Period of the escrow balance (depletion) check.' },
+  // disabled
+  { name: 'DEVSHARD_GATEWAY_DISABLED', group: 'disabled', default: 'false', meaning: 'Start disabled (non-admin routes answer 308). Bootstrap only: read when the event log is empty; afterwards use POST /v1/admin/settings.' },
+  { name: 'DEVSHARD_GATEWAY_DISABLED_MESSAGE', group: 'disabled', meaning: 'Message of the disabled state (bootstrap only).' },
+  { name: 'DEVSHARD_GATEWAY_DISABLED_NEW_URL', group: 'disabled', meaning: 'URL clients should use instead, sent as the 308 Location (bootstrap only).' },
+  // network
+  { name: 'NETWORK_UPSTREAM_URL', group: 'network', meaning: 'Send chat to this OpenAI-compatible base URL instead of devshard hosts (escrow accounting still applies).' },
+  { name: 'NETWORK_UPSTREAM_KEY', group: 'network', secret: true, meaning: 'Bearer key for NETWORK_UPSTREAM_URL.' },
+  // devnet (read by the embedded devnet; listed here so they are documented in one place)
+  { name: 'DEVNET_PORT', group: 'devnet', default: '26657', meaning: 'Port of the devnet node (`shardgate devnet`); 0 = ephemeral.' },
+  { name: 'DEVNET_BLOCK_TIME_MS', group: 'devnet', default: '1000', meaning: 'Devnet block time.' },
+  { name: 'DEVNET_EPOCH_BLOCKS', group: 'devnet', default: '600', meaning: 'Blocks per devnet epoch.' },
+  { name: 'DEVNET_POC_BLOCKS', group: 'devnet', default: '60', meaning: 'Length of the devnet PoC window after each epoch boundary.' },
+  { name: 'DEVNET_HOSTS', group: 'devnet', default: '3', meaning: 'Simulated hosts per escrow.' },
+  { name: 'DEVNET_TOKEN_DELAY_MS', group: 'devnet', default: '5', meaning: 'Delay between streamed tokens of the simulated hosts.' },
+  { name: 'DEVNET_CREATORS', group: 'devnet', meaning: 'Creator keys or addresses allowlisted and funded at devnet genesis, comma-separated (DEVSHARD_PRIVATE_KEY is added by serve).' },
+  { name: 'DEVNET_CREATOR_FUNDS', group: 'devnet', default: '10000000000000', meaning: 'Genesis funds per devnet creator, smallest coin unit.' },
+  { name: 'DEVNET_MIN_AMOUNT', group: 'devnet', default: '1000000000', meaning: 'Devnet min_amount of an escrow deposit.' },
+  { name: 'DEVNET_MAX_ESCROWS_PER_EPOCH', group: 'devnet', default: '500000', meaning: 'Devnet max_escrows_per_epoch.' },
+  { name: 'DEVNET_MAX_NONCE', group: 'devnet', default: '1000000', meaning: 'Devnet max_nonce.' },
+  { name: 'DEVNET_TOKEN_PRICE', group: 'devnet', default: '1000', meaning: 'Devnet price of one token, smallest coin unit.' },
+  { name: 'DEVNET_MODELS', group: 'devnet', meaning: 'Models the devnet serves, comma-separated. Default: DEVSHARD_MODEL.' },
+  { name: 'DEVNET_STATE', group: 'devnet', meaning: 'File for the devnet state snapshot; unset = memory only.' },
+  // deployment only
+  { name: 'DEVSHARD_STORAGE_HOST_DIR', group: 'deployment', default: '.devshardctl', meaning: 'Container deployments: host directory mounted at DEVSHARD_STORAGE_DIR. Not read by the process.' },
+];
+
+export const VARIABLE_NAMES: ReadonlySet<string> = new Set(VARIABLES.map((v) => v.name));
+export const SECRET_VARIABLES: ReadonlySet<string> = new Set(VARIABLES.filter((v) => v.secret).map((v) => v.name));
+
+/** The README's env table (markdown), generated from VARIABLES. */
+export function renderEnvTable(): string {
+  const cell = (s: string) => s.replace(/\|/g, '\\|').replace(/\n/g, ' ');
+  const rows = VARIABLES.map((v) => {
+    const def = v.secret ? '(secret)' : v.default !== undefined ? `\`${v.default}\`` : '(unset)';
+    return `| \`${v.name}\` | ${def} | ${cell(v.meaning)} |`;
+  });
+  return ['| Variable | Default | Meaning |', '|---|---|---|', ...rows].join('\n') + '\n';
+}
