@@ -1,0 +1,55 @@
+import { sha256 } from '@cosmjs/crypto';
+import { fromHex, toBase64, toHex, toUtf8 } from '@cosmjs/encoding';
+import { CosmosChainClient } from '../../src/chain/cosmos-client.js';
+import { startDevnet, type Devnet } from '../../src/chain/devnet/index.js';
+import type { DevnetOptions } from '../../src/chain/devnet/config.js';
+import { deterministicKeyHex, signSha256 } from '../../src/chain/keys.js';
+import type { HostIdentity } from '../../src/network/simulated-hosts/chain-view.js';
+import type { Settlement } from '../../src/chain/port.js';
+
+export const MODEL = 'Qwen/Qwen3-235B-A22B-Instruct-2507-FP8';
+export const CREATOR_KEYS = [deterministicKeyHex('test/creator/a'), deterministicKeyHex('test/creator/b')];
+
+/** A devnet on an ephemeral loopback port with fast blocks, isolated from the caller's env. */
+export function startTestDevnet(options: DevnetOptions = {}): Promise<Devnet> {
+  return startDevnet({
+    port: 0,
+    blockTimeMs: 25,
+    creators: CREATOR_KEYS,
+    models: [MODEL],
+    hosts: 3,
+    env: {},
+    ...options,
+  });
+}
+
+export function clientFor(devnet: Devnet): CosmosChainClient {
+  return new CosmosChainClient({
+    rpcUrl: devnet.rpcUrl,
+    restUrl: devnet.url,
+    nodeBaseUrl: devnet.url,
+    chainId: devnet.chainId,
+    broadcastPollIntervalMs: 20,
+    broadcastTimeoutMs: 10_000,
+  });
+}
+
+/** A settlement whose state root every given host signed (sha256 of the root bytes, secp256k1). */
+export function signedSettlement(
+  escrowId: string,
+  hosts: HostIdentity[],
+  opts: { costs?: bigint[]; fees?: bigint; nonce?: number; signers?: HostIdentity[]; seed?: string } = {},
+): Settlement {
+  const stateRoot = toHex(sha256(toUtf8(`state/${escrowId}/${opts.seed ?? ''}`)));
+  const signers = opts.signers ?? hosts;
+  return {
+    escrowId,
+    nonce: opts.nonce ?? 3,
+    stateRoot,
+    restHash: toHex(sha256(toUtf8(`rest/${escrowId}`))),
+    hostStats: hosts.map((h, i) => ({ slotId: h.index, missed: 0, invalid: 0, cost: opts.costs?.[i] ?? 0n, requests: 1 })),
+    signatures: signers.map((h) => ({ slotId: h.index, signature: toBase64(signSha256(h.privateKey, fromHex(stateRoot))) })),
+    fees: opts.fees ?? 0n,
+    version: 2,
+  };
+}
