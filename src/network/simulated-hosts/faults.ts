@@ -1,0 +1,40 @@
+/**
+ * Faults the simulated hosts can be told to show (tests and the devnet mutate the object at any
+ * time; each request reads it when it arrives). "Chunks" are SSE data events, the role chunk
+ * included: `stallAfterChunks: 1` sends the role chunk and then nothing.
+ */
+export interface HostFaults {
+  /** Host indexes (HostIdentity.index) the faults apply to; undefined = every host. */
+  hosts?: number[];
+  /** Answer chat requests with this HTTP status and an OpenAI-style error body. */
+  failStatus?: number;
+  /** Message of that error (default "simulated host fault"). */
+  failMessage?: string;
+  /** Stream: go silent after this many chunks, keeping the connection open until the client leaves.
+   *  Non-stream: never answer. */
+  stallAfterChunks?: number;
+  /** Stream: close the response after this many chunks, without `data: [DONE]`.
+   *  Non-stream: send half the JSON body, then drop the connection. */
+  truncateAfterChunks?: number;
+  /** Extra delay before answering, ms. */
+  latencyMs?: number;
+  /** Apply to this many more matching requests, then stop (undefined = until changed). */
+  remaining?: number;
+}
+
+/** The faults that apply to one request of a host (consuming one of `remaining`), if any. */
+export function faultFor(faults: HostFaults | undefined, hostIndex: number): HostFaults | undefined {
+  if (!faults) return undefined;
+  if (faults.hosts && !faults.hosts.includes(hostIndex)) return undefined;
+  const any =
+    faults.failStatus !== undefined ||
+    faults.stallAfterChunks !== undefined ||
+    faults.truncateAfterChunks !== undefined ||
+    (faults.latencyMs !== undefined && faults.latencyMs > 0);
+  if (!any) return undefined;
+  if (faults.remaining !== undefined) {
+    if (faults.remaining <= 0) return undefined;
+    faults.remaining -= 1;
+  }
+  return { ...faults };
+}

@@ -1,0 +1,80 @@
+/**
+ * Simulated inference hosts, mounted on the devnet's fastify server: for each HostIdentity, under
+ * its prefix (e.g. `/hosts/0`), the devshard host endpoints
+ *   POST {prefix}/devshard/v1/sessions/{escrow_id}/chat/completions   (chat-route.ts)
+ *   POST {prefix}/devshard/v1/sessions/{escrow_id}/sign               (sign-route.ts)
+ * Each host is a fastify child context with its own raw-body JSON parser (the signature covers the
+ * exact bytes), so the devnet's own routes and parsers are untouched. Call before `app.ready()` /
+ * `listen()`.
+ */
+import type { ServerResponse } from 'node:http';
+import type { FastifyInstance } from 'fastify';
+import { createSignatureVerifier } from '../signature.js';
+import type { DevnetChainView, HostIdentity } from './chain-view.js';
+import { chatRoute } from './chat-route.js';
+import type { HostFaults } from './faults.js';
+import { HostLedger, type SlotTally } from './ledger.js';
+import { signRoute } from './sign-route.js';
+
+export type { HostFaults } from './faults.js';
+export type { SlotTally } from './ledger.js';
+export { registerSimulatedOpenAi, type SimulatedOpenAiOptions } from './openai-server.js';
+
+export interface SimulatedHostsOptions {
+  chain: DevnetChainView;
+  hosts: HostIdentity[];
+  /** Delay before each streamed token chunk, ms (DEVNET_TOKEN_DELAY_MS). Non-streamed answers are not delayed. */
+  tokenDelayMs: number;
+  /** Shared, mutable fault switches; default: a fresh empty object (see the returned handle). */
+  faults?: HostFaults;
+  /** Host clock in ms (tests); default Date.now. */
+  now?: () => number;
+  /** Largest accepted request body, bytes (default 16 MiB). */
+  bodyLimit?: number;
+}
+
+export interface SimulatedHosts {
+  /** The fault switches (the object passed in, or the one created). Mutate it to inject faults. */
+  faults: HostFaults;
+  /** What the hosts served for an escrow, one tally per slot that served anything. */
+  served(escrowId: string): SlotTally[];
+  /** One host's ledger, by HostIdentity.index. */
+  ledger(hostIndex: number): HostLedger | undefined;
+}
+
+export function registerSimulatedHosts(app: FastifyInstance, opts: SimulatedHostsOptions): SimulatedHosts {
+  const faults = opts.faults ?? {};
+  const now = opts.now ?? Date.now;
+  const verifier = createSignatureVerifier();
+  const ledgers = new Map<number, HostLedger>();
+  const open = new Set<ServerResponse>();
+  const bodyLimit = opts.bodyLimit ?? 16 * 1024 * 1024;
+
+  for (const host of opts.hosts) {
+    const ledger = new HostLedger();
+    ledgers.set(host.index, ledger);
+    void app.register(
+      async (child) => {
+        // Keep the exact bytes: the creator's signature is over them, not over re-serialised JSON.
+        child.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit }, (_req, body, done) => done(null, body));
+        // A stalled stream would otherwise hold the server open on close.
+        child.addHook('onClose', async () => {
+          for (const res of open) res.destroy();
+        });
+        chatRoute(child, { chain: opts.chain, host, ledger, tokenDelayMs: opts.tokenDelayMs, faults, now, verifier, open });
+        signRoute(child, { chain: opts.chain, host, ledger });
+      },
+      { prefix: host.prefix },
+    );
+  }
+
+  return {
+    faults,
+    served(escrowId) {
+      const out: SlotTally[] = [];
+      for (const l of ledgers.values()) out.push(...l.tallies(escrowId));
+      return out.sort((a, b) => a.slotId - b.slotId);
+    },
+    ledger: (i) => ledgers.get(i),
+  };
+}
