@@ -1,0 +1,71 @@
+import { describe, expect, it } from 'vitest';
+import { foldRotation, rotationMachine, stateName, step, type RotationEvent } from '../../src/machines/index.js';
+import { ev } from './events.js';
+
+const given = (...events: RotationEvent[]) => foldRotation('m1', events);
+
+describe('rotation statechart', () => {
+  it('runs a full cycle: temporaries, settle regulars, wait out PoC, targets, settle temporaries, idle', () => {
+    const cycle = [
+      ev.phaseStarted(1),
+      ev.createDecided('temporary', 7, ['t1', 't2']),
+      ev.settleDecided('regular', ['e1']),
+      ev.phaseCompleted(1),
+    ];
+    const waiting = given(...cycle);
+    expect(stateName(waiting.value)).toBe('waitingPoc');
+    expect(waiting.context).toMatchObject({ created: 2, settleDecided: 1, epoch: 7 });
+    const done = given(...cycle, ev.phaseStarted(2), ev.createDecided('regular', 7, ['n1', 'n2']), ev.settleDecided('temporary', ['t1', 't2']), ev.phaseCompleted(2));
+    expect(done.value).toBe('idle');
+    expect(done.context).toMatchObject({ created: 4, settleDecided: 3 });
+  });
+
+  it('given temporary creation failed on chain, then promotion is the fallback and the create is suppressed', () => {
+    const s = given(ev.phaseStarted(1), ev.rotationFailed('create_temporary', 'temporary', 7, true));
+    expect(stateName(s.value)).toBe('phase1.promoting');
+    expect(s.context.suppressed).toEqual(['temporary@7']);
+    expect(s.context.lastError?.kind).toBe('insufficient_funds');
+    const promoted = step(rotationMachine, s, ev.promoted(['e1'])).snapshot;
+    expect(stateName(promoted.value)).toBe('phase1.settlingRegulars');
+    expect(promoted.context.promoted).toBe(1);
+  });
+
+  it('given a suppressed (model, role, epoch), when the same create is decided again, then it is refused; another epoch is not', () => {
+    const failedBefore = [
+      ev.phaseStarted(1, 7),
+      ev.rotationFailed('create_temporary', 'temporary', 7, true),
+      ev.promoted(),
+      ev.phaseCompleted(1, 7),
+      ev.phaseStarted(2, 7),
+      ev.rotationFailed('create_target', 'regular', 7, true),
+    ];
+    const s = given(...failedBefore);
+    expect(s.can(ev.createDecided('regular', 7))).toBe(false);
+    expect(s.can(ev.createSuppressed('regular', 7))).toBe(true);
+    expect(s.context.suppressed).toEqual(['temporary@7', 'regular@7']);
+    const next = given(...failedBefore, ev.phaseCompleted(2, 7), ev.phaseStarted(1, 8));
+    expect(next.can(ev.createDecided('temporary', 8))).toBe(true);
+    expect(next.can(ev.createDecided('temporary', 7))).toBe(false);
+  });
+
+  it('given a suppressed create in phase 1, then the phase moves on to promotion', () => {
+    expect(stateName(given(ev.phaseStarted(1), ev.createSuppressed('temporary')).value)).toBe('phase1.promoting');
+  });
+
+  it('records depletion replacements and their failures in any state without moving it', () => {
+    const s = given(ev.replacementDecided(), ev.replacementFailed());
+    expect(s.value).toBe('idle');
+    expect(s.context.replacements).toBe(1);
+    expect(s.context.suppressed).toEqual(['regular@7']);
+  });
+
+  it('does not start phase 2 without phase 1, nor complete a phase it is not in', () => {
+    expect(given().can(ev.phaseStarted(2))).toBe(false);
+    expect(given(ev.phaseStarted(1)).can(ev.phaseCompleted(2))).toBe(false);
+  });
+
+  it('counts settle failures while settling', () => {
+    const s = given(ev.phaseStarted(1), ev.settleDecided('regular'), ev.rotationFailed('settle', undefined, 7, false));
+    expect(s.context.settleFailed).toBe(1);
+  });
+});
