@@ -1,0 +1,106 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { createIntentStream, escrowStream, rotationStream, settingsStream, DEFAULT_SETTINGS, type CatalogEvent } from '../../src/events/catalog.js';
+import { Projections } from '../../src/projections/index.js';
+import { ev, record } from '../machines/events.js';
+
+const settingsChanged = (): CatalogEvent => ({
+  type: 'SettingsChanged',
+  data: { patch: { request_max_tokens_cap: 8192 }, effective: { ...structuredClone(DEFAULT_SETTINGS), request_max_tokens_cap: 8192 } },
+});
+
+const scenario = () =>
+  record([
+    { streamId: createIntentStream('i1'), event: ev.createRequested('i1') },
+    { streamId: escrowStream('e1'), event: ev.created('e1', 'm1', '10000000', 'i1') },
+    { streamId: escrowStream('e1'), event: ev.registered('e1') },
+    { streamId: escrowStream('e2'), event: ev.created('e2', 'm1') },
+    { streamId: escrowStream('e2'), event: ev.registered('e2') },
+    { streamId: escrowStream('e1'), event: ev.started('a', 1, '1000') },
+    { streamId: settingsStream, event: settingsChanged() },
+    { streamId: settingsStream, event: ev.accessMode('m1', 'api_key') },
+    { streamId: createIntentStream('i2'), event: ev.createRequested('i2', 'm2') },
+    { streamId: rotationStream('m1'), event: ev.phaseStarted(1) },
+    { streamId: rotationStream('m1'), event: ev.settleDecided('regular', ['e2']) },
+    { streamId: escrowStream('e2'), event: ev.finalized() },
+    { streamId: escrowStream('e2'), event: ev.settleRequested() },
+    { streamId: escrowStream('e2'), event: ev.settled() },
+  ]);
+
+describe('projections', () => {
+  it('pool: pick returns the routable escrow with the fewest in flight that covers the reservation', () => {
+    const records = scenario().slice(0, 6);
+    const p = Projections.rebuild(records);
+    expect(p.pool.pick('m1')?.escrowId).toBe('e2');
+    expect(p.pool.pick('m1', '9999500')?.escrowId).toBe('e2');
+    expect(p.pool.pick('m1', '10000001')).toBeUndefined();
+    expect(p.pool.pick('nope')).toBeUndefined();
+    expect(p.pool.escrow('e1')?.context).toMatchObject({ nonce: 1, inFlight: 1, intentId: 'i1' });
+    expect(p.pool.escrow('e1')?.can(ev.started('b', 2))).toBe(true);
+  });
+
+  it('pool: settled escrows leave routing; unresolved intents are listed for reconciliation', () => {
+    const p = Projections.rebuild(scenario());
+    expect(p.pool.routableOf('m1').map((e) => e.escrowId)).toEqual(['e1']);
+    expect(p.pool.pending().map((x) => x.intentId)).toEqual(['i2']);
+  });
+
+  it('status: capacity per model, access mode, active requests and devshards', () => {
+    const s = Projections.rebuild(scenario()).status.snapshot();
+    expect(s.active_requests).toBe(1);
+    expect(s.capacity.models.m1).toEqual({ active: 1, routable_devshards: ['e1'], access_mode: 'api_key', in_flight: 1 });
+    expect(s.devshards.map((d) => [d.escrow_id, d.state])).toEqual([['e1', 'active'], ['e2', 'settled']]);
+    expect(s.runtimes).toEqual([{ model: 'm1', mode: 'pool', escrows: 2, routable: 1 }]);
+  });
+
+  it('settings: defaults, then the effective document with access modes and the kill switch', () => {
+    expect(new Projections().settings.effective()).toEqual(DEFAULT_SETTINGS);
+    const recs = [...scenario(), ...record([{ streamId: settingsStream, event: ev.disabled('bye', 'https://n/v1') }], 15)];
+    const eff = Projections.rebuild(recs).settings.effective();
+    expect(eff.request_max_tokens_cap).toBe(8192);
+    expect(eff.model_limits).toEqual([{ model_id: 'm1', access_mode: 'api_key' }]);
+    expect(eff.disabled).toEqual({ enabled: true, message: 'bye', new_url: 'https://n/v1' });
+    expect(eff.escrow_rotation).toEqual({ enabled: false, pre_poc_blocks: 300, models: [] });
+  });
+
+  it('rotation debug: stage, counts including settles completed on chain', () => {
+    const r = Projections.rebuild(scenario()).rotation.perModel().m1!;
+    expect(r).toMatchObject({ stage: 'phase1.settlingRegulars', epoch: 7, event: 'EscrowSettled' });
+    expect(r.counts).toMatchObject({ settled: 1, settle_failed: 0, target: 2, existing: 1 });
+  });
+
+  it('timeline: an escrow includes its creation intent; each entry has the resulting state', () => {
+    const t = Projections.rebuild(scenario()).timeline.of('e1')!;
+    expect(t.entries.map((e) => [e.position, e.event, e.actor, e.state])).toEqual([
+      [1, 'EscrowCreateRequested', 'admin', 'creating'],
+      [2, 'EscrowCreated', 'admin', 'created'],
+      [3, 'EscrowRegistered', 'admin', 'active'],
+      [6, 'InferenceStarted', 'admin', 'active'],
+    ]);
+  });
+
+  it('checkpoint then catch-up equals live; rebuild from 0 equals live (any split point)', () => {
+    const all = scenario();
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: all.length }), (cut) => {
+        const live = new Projections();
+        for (const r of all.slice(0, cut)) live.apply(r);
+        const cp = JSON.parse(JSON.stringify(live.toCheckpoint()));
+        for (const r of all.slice(cut)) live.apply(r);
+        const resumed = Projections.fromCheckpoint(cp)!.applyAll(all.slice(cut));
+        const rebuilt = Projections.rebuild(all);
+        expect(resumed.snapshot()).toEqual(live.snapshot());
+        expect(rebuilt.snapshot()).toEqual(live.snapshot());
+      }),
+      { numRuns: all.length + 1 },
+    );
+  });
+
+  it('re-applying an already folded record changes nothing', () => {
+    const all = scenario();
+    const p = Projections.rebuild(all);
+    const before = p.snapshot();
+    p.applyAll(all);
+    expect(p.snapshot()).toEqual(before);
+  });
+});
