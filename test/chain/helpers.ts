@@ -1,6 +1,6 @@
 import { sha256 } from '@cosmjs/crypto';
 import { fromHex, toBase64, toHex, toUtf8 } from '@cosmjs/encoding';
-import { CosmosChainClient } from '../../src/chain/cosmos-client.js';
+import { CosmosChainClient, type CosmosChainClientOptions } from '../../src/chain/cosmos-client.js';
 import { startDevnet, type Devnet } from '../../src/chain/devnet/index.js';
 import type { DevnetOptions } from '../../src/chain/devnet/config.js';
 import { deterministicKeyHex, signSha256 } from '../../src/chain/keys.js';
@@ -23,7 +23,7 @@ export function startTestDevnet(options: DevnetOptions = {}): Promise<Devnet> {
   });
 }
 
-export function clientFor(devnet: Devnet): CosmosChainClient {
+export function clientFor(devnet: Devnet, overrides: Partial<CosmosChainClientOptions> = {}): CosmosChainClient {
   return new CosmosChainClient({
     rpcUrl: devnet.rpcUrl,
     restUrl: devnet.url,
@@ -31,6 +31,7 @@ export function clientFor(devnet: Devnet): CosmosChainClient {
     chainId: devnet.chainId,
     broadcastPollIntervalMs: 20,
     broadcastTimeoutMs: 10_000,
+    ...overrides,
   });
 }
 

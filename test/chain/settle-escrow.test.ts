@@ -1,0 +1,95 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CosmosChainClient } from '../../src/chain/cosmos-client.js';
+import type { Devnet } from '../../src/chain/devnet/index.js';
+import { deterministicKeyHex, privateKeyBytes } from '../../src/chain/keys.js';
+import { clientFor, CREATOR_KEYS, MODEL, signedSettlement, startTestDevnet } from './helpers.js';
+
+const AMOUNT = 2_000_000_000n;
+
+describe('settle escrow through the client against a devnet', () => {
+  let devnet: Devnet;
+  let client: CosmosChainClient;
+  const key = CREATOR_KEYS[0]!;
+  beforeAll(async () => {
+    devnet = await startTestDevnet();
+    client = clientFor(devnet);
+  });
+  afterAll(async () => {
+    client.close();
+    await devnet.close();
+  });
+
+  const create = async () => (await client.createEscrow(key, AMOUNT, MODEL)).escrowId;
+
+  it('pays the hosts, returns the rest to the creator and marks the escrow settled', async () => {
+    const id = await create();
+    const creator = await client.addressOf(key);
+    const creatorBefore = await client.balance(creator);
+    const hostsBefore = await Promise.all(devnet.hosts.map((h) => client.balance(h.address)));
+    const costs = [100_000n, 250_000n, 0n];
+    const fees = 5_000n;
+
+    const result = await client.settleEscrow(key, signedSettlement(id, devnet.hosts, { costs, fees }));
+
+    const refund = AMOUNT - 350_000n - fees;
+    expect(result.refund).toBe(refund);
+    expect(await client.balance(creator)).toBe(creatorBefore + refund - client.feeAmount);
+    const hostsAfter = await Promise.all(devnet.hosts.map((h) => client.balance(h.address)));
+    expect(hostsAfter.map((b, i) => b - hostsBefore[i]!)).toEqual(costs);
+    expect((await client.escrow(id))?.settled).toBe(true);
+  });
+
+  it('refuses signatures that are not from the slots\' hosts', async () => {
+    const id = await create();
+    const impostor = { ...devnet.hosts[1]!, privateKey: privateKeyBytes(deterministicKeyHex('impostor')) };
+    const settlement = signedSettlement(id, devnet.hosts, { signers: [devnet.hosts[0]!, impostor, devnet.hosts[2]!] });
+    await expect(client.settleEscrow(key, settlement)).rejects.toMatchObject({ kind: 'bad_signatures' });
+    expect((await client.escrow(id))?.settled).toBe(false);
+  });
+
+  it('refuses fewer than 2/3+1 of the slots signing', async () => {
+    const id = await create();
+    const settlement = signedSettlement(id, devnet.hosts, { signers: devnet.hosts.slice(0, 2) });
+    await expect(client.settleEscrow(key, settlement)).rejects.toMatchObject({ kind: 'bad_signatures' });
+  });
+
+  it('refuses a settler other than the creator', async () => {
+    const id = await create();
+    await expect(client.settleEscrow(CREATOR_KEYS[1]!, signedSettlement(id, devnet.hosts))).rejects.toMatchObject({
+      kind: 'wrong_settler',
+    });
+    await expect(client.settleEscrow(devnet.notAllowlisted.privateKeyHex, signedSettlement(id, devnet.hosts))).rejects.toMatchObject({
+      kind: 'wrong_settler',
+    });
+  });
+
+  it('refuses host costs plus fees above the deposit, and a nonce above max_nonce', async () => {
+    const id = await create();
+    await expect(client.settleEscrow(key, signedSettlement(id, devnet.hosts, { costs: [AMOUNT, 0n, 0n], fees: 1n }))).rejects.toMatchObject({
+      kind: 'overspent',
+    });
+    await expect(client.settleEscrow(key, signedSettlement(id, devnet.hosts, { nonce: 1_000_001 }))).rejects.toMatchObject({
+      kind: 'nonce_too_high',
+    });
+  });
+
+  it('refuses to settle twice', async () => {
+    const id = await create();
+    await client.settleEscrow(key, signedSettlement(id, devnet.hosts));
+    await expect(client.settleEscrow(key, signedSettlement(id, devnet.hosts, { seed: 'again' }))).rejects.toMatchObject({
+      kind: 'already_settled',
+    });
+  });
+
+  it('settles in the next epoch but not two epochs later', async () => {
+    const nextEpoch = await create();
+    const tooLate = await create();
+    const { nextBoundaryHeight } = await client.epoch();
+    devnet.chain.jumpTo(nextBoundaryHeight + 1);
+    await client.settleEscrow(key, signedSettlement(nextEpoch, devnet.hosts));
+
+    devnet.chain.jumpTo(nextBoundaryHeight + 600);
+    await expect(client.settleEscrow(key, signedSettlement(tooLate, devnet.hosts))).rejects.toMatchObject({ kind: 'wrong_epoch' });
+    expect((await client.escrow(tooLate))?.settled).toBe(false);
+  });
+});
