@@ -11,9 +11,9 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { Logger } from 'pino';
-import { installErrorHandlers } from './errors.js';
+import { installErrorHandlers, isEmptyEscrowPath, sendEmptyNotFound } from './errors.js';
 import { createLogger } from './logger.js';
 import type { GatewayMetrics } from './metrics.js';
 import { OpenApiCollector, type FastifySchemaWithDocs } from './openapi.js';
@@ -71,7 +71,8 @@ export function createHttpApp(options: HttpAppOptions = {}): FastifyInstance {
     loggerInstance: logger as FastifyBaseLogger,
     bodyLimit,
     genReqId,
-    disableRequestLogging: true,
+    // Our own single line per request replaces fastify's incoming/completed pair.
+    logController: new LogController({ disableRequestLogging: true }),
     trustProxy: options.trustProxy ?? false,
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allowUnionTypes: true, useDefaults: false } },
   });
@@ -124,6 +125,11 @@ export function createHttpApp(options: HttpAppOptions = {}): FastifyInstance {
     // Raw events, not onResponse: they also fire for hijacked (SSE) replies and client aborts.
     reply.raw.once('finish', logLine);
     reply.raw.once('close', logLine);
+    // The spec's bodiless 404 for an empty escrow id, whatever route pattern would match it.
+    if (isEmptyEscrowPath(request.url)) {
+      sendEmptyNotFound(reply);
+      return reply;
+    }
   });
 
   app.get('/openapi.json', { schema: { hide: true } as FastifySchemaWithDocs }, async () => collector.document());

@@ -16,25 +16,29 @@ import { ApiError } from '../errors.js';
 
 const nullableNumber = (minimum: number, maximum: number) => ({ type: ['number', 'null'], minimum, maximum }) as const;
 
-const toolCallSchema = {
-  type: 'object',
-  required: ['id', 'type', 'function'],
-  properties: {
-    id: { type: 'string' },
-    type: { type: 'string', const: 'function' },
-    function: {
-      type: 'object',
-      required: ['name', 'arguments'],
-      properties: { name: { type: 'string' }, arguments: { type: 'string' } },
-    },
-  },
-} as const;
+/**
+ * An object whose `type` is checked before its other members, so `{"type":"code_interpreter"}`
+ * is refused as a bad `type` (the real mistake), not as a missing `function`.
+ */
+const typed = (type: string, required: readonly string[], properties: Record<string, unknown>) =>
+  ({
+    type: 'object',
+    allOf: [
+      { required: ['type'], properties: { type: { type: 'string', const: type } } },
+      { required, properties },
+    ],
+  }) as const;
 
-const contentPartSchema = {
-  type: 'object',
-  required: ['type', 'text'],
-  properties: { type: { type: 'string', const: 'text' }, text: { type: 'string' } },
-} as const;
+const toolCallSchema = typed('function', ['id', 'function'], {
+  id: { type: 'string' },
+  function: {
+    type: 'object',
+    required: ['name', 'arguments'],
+    properties: { name: { type: 'string' }, arguments: { type: 'string' } },
+  },
+});
+
+const contentPartSchema = typed('text', ['text'], { text: { type: 'string' } });
 
 export const messageSchema = {
   type: 'object',
@@ -48,23 +52,18 @@ export const messageSchema = {
   },
 } as const;
 
-export const toolSchema = {
-  type: 'object',
-  required: ['type', 'function'],
-  properties: {
-    type: { type: 'string', const: 'function' },
-    function: {
-      type: 'object',
-      required: ['name'],
-      properties: {
-        name: { type: 'string', pattern: '^[a-zA-Z0-9_-]{1,64}$' },
-        description: { type: 'string' },
-        parameters: { type: 'object' },
-        strict: { type: ['boolean', 'null'] },
-      },
+export const toolSchema = typed('function', ['function'], {
+  function: {
+    type: 'object',
+    required: ['name'],
+    properties: {
+      name: { type: 'string', pattern: '^[a-zA-Z0-9_-]{1,64}$' },
+      description: { type: 'string' },
+      parameters: { type: 'object' },
+      strict: { type: ['boolean', 'null'] },
     },
   },
-} as const;
+});
 
 export const chatCompletionRequestSchema = {
   type: 'object',
