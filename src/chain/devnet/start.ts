@@ -12,7 +12,7 @@ import { genesisIdentities, genesisState, type FundedKey } from './genesis.js';
 import { openStateStore } from './persistence.js';
 import { registerRestRoutes } from './rest-routes.js';
 import { registerRpcRoutes } from './rpc-routes.js';
-import { mountSimulatedHosts } from './simulated-hosts-mount.js';
+import { registerSimulatedHosts, type SimulatedHosts } from '../../network/simulated-hosts/index.js';
 
 export interface Devnet {
   /** Origin, e.g. `http://127.0.0.1:26657` (NODE_CHAIN_API and NODE_BASE). */
@@ -27,8 +27,8 @@ export interface Devnet {
   /** Funded but not allowlisted. */
   notAllowlisted: FundedKey;
   hosts: HostIdentity[];
-  /** Whether src/network/simulated-hosts was found and mounted. */
-  hostsMounted: boolean;
+  /** The simulated hosts mounted under /hosts/<i>: what they served, fault switches. */
+  simulatedHosts: SimulatedHosts;
   config: DevnetConfig;
   /** In-process handle: height, advance / jumpTo, waitForHeight, faults, state. */
   chain: DevnetChain;
@@ -45,7 +45,7 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
   const app = Fastify({ logger: config.logRequests, bodyLimit: 8 * 1024 * 1024 });
   registerRpcRoutes(app, chain);
   registerRestRoutes(app, chain);
-  const hostsMounted = await mountSimulatedHosts(app, { chain, hosts: ids.hosts, tokenDelayMs: config.tokenDelayMs });
+  const simulatedHosts = registerSimulatedHosts(app, { chain, hosts: ids.hosts, tokenDelayMs: config.tokenDelayMs });
   try {
     await app.listen({ host: '127.0.0.1', port: config.port });
   } catch (e) {
@@ -65,7 +65,7 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
     creatorAddresses: ids.creatorAddresses,
     notAllowlisted: ids.notAllowlisted,
     hosts: ids.hosts,
-    hostsMounted,
+    simulatedHosts,
     config,
     chain,
     async close() {
