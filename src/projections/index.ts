@@ -6,3 +6,4 @@ export * from './rotation-debug.js';
 export * from './timeline.js';
 export * from './projections.js';
 export { actorLabel } from './actor.js';
+export * from './replay.js';

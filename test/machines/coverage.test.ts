@@ -101,7 +101,7 @@ describe('transition coverage', () => {
       const covered = new Set<AnyTransition>();
       for (const [key, { state, transitions }] of Object.entries(adjacency)) {
         expect(reachable.has(key), `state ${key} has no shortest path`).toBe(true);
-        for (const { event } of Object.values(transitions)) {
+        for (const { event } of Object.values(transitions as Record<string, { event: unknown }>)) {
           for (const t of machine.getTransitionData(state as never, event as never)) covered.add(t);
         }
       }

@@ -1,4 +1,86 @@
+import { existsSync } from 'node:fs';
+import { SingleBar } from 'cli-progress';
 import type { Command } from 'commander';
+import { defaultStorageDir, eventsFile } from '../../events/storage-path.js';
+import { openSqliteEventStore } from '../../events/sqlite-store.js';
+import type { EventStore } from '../../events/store.js';
+import { machinesAt, parseUntil, replay, type MachinesAt, type ReplayRow } from '../../projections/replay.js';
 
-// Placeholder until the owning issue lands; registers nothing.
-export function registerReplay(_program: Command): void {}
+/** Logs at least this long get a progress bar (when stderr is a TTY). */
+const PROGRESS_THRESHOLD = 50_000;
+
+export interface ReplayCliOptions {
+  escrow?: string;
+  until?: string;
+  json?: boolean;
+}
+
+const formatRow = (r: ReplayRow): string =>
+  `${String(r.position).padStart(8)}  ${r.time}  ${r.event.padEnd(28)} ${r.actor.padEnd(16)} ${r.stream.padEnd(28)} -> ${r.state}${r.accepted ? '' : '  (refused by statechart)'}`;
+
+function formatMachines(m: MachinesAt): string {
+  const lines = [`State at position ${m.position}:`];
+  const escrows = Object.entries(m.escrows);
+  lines.push(`  escrows (${escrows.length}):`);
+  for (const [id, e] of escrows) lines.push(`    ${id}  ${e.state}  model=${e.model ?? '-'} nonce=${e.nonce} in_flight=${e.inFlight} balance=${e.balance} reserved=${e.reserved}`);
+  lines.push(`  access modes: ${Object.entries(m.accessModes).map(([k, v]) => `${k}=${v}`).join(' ') || '(all admin_only)'}`);
+  lines.push(`  kill switch: ${m.disabled.state}${m.disabled.state === 'on' ? ` (${m.disabled.message} -> ${m.disabled.newUrl})` : ''}`);
+  const rot = Object.entries(m.rotation);
+  lines.push(`  rotation: ${rot.length ? '' : '(none)'}`);
+  for (const [model, r] of rot) lines.push(`    ${model}  ${r.stage}  epoch=${r.epoch ?? '-'}${r.suppressed.length ? ` suppressed=${r.suppressed.join(',')}` : ''}`);
+  return lines.join('\n');
+}
+
+/**
+ * Replays a store to stdout (text table, or one JSON document with `--json`); a progress bar on
+ * stderr for large logs on a TTY.
+ */
+export function runReplay(store: Pick<EventStore, 'readAll' | 'lastPosition'>, opts: ReplayCliOptions, out: (s: string) => void = (s) => process.stdout.write(s)): void {
+  const until = opts.until === undefined ? undefined : parseUntil(opts.until);
+  const total = store.lastPosition();
+  const bar = process.stderr.isTTY && total >= PROGRESS_THRESHOLD ? new SingleBar({ stream: process.stderr, etaBuffer: 50 }) : undefined;
+  bar?.start(typeof until === 'number' ? Math.min(until, total) : total, 0);
+  const rows: ReplayRow[] = [];
+  const it = replay(store.readAll(0), { escrow: opts.escrow, until, onProgress: (pos) => bar?.update(pos) });
+  let next = it.next();
+  while (!next.done) {
+    if (opts.json) rows.push(next.value);
+    else out(`${formatRow(next.value)}\n`);
+    next = it.next();
+  }
+  const projections = next.value;
+  bar?.update(projections.position);
+  bar?.stop();
+  const machines = machinesAt(projections);
+  if (opts.escrow) {
+    machines.escrows = Object.fromEntries(Object.entries(machines.escrows).filter(([id]) => id === opts.escrow));
+  }
+  if (opts.json) out(`${JSON.stringify({ position: projections.position, escrow: opts.escrow ?? null, timeline: rows, machines }, null, 2)}\n`);
+  else out(`\n${formatMachines(machines)}\n`);
+}
+
+/** `shardgate replay [--storage DIR] [--escrow ID] [--until POSITION|ISO-TIME] [--json]`. */
+export function registerReplay(program: Command): void {
+  program
+    .command('replay')
+    .description('replay the event log: timeline (position, time, event, actor, resulting state) and each machine\'s state at that point')
+    .option('--storage <dir>', 'storage directory (default: $DEVSHARD_STORAGE_DIR or .devshardctl)')
+    .option('--escrow <id>', 'only this escrow (its stream and its creation intent)')
+    .option('--until <position|iso-time>', 'stop at this global position or time')
+    .option('--json', 'one JSON document instead of text')
+    .action(async (opts: ReplayCliOptions & { storage?: string }) => {
+      const file = eventsFile(opts.storage ?? defaultStorageDir());
+      // Replay only reads: never create an empty log where none exists.
+      if (!existsSync(file)) {
+        process.stderr.write(`no event log at ${file}\n`);
+        process.exitCode = 1;
+        return;
+      }
+      const store = openSqliteEventStore(file);
+      try {
+        runReplay(store, opts);
+      } finally {
+        await store.close();
+      }
+    });
+}
