@@ -5,7 +5,7 @@
  * goes into events and logs, never the key.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { FastifyReply, FastifyRequest, preHandlerHookHandler } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, errors, sendApiError } from './errors.js';
 
 export type AuthContext =
@@ -22,7 +22,7 @@ export interface AuthKeys {
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** Set by the auth preHandlers (requireAdmin / requireClientOrAdmin / authenticate). */
+    /** Set by the auth hooks (requireAdmin / requireClientOrAdmin / authenticate). */
     auth?: AuthContext;
   }
 }
@@ -47,15 +47,21 @@ export function bearerToken(header: string | string[] | undefined): string | nul
   return m?.[1] ?? '';
 }
 
+/**
+ * A hook usable as `onRequest` (recommended: refuses before the body is read or validated, so a
+ * stranger gets 401, never schema hints or a 413) or as `preHandler`.
+ */
+export type AuthHook = (request: FastifyRequest, reply: FastifyReply) => Promise<FastifyReply | undefined>;
+
 export interface Authenticator {
   /** Who sent this Authorization header. Every configured key is compared (no early exit). */
   classify(header: string | string[] | undefined): AuthContext;
   /** preHandler: admin key only (/v1/admin/*, /v1/debug/*, /devshard/*, /v1/finalize). */
-  requireAdmin: preHandlerHookHandler;
+  requireAdmin: AuthHook;
   /** preHandler: a client key or the admin key (chat, models). */
-  requireClientOrAdmin: preHandlerHookHandler;
+  requireClientOrAdmin: AuthHook;
   /** preHandler: classify only, never refuse (public routes that show more to admins). */
-  authenticate: preHandlerHookHandler;
+  authenticate: AuthHook;
 }
 
 export function createAuthenticator(keys: AuthKeys): Authenticator {
@@ -100,13 +106,16 @@ export function createAuthenticator(keys: AuthKeys): Authenticator {
     async requireAdmin(request, reply) {
       const ctx = attach(request);
       if (ctx.kind !== 'admin') return refuse(reply, ctx, true);
+      return undefined;
     },
     async requireClientOrAdmin(request, reply) {
       const ctx = attach(request);
       if (ctx.kind === 'none') return refuse(reply, ctx, false);
+      return undefined;
     },
     async authenticate(request) {
       attach(request);
+      return undefined;
     },
   };
 }

@@ -32,26 +32,26 @@ export function buildTestApp(opts: { disabled?: DisabledState; app?: HttpAppOpti
   app.addHook('onRequest', disabledGate(() => disabled));
   const settings = { default_request_max_tokens: 3072, request_max_tokens_cap: 4096 };
 
-  app.post('/v1/chat/completions', { schema: { body: chatCompletionRequestSchema }, config: { auth: 'client' }, preHandler: auth.requireClientOrAdmin }, async (request) => {
+  app.post('/v1/chat/completions', { schema: { body: chatCompletionRequestSchema }, config: { auth: 'client' }, onRequest: auth.requireClientOrAdmin }, async (request) => {
     const n = normalizeChatRequest(request.body, settings);
     request.logFields.model = n.model;
     request.logFields.escrow_id = '7';
     request.logFields.nonce = 3;
     return { ok: true, max_tokens: n.maxTokens, input_tokens: n.inputTokens, auth: request.auth };
   });
-  app.get('/v1/models', { preHandler: auth.requireClientOrAdmin }, async () => ({ object: 'list', data: [] }));
+  app.get('/v1/models', { onRequest: auth.requireClientOrAdmin }, async () => ({ object: 'list', data: [] }));
   app.get('/v1/status', async () => ({ runtimes: [], active_requests: 0 }));
-  app.post('/v1/admin/escrows', { schema: { body: createEscrowBodySchema }, preHandler: auth.requireAdmin }, async (request) => {
+  app.post('/v1/admin/escrows', { schema: { body: createEscrowBodySchema }, onRequest: auth.requireAdmin }, async (request) => {
     request.log.info({ body: request.body }, 'escrow requested');
     return { escrow_id: '1' };
   });
-  app.post('/v1/admin/settings', { schema: { body: settingsBodySchema }, preHandler: auth.requireAdmin }, async (request) => {
+  app.post('/v1/admin/settings', { schema: { body: settingsBodySchema }, onRequest: auth.requireAdmin }, async (request) => {
     const body = request.body as { disabled?: DisabledState };
     if (body.disabled) disabled = { ...disabled, ...body.disabled };
     return { disabled };
   });
-  app.post('/v1/admin/devshards/:id/settle', { schema: { params: escrowIdParamsSchema, body: settleBodySchema }, preHandler: auth.requireAdmin }, async (request) => ({ id: (request.params as { id: string }).id, body: request.body ?? null }));
-  app.post('/devshard/:id/v1/finalize', { schema: { params: escrowIdParamsSchema }, preHandler: auth.requireAdmin }, async (request, reply) => {
+  app.post('/v1/admin/devshards/:id/settle', { schema: { params: escrowIdParamsSchema, body: settleBodySchema }, onRequest: auth.requireAdmin }, async (request) => ({ id: (request.params as { id: string }).id, body: request.body ?? null }));
+  app.post('/devshard/:id/v1/finalize', { schema: { params: escrowIdParamsSchema }, onRequest: auth.requireAdmin }, async (request, reply) => {
     const { id } = request.params as { id: string };
     if (id === '') return sendEmptyNotFound(reply);
     return { escrow_id: id, version: 1, fees: '0' };
