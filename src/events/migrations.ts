@@ -42,7 +42,7 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 2,
-    description: 'projection checkpoints; forward-only stream heads; append-at-end guard',
+    description: 'projection checkpoints; forward-only stream heads',
     up(db) {
       db.exec(`
         CREATE TABLE checkpoints (

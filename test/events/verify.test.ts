@@ -27,7 +27,7 @@ afterEach(() => storage.cleanup());
 /** What someone with sqlite3 and bad intentions would do. */
 function tamper(sql: string): void {
   const raw = new Database(file);
-  raw.exec('DROP TRIGGER events_no_update; DROP TRIGGER events_no_delete; DROP TRIGGER events_append_at_end');
+  raw.exec('DROP TRIGGER events_no_update; DROP TRIGGER events_no_delete');
   raw.exec(sql);
   raw.close();
 }
