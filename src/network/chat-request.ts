@@ -160,6 +160,14 @@ export async function sendChatRequest(req: ChatRequest): Promise<ChatResult> {
     return { kind: 'completion', completion };
   }
 
+  const contentType = String(res.headers['content-type'] ?? '');
+  if (contentType.includes('application/json')) {
+    // Some servers ignore `stream: true`; a JSON body here is not a stream we can pass on as one.
+    await res.body.dump().catch(() => undefined);
+    release();
+    throw new HostError('bad_response', `${req.label} answered a stream request with JSON instead of SSE`, res.statusCode);
+  }
+
   // Streaming: usage is the server's final usage chunk when it sends one, else what we counted.
   let reported: Usage | undefined;
   let contentChars = 0;
