@@ -41,7 +41,8 @@ async function serveAndBill(): Promise<Map<number, bigint>> {
     clearFaults(net.faults);
   }
   await transport.close();
-  await new Promise((r) => setTimeout(r, 50)); // let the stalled host notice the closed connection
+  // Let the stalled host notice the closed connection and record the request it cut short.
+  for (let i = 0; i < 100 && !net.sim.served('1').some((t) => t.interrupted > 0); i++) await new Promise((r) => setTimeout(r, 20));
   return billed;
 }
 
