@@ -251,3 +251,21 @@ describe('simulated hosts: streaming', () => {
     expect(chunks.at(-1).choices[0].finish_reason).toBe('tool_calls');
   });
 });
+
+describe('simulated hosts: mounting', () => {
+  it('mount beside the devnet\'s own routes and JSON parser without disturbing them', async () => {
+    const { default: Fastify } = await import('fastify');
+    const { registerSimulatedHosts } = await import('../../src/network/simulated-hosts/index.js');
+    const app = Fastify();
+    app.addContentTypeParser('application/json', { parseAs: 'string' }, (_r, b, done) => done(null, { parsedByDevnet: JSON.parse(b as string) }));
+    app.post('/devnet/echo', async (req) => req.body);
+    registerSimulatedHosts(app, { chain: { escrow: () => undefined, pubKeyOf: () => undefined, tokenPrice: () => 1n }, hosts: net.hosts, tokenDelayMs: 0 });
+    await app.ready();
+    const echo = await app.inject({ method: 'POST', url: '/devnet/echo', payload: { a: 1 } });
+    expect(echo.json()).toEqual({ parsedByDevnet: { a: 1 } });
+    const host = await app.inject({ method: 'POST', url: '/hosts/1/devshard/v1/sessions/5/chat/completions', payload: { a: 1 } });
+    expect(host.statusCode).toBe(404);
+    expect(host.json().error.code).toBe('escrow_not_found');
+    await app.close();
+  });
+});

@@ -56,6 +56,8 @@ export function registerSimulatedHosts(app: FastifyInstance, opts: SimulatedHost
     void app.register(
       async (child) => {
         // Keep the exact bytes: the creator's signature is over them, not over re-serialised JSON.
+        // Replaced in this child context only (the devnet may have its own JSON parser at the root).
+        if (child.hasContentTypeParser('application/json')) child.removeContentTypeParser('application/json');
         child.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit }, (_req, body, done) => done(null, body));
         // A stalled stream would otherwise hold the server open on close.
         child.addHook('onClose', async () => {
