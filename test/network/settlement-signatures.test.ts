@@ -6,6 +6,7 @@ import { collectSignatures, collectSignaturesDetailed } from '../../src/network/
 import { createHostTransport } from '../../src/network/host-transport.js';
 import { HostError, type ChatResult, type Usage } from '../../src/network/port.js';
 import { createRequestSigner } from '../../src/network/signature.js';
+import { HostLedger } from '../../src/network/simulated-hosts/ledger.js';
 import { chatBody, clearFaults, startNet, TOKEN_PRICE, type Net } from './fixtures.js';
 
 let net: Net;
@@ -93,5 +94,12 @@ describe('settlement signatures', () => {
     const { signatures, failures } = await collectSignaturesDetailed(hosts, '1', { stateRoot: STATE_ROOT, nonce: 8, hostStats: stats });
     expect(signatures.map((s) => s.slotId).sort()).toEqual([0, 1]);
     expect(failures.map((f) => f.slotId).sort()).toEqual([2, 3]);
+  });
+
+  it('a host ledger survives a devnet restart through its snapshot', () => {
+    const saved = JSON.parse(JSON.stringify(net.sim.snapshot())) as ReturnType<typeof net.sim.snapshot>;
+    for (const h of net.hosts) {
+      expect(HostLedger.from(saved[h.index]).tallies('1')).toEqual(net.sim.ledger(h.index)!.tallies('1'));
+    }
   });
 });

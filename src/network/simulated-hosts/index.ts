@@ -13,11 +13,11 @@ import { createSignatureVerifier } from '../signature.js';
 import type { DevnetChainView, HostIdentity } from './chain-view.js';
 import { chatRoute } from './chat-route.js';
 import type { HostFaults } from './faults.js';
-import { HostLedger, type SlotTally } from './ledger.js';
+import { HostLedger, type LedgerSnapshot, type SlotTally } from './ledger.js';
 import { signRoute } from './sign-route.js';
 
 export type { HostFaults } from './faults.js';
-export type { SlotTally } from './ledger.js';
+export type { LedgerSnapshot, SlotTally } from './ledger.js';
 export { registerSimulatedOpenAi, type SimulatedOpenAiOptions } from './openai-server.js';
 
 export interface SimulatedHostsOptions {
@@ -31,6 +31,8 @@ export interface SimulatedHostsOptions {
   now?: () => number;
   /** Largest accepted request body, bytes (default 16 MiB). */
   bodyLimit?: number;
+  /** Ledgers saved by `snapshot()` before a restart (DEVNET_STATE), keyed by host index. */
+  restore?: Record<number, LedgerSnapshot>;
 }
 
 export interface SimulatedHosts {
@@ -40,6 +42,8 @@ export interface SimulatedHosts {
   served(escrowId: string): SlotTally[];
   /** One host's ledger, by HostIdentity.index. */
   ledger(hostIndex: number): HostLedger | undefined;
+  /** Every host's ledger as JSON, for the devnet to persist (hosts refuse to sign what they forgot). */
+  snapshot(): Record<number, LedgerSnapshot>;
 }
 
 export function registerSimulatedHosts(app: FastifyInstance, opts: SimulatedHostsOptions): SimulatedHosts {
@@ -51,7 +55,7 @@ export function registerSimulatedHosts(app: FastifyInstance, opts: SimulatedHost
   const bodyLimit = opts.bodyLimit ?? 16 * 1024 * 1024;
 
   for (const host of opts.hosts) {
-    const ledger = new HostLedger();
+    const ledger = HostLedger.from(opts.restore?.[host.index]);
     ledgers.set(host.index, ledger);
     void app.register(
       async (child) => {
@@ -78,5 +82,10 @@ export function registerSimulatedHosts(app: FastifyInstance, opts: SimulatedHost
       return out.sort((a, b) => a.slotId - b.slotId);
     },
     ledger: (i) => ledgers.get(i),
+    snapshot() {
+      const out: Record<number, LedgerSnapshot> = {};
+      for (const [i, l] of ledgers) out[i] = l.snapshot();
+      return out;
+    },
   };
 }

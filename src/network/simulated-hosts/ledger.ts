@@ -31,8 +31,29 @@ const empty = (slotId: number): SlotTally => ({
   confirmedCost: 0n,
 });
 
+/** JSON form of a ledger (costs as decimal strings), so the devnet can persist it with its state. */
+export type LedgerSnapshot = Record<string, (Omit<SlotTally, 'cost' | 'confirmedCost'> & { cost: string; confirmedCost: string })[]>;
+
 export class HostLedger {
   private readonly escrows = new Map<string, Map<number, SlotTally>>();
+
+  static from(snapshot: LedgerSnapshot | undefined): HostLedger {
+    const l = new HostLedger();
+    for (const [escrowId, tallies] of Object.entries(snapshot ?? {})) {
+      const slots = new Map<number, SlotTally>();
+      for (const t of tallies) slots.set(t.slotId, { ...t, cost: BigInt(t.cost), confirmedCost: BigInt(t.confirmedCost) });
+      l.escrows.set(escrowId, slots);
+    }
+    return l;
+  }
+
+  snapshot(): LedgerSnapshot {
+    const out: LedgerSnapshot = {};
+    for (const [escrowId, slots] of this.escrows) {
+      out[escrowId] = [...slots.values()].map((t) => ({ ...t, cost: t.cost.toString(), confirmedCost: t.confirmedCost.toString() }));
+    }
+    return out;
+  }
 
   record(escrowId: string, slotId: number, r: { promptTokens: number; completionTokens: number; complete: boolean; tokenPrice: bigint }): void {
     let slots = this.escrows.get(escrowId);

@@ -51,12 +51,22 @@ export function signRoute(app: FastifyInstance, ctx: { chain: DevnetChainView; h
     if (claimed < served.confirmedCost || claimed > served.cost) {
       const range = served.confirmedCost === served.cost ? `${served.cost}` : `between ${served.confirmedCost} and ${served.cost}`;
       const how = claimed < served.confirmedCost ? 'under-states' : 'over-states';
-      return sendError(
-        reply,
-        409,
-        `claimed cost ${claimed} for slot ${slot.slotId} ${how} what this host served: ${range} (${served.requests} requests, ${served.interrupted} cut short)`,
-        'cost_mismatch',
-      );
+      // The served amounts are also given as fields, so a gateway can reconcile (e.g. after its crash).
+      return reply.code(409).send({
+        error: {
+          message: `claimed cost ${claimed} for slot ${slot.slotId} ${how} what this host served: ${range} (${served.requests} requests, ${served.interrupted} cut short)`,
+          type: 'invalid_request_error',
+          param: 'host_stats',
+          code: 'cost_mismatch',
+        },
+        served: {
+          slot_id: slot.slotId,
+          cost: served.cost.toString(),
+          confirmed_cost: served.confirmedCost.toString(),
+          requests: served.requests,
+          interrupted: served.interrupted,
+        },
+      });
     }
     return reply.send({ slot_id: slot.slotId, signature: signStateRoot(ctx.host.privateKey, body.state_root) });
   });
