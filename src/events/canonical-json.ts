@@ -19,48 +19,86 @@ export class CanonicalJsonError extends TypeError {
 
 /** `path` names the value in error messages (e.g. `event[2].data`). */
 export function canonicalJson(value: unknown, path = '$'): string {
-  const out = write(value, path);
+  let out: string | undefined;
+  try {
+    out = write(value);
+  } catch (error) {
+    if (error !== REFUSED) throw error;
+    // Slow second walk, only on failure, to say where: the fast path builds no path strings.
+    throw locate(value, path) ?? new CanonicalJsonError('value is not JSON-serializable', path);
+  }
   if (out === undefined) throw new CanonicalJsonError('value is not JSON-serializable (undefined)', path);
   return out;
 }
 
-function write(value: unknown, path: string): string | undefined {
+const REFUSED = Symbol('refused');
+
+function write(value: unknown): string | undefined {
   switch (typeof value) {
     case 'string':
       return JSON.stringify(value);
     case 'number':
-      if (!Number.isFinite(value)) throw new CanonicalJsonError(`non-finite number ${value}`, path);
+      if (!Number.isFinite(value)) throw REFUSED;
       return JSON.stringify(value);
     case 'boolean':
       return value ? 'true' : 'false';
     case 'undefined':
       return undefined;
     case 'bigint':
-      throw new CanonicalJsonError('bigint is not allowed in event data (store amounts as decimal strings)', path);
     case 'function':
     case 'symbol':
-      throw new CanonicalJsonError(`${typeof value} is not JSON-serializable`, path);
+      throw REFUSED;
   }
   if (value === null) return 'null';
   const obj = value as Record<string, unknown> & { toJSON?: () => unknown };
-  if (typeof obj.toJSON === 'function') return write(obj.toJSON(), path);
+  if (typeof obj.toJSON === 'function') return write(obj.toJSON());
   if (Array.isArray(value)) {
     let s = '[';
     for (let i = 0; i < value.length; i++) {
       if (i > 0) s += ',';
-      s += write(value[i], `${path}[${i}]`) ?? 'null';
+      s += write(value[i]) ?? 'null';
     }
     return s + ']';
   }
   const keys = Object.keys(obj).sort();
   let s = '{';
-  let first = true;
   for (const key of keys) {
-    const member = write(obj[key], `${path}.${key}`);
+    const member = write(obj[key]);
     if (member === undefined) continue;
-    if (!first) s += ',';
-    first = false;
+    if (s.length > 1) s += ',';
     s += JSON.stringify(key) + ':' + member;
   }
   return s + '}';
+}
+
+/** The first refused value inside `value`, as an error naming its path. */
+function locate(value: unknown, path: string): CanonicalJsonError | undefined {
+  switch (typeof value) {
+    case 'number':
+      return Number.isFinite(value) ? undefined : new CanonicalJsonError(`non-finite number ${value}`, path);
+    case 'bigint':
+      return new CanonicalJsonError('bigint is not allowed in event data (store amounts as decimal strings)', path);
+    case 'function':
+    case 'symbol':
+      return new CanonicalJsonError(`${typeof value} is not JSON-serializable`, path);
+    case 'object': {
+      if (value === null) return undefined;
+      const obj = value as Record<string, unknown> & { toJSON?: () => unknown };
+      if (typeof obj.toJSON === 'function') return locate(obj.toJSON(), path);
+      if (Array.isArray(value)) {
+        for (let i = 0; i < value.length; i++) {
+          const found = locate(value[i], `${path}[${i}]`);
+          if (found) return found;
+        }
+        return undefined;
+      }
+      for (const key of Object.keys(obj).sort()) {
+        const found = locate(obj[key], `${path}.${key}`);
+        if (found) return found;
+      }
+      return undefined;
+    }
+    default:
+      return undefined;
+  }
 }

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 
 /** The fields of a stored row that the hash covers; `data` and `metadata` are canonical JSON text. */
 export interface HashedRow {
@@ -33,5 +33,6 @@ export function recordCanonicalJson(r: HashedRow): string {
 
 /** sha256hex(prevHash + canonical record JSON); prevHash is "" for position 1. */
 export function eventHash(prevHash: string, r: HashedRow): string {
-  return createHash('sha256').update(prevHash).update(recordCanonicalJson(r)).digest('hex');
+  // One-shot crypto.hash (Node >= 20.12) is about twice as fast as createHash for short inputs.
+  return hash('sha256', prevHash + recordCanonicalJson(r), 'hex');
 }
