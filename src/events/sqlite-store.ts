@@ -4,6 +4,7 @@ import Database from 'better-sqlite3';
 import { Observable, Subject } from 'rxjs';
 import type { NewEvent, RecordedEvent } from './envelope.js';
 import type { AppendOptions, AppendResult, EventStore, ExpectedVersion } from './store.js';
+import type { Checkpoint, CheckpointStore, CommitListener, CommitNotifier } from './capabilities.js';
 import { canonicalJson } from './canonical-json.js';
 import { EventStoreClosedError, WrongExpectedVersionError } from './errors.js';
 import { eventHash } from './hash.js';
@@ -12,6 +13,7 @@ import { migrate } from './migrations.js';
 import { EVENT_COLUMNS, decodeRow, type EventRow } from './rows.js';
 
 export { eventsFile } from './storage-path.js';
+export type { Checkpoint, CheckpointStore, CommitListener, CommitNotifier } from './capabilities.js';
 
 export interface SqliteEventStoreOptions {
   /** Most events written in one group-commit transaction; the rest wait for the next one. */
@@ -34,16 +36,6 @@ export interface StoreStats {
   conflicts: number;
 }
 
-export interface Checkpoint<S = unknown> {
-  name: string;
-  /** Last global position folded into `state`. */
-  position: number;
-  state: S;
-  /** Hash of the event at `position` ("" at 0): ties the checkpoint to this exact log. */
-  hash: string;
-}
-
-export type CommitListener = (records: RecordedEvent[]) => void;
 
 /** An append validated and serialized up front, so bad input rejects only its own caller. */
 interface PreparedEvent {
@@ -89,7 +81,7 @@ export function openSqliteEventStore(filePath: string, opts: SqliteEventStoreOpt
  * assigned here. (A foreign commit is noticed at the next batch and caches are reloaded, so the
  * chain stays consistent, but live subscriptions only hear about this process's commits.)
  */
-export class SqliteEventStore implements EventStore {
+export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointStore {
   readonly file: string;
   private readonly db: Database.Database;
   private readonly maxBatchEvents: number;

@@ -92,7 +92,7 @@ describe('shardgate verify', () => {
   });
 
   it('exits 1 naming the first bad position', async () => {
-    tamper(`UPDATE events SET metadata = '{"actor":{"kind":"reconciler"}}' WHERE position = 11`);
+    tamper(`UPDATE events SET data = '{"amount":"0","i":10}' WHERE position = 11`);
     const { code, out } = await cliVerify(storage.dir);
     expect(code).toBe(1);
     expect(out).toMatch(/at position 11\b/);
