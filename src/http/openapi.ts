@@ -99,3 +99,6 @@ export class OpenApiCollector {
     };
   }
 }
+
+/** A route schema with OpenAPI docs (summary, tags, hide), typed for fastify's route options. */
+export const doc = (schema: FastifySchemaWithDocs): FastifySchema => schema;

@@ -8,7 +8,7 @@
  * requests in flight, so the usable balance is balance − reserved.
  */
 import { assertEvent, assign, setup } from 'xstate';
-import type { Amount, CatalogEventOf, EscrowEventData, EscrowRole, SettlementData } from '../events/catalog.js';
+import type { Amount, CatalogEventOf, EscrowEventData, EscrowRole, SettlementData, SlotInfo } from '../events/catalog.js';
 import { add, lte, sub } from './amounts.js';
 
 /** The nonce at which a multi-escrow gateway stops routing new chat to an escrow (spec "Limits"). */
@@ -40,6 +40,8 @@ export interface EscrowContext {
   /** Nonce at which routing stops; input so tests can use a small one. */
   routingStop: number;
   settlement: SettlementData | null;
+  /** Host slots (executor of nonce n is slots[n % slots.length]). */
+  slots: SlotInfo[];
   settled: boolean;
   lastError: string | null;
 }
@@ -122,6 +124,7 @@ export const escrowMachine = setup({
         deposit: d.amount,
         spent: '0',
         balance: d.amount,
+        slots: d.slots,
       };
     }),
     imported: assign(({ event }) => {
@@ -137,6 +140,7 @@ export const escrowMachine = setup({
         spent: d.spent,
         balance: sub(d.amount, d.spent),
         nonce: d.nonce,
+        slots: d.slots,
       };
     }),
     startRequest: assign(({ context, event }) => {
@@ -182,6 +186,7 @@ export const escrowMachine = setup({
     pending: {},
     routingStop: input?.routingStop ?? ROUTING_STOP_NONCE,
     settlement: null,
+    slots: [],
     settled: false,
     lastError: null,
   }),

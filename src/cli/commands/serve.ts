@@ -1,4 +1,84 @@
+import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
+import { ConfigError, loadConfig } from '../../config/index.js';
+import { startGateway } from '../../gateway/gateway.js';
+import { runInit } from './init.js';
 
-// Placeholder until the owning issue lands; registers nothing.
-export function registerServe(_program: Command): void {}
+const DEFAULT_ENV_FILE = 'shardgate.env';
+
+interface ServeOptions {
+  envFile?: string;
+  port?: string;
+  storage?: string;
+}
+
+/**
+ * `shardgate serve`: the gateway. With no configuration at all it is the quick start: keys are
+ * generated into ./shardgate.env (mode 600), the embedded devnet runs in-process, a first escrow is
+ * created, and the output says how to call it.
+ */
+export async function runServe(opts: ServeOptions): Promise<void> {
+  const env: Record<string, string | undefined> = { ...process.env };
+  if (opts.port !== undefined) env.DEVSHARD_PORT = opts.port;
+  if (opts.storage !== undefined) env.DEVSHARD_STORAGE_DIR = opts.storage;
+  let envFile = opts.envFile;
+  const embedded = !env.NODE_RPC;
+  if (!envFile && existsSync(DEFAULT_ENV_FILE)) envFile = DEFAULT_ENV_FILE;
+  if (!envFile && embedded && !env.DEVSHARD_ADMIN_API_KEY) {
+    await runInit({ file: DEFAULT_ENV_FILE }, (line) => process.stderr.write(`${line}\n`));
+    envFile = DEFAULT_ENV_FILE;
+  }
+  let config;
+  try {
+    config = loadConfig({ env, ...(envFile ? { envFile } : {}), fallbacks: embedded ? { DEVSHARDS_JSON: '[]' } : {} });
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`shardgate: configuration error\n${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  for (const w of config.warnings) process.stderr.write(`warning: ${w}\n`);
+  const gw = await startGateway(config, { quickStartEscrow: true });
+  const keyFile = envFile ?? '<your env file>';
+  const say = (s: string) => process.stderr.write(`${s}\n`);
+  say('');
+  say(`shardgate is listening on ${gw.url}  (state: ${config.server.storageDir})`);
+  if (gw.devnet) say(`embedded devnet (chain ${gw.devnet.chainId}) at ${gw.devnet.url}  — NODE_RPC unset`);
+  say(`keys: ${keyFile} (mode 600; never printed)`);
+  say('');
+  say('Try it:');
+  say(`  ADMIN=$(sed -n 's/^DEVSHARD_ADMIN_API_KEY=//p' ${keyFile}); KEY=$(sed -n 's/^DEVSHARD_API_KEYS=//p' ${keyFile} | cut -d, -f1)`);
+  say(`  curl -s ${gw.url}/v1/status`);
+  say(`  curl -s ${gw.url}/v1/chat/completions -H "Authorization: Bearer $ADMIN" -H 'Content-Type: application/json' \\`);
+  say(`       -d '{"model":"${config.model}","messages":[{"role":"user","content":"Hello"}]}'`);
+  say(`  # client keys need the model in api_key mode:`);
+  say(`  curl -s ${gw.url}/v1/admin/settings -H "Authorization: Bearer $ADMIN" -H 'Content-Type: application/json' \\`);
+  say(`       -d '{"model_limits":[{"model_id":"${config.model}","access_mode":"api_key"}]}'`);
+  say('');
+
+  const shutdown = (signal: string) => {
+    say(`${signal}: draining in-flight requests and closing the log...`);
+    gw.stop().then(
+      () => process.exit(0),
+      (err) => {
+        process.stderr.write(`shutdown failed: ${(err as Error).message}\n`);
+        process.exit(1);
+      },
+    );
+  };
+  process.once('SIGTERM', () => shutdown('SIGTERM'));
+  process.once('SIGINT', () => shutdown('SIGINT'));
+}
+
+export function registerServe(program: Command): void {
+  program
+    .command('serve')
+    .description('run the gateway (embedded devnet when NODE_RPC is unset)')
+    .option('--env-file <file>', `config file (default ./${DEFAULT_ENV_FILE} when present; the environment overrides it)`)
+    .option('--port <port>', 'listen port (DEVSHARD_PORT)')
+    .option('--storage <dir>', 'state directory (DEVSHARD_STORAGE_DIR)')
+    .action(async (opts: ServeOptions) => {
+      await runServe(opts);
+    });
+}

@@ -85,7 +85,7 @@ export interface EscrowEventData {
   /** Write-ahead settle intent. */
   EscrowSettleRequested: { txHash: string; keySource: KeySource; txBytes?: string; origin: CreateOrigin };
   /** Settle wanted but requests are still in flight; completed when they drain. */
-  EscrowSettleDeferred: { inFlight: number; origin: CreateOrigin };
+  EscrowSettleDeferred: { inFlight: number; origin: CreateOrigin; keySource?: KeySource };
   EscrowSettled: { txHash: string; height: number; refund: Amount };
   EscrowSettleFailed: { reason: string; error?: ChainErrorInfo; txHash?: string };
   EscrowDeactivated: { reason?: string };

@@ -1,0 +1,174 @@
+/**
+ * One chat request through the engine: admit (access mode, limits), pick an escrow, durably reserve
+ * a nonce (InferenceStarted) before anything leaves, call the network, and account the usage
+ * (InferenceFinished / InferenceFailed) before the client gets the last byte.
+ */
+import { randomUUID } from 'node:crypto';
+import { newEvent } from '../events/catalog.js';
+import type { Actor } from '../events/envelope.js';
+import { ApiError, errors } from '../http/errors.js';
+import type { NormalizedChatRequest } from '../http/schemas/chat.js';
+import { HostError, type ChatResult, type Usage } from '../network/port.js';
+import type { GatewayContext } from './context.js';
+import { TransitionRefused } from './engine.js';
+import { isServedModel } from './models.js';
+
+export interface ChatCommand {
+  req: NormalizedChatRequest;
+  /** 'admin' or a client key id. */
+  caller: { kind: 'admin' } | { kind: 'client'; keyId: string };
+  requestId: string;
+  /** Aborted when the client goes away. */
+  signal: AbortSignal;
+}
+
+export interface ChatSession {
+  escrowId: string;
+  nonce: number;
+  result: ChatResult;
+  /** Records the outcome; resolves once it is durable. Safe to call once; later calls are no-ops. */
+  end(outcome: { usage: Usage; error?: string }): Promise<void>;
+}
+
+const ZERO_USAGE: Usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+
+/** Retry-After for "no escrow can take this now": balance checks and rotation act within seconds. */
+const NO_CAPACITY_RETRY_S = 5;
+
+export async function openChat(ctx: GatewayContext, cmd: ChatCommand): Promise<ChatSession> {
+  const { req, caller } = cmd;
+  if (!isServedModel(ctx, req.model)) throw errors.modelNotFound(req.model);
+  if (caller.kind === 'client' && ctx.projections.settings.accessMode(req.model) !== 'api_key') {
+    throw errors.adminOnlyModel(req.model);
+  }
+  const release = ctx.limiter.acquire(req.inputTokens);
+  try {
+    const session = await reserveAndCall(ctx, cmd);
+    const end = session.end;
+    let released = false;
+    session.end = async (outcome) => {
+      try {
+        await end(outcome);
+      } finally {
+        if (!released) {
+          released = true;
+          release();
+        }
+      }
+    };
+    return session;
+  } catch (err) {
+    release();
+    throw err;
+  }
+}
+
+async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<ChatSession> {
+  const { req } = cmd;
+  const price = ctx.chainInfo.tokenPrice;
+  const reservedCost = BigInt(req.inputTokens + req.maxTokens) * price;
+  const actor: Actor = cmd.caller.kind === 'admin' ? { kind: 'admin' } : { kind: 'client', keyId: cmd.caller.keyId };
+  const metadata = { actor, requestId: cmd.requestId, correlationId: cmd.requestId };
+  const requestId = cmd.requestId || randomUUID();
+
+  // A pick can race with another request's reservation; the statechart has the last word.
+  for (let attempt = 0; ; attempt++) {
+    const picked = ctx.projections.pool.pick(req.model, reservedCost.toString());
+    if (!picked) throw noCapacity(ctx, req.model, reservedCost);
+    const snapshot = ctx.engine.escrow(picked.escrowId)!;
+    const c = snapshot.context;
+    const signer = c.creator ? ctx.keyring.signerFor(c.creator) : undefined;
+    const slots = c.slots;
+    if (!signer || slots.length === 0) {
+      // An escrow whose creator key this process does not hold cannot sign host requests.
+      throw errors.unavailable(`No escrow of model '${req.model}' can be used: its creator key is not loaded (set DEVSHARD_PRIVATE_KEY).`, NO_CAPACITY_RETRY_S, 'creator_key_unavailable');
+    }
+    const nonce = c.nonce + 1;
+    let startedAt: Promise<unknown>;
+    try {
+      startedAt = ctx.engine.decideEscrow('escrow', picked.escrowId, [
+        newEvent(
+          'InferenceStarted',
+          {
+            requestId,
+            nonce,
+            clientKeyId: cmd.caller.kind === 'client' ? cmd.caller.keyId : null,
+            reservedCost: reservedCost.toString(),
+            inputTokens: req.inputTokens,
+            maxTokens: req.maxTokens,
+          },
+          metadata,
+        ),
+      ]);
+    } catch (err) {
+      if (err instanceof TransitionRefused && attempt < 3) continue;
+      throw err;
+    }
+    await startedAt; // durable before the request leaves (DESIGN.md principle 6)
+    const escrowId = picked.escrowId;
+    if (nonce + 1 >= c.routingStop) stopRouting(ctx, escrowId, nonce, c.routingStop);
+
+    let ended = false;
+    const end = async (outcome: { usage: Usage; error?: string }): Promise<void> => {
+      if (ended) return;
+      ended = true;
+      const tokens = BigInt(outcome.usage.total_tokens);
+      // Never bill more than was reserved: the reservation is what the balance guaranteed.
+      let cost = tokens * price;
+      if (cost > reservedCost) cost = reservedCost;
+      const usage = {
+        promptTokens: outcome.usage.prompt_tokens,
+        completionTokens: outcome.usage.completion_tokens,
+        totalTokens: outcome.usage.total_tokens,
+      };
+      const event =
+        outcome.error === undefined
+          ? newEvent('InferenceFinished', { requestId, nonce, usage, cost: cost.toString() }, metadata)
+          : newEvent('InferenceFailed', { requestId, nonce, reason: outcome.error.slice(0, 500), usage, cost: cost.toString() }, metadata);
+      await ctx.engine.decideEscrow('escrow', escrowId, [event]);
+      ctx.afterRequest(escrowId);
+    };
+
+    const hostUrl = slots[nonce % slots.length]!.url;
+    try {
+      const result = await ctx.network.chat({ escrowId, nonce, hostUrl, body: req.body, signer, signal: cmd.signal });
+      return { escrowId, nonce, result, end };
+    } catch (err) {
+      const usage = err instanceof HostError && err.usageSoFar ? err.usageSoFar : ZERO_USAGE;
+      await end({ usage, error: err instanceof Error ? err.message : String(err) });
+      throw hostFailure(err);
+    }
+  }
+}
+
+function stopRouting(ctx: GatewayContext, escrowId: string, nonce: number, routingStop: number): void {
+  const event = newEvent('EscrowRoutingStopped', { nonce, routingStop }, { actor: { kind: 'depletion-check' } });
+  if (!ctx.engine.canEscrow(escrowId, event)) return;
+  ctx.engine.decideEscrow('escrow', escrowId, [event]).then(
+    () => ctx.logger.warn({ escrow_id: escrowId, nonce }, 'escrow reached the nonce routing stop; no new chat is routed to it'),
+    (err) => ctx.logger.error({ err, escrow_id: escrowId }, 'could not record the routing stop'),
+  );
+}
+
+function noCapacity(ctx: GatewayContext, model: string, need: bigint): ApiError {
+  const routable = ctx.projections.pool.routableOf(model);
+  if (routable.length === 0) {
+    return errors.unavailable(`No active escrow serves model '${model}' right now; an operator must create and register one.`, NO_CAPACITY_RETRY_S, 'no_active_escrow');
+  }
+  return errors.unavailable(
+    `No escrow of model '${model}' has the usable balance for this request's worst case (${need} at the current token price); lower max_tokens or retry shortly.`,
+    NO_CAPACITY_RETRY_S,
+    'insufficient_escrow_balance',
+  );
+}
+
+/** A host failure as the client sees it. */
+export function hostFailure(err: unknown): ApiError {
+  if (err instanceof ApiError) return err;
+  if (err instanceof HostError) {
+    if (err.kind === 'aborted') return new ApiError(499, 'The client closed the request.', { code: 'client_closed_request' });
+    if (err.kind === 'timeout' || err.kind === 'stalled') return new ApiError(504, `The inference host did not answer in time (${err.kind}).`, { code: 'upstream_timeout', type: 'upstream_error' });
+    return errors.upstream(`The inference host failed: ${err.message}`, `upstream_${err.kind}`);
+  }
+  return errors.upstream('The inference network could not be reached.', 'upstream_error');
+}

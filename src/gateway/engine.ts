@@ -1,0 +1,137 @@
+/**
+ * The write side: commands decide against the current escrow state, append, and only then act.
+ *
+ * Decisions happen synchronously on the event loop, so two chat requests can never take the same
+ * nonce: the decided (not yet committed) snapshot of a stream is kept in `pending` until its last
+ * append commits, and the next decision starts from it. Committed state lives in the projections
+ * (updated by the store's commit hook), which stay the only source for reads and routing.
+ */
+import type { NewEvent, RecordedEvent } from '../events/envelope.js';
+import { escrowStream, createIntentStream, upcast, type CatalogEvent } from '../events/catalog.js';
+import type { SqliteEventStore } from '../events/sqlite-store.js';
+import { escrowMachine, initialSnapshot, step, stateName, type EscrowInput, type EscrowSnapshot } from '../machines/index.js';
+import type { Projections } from '../projections/index.js';
+
+/** A command the statechart refuses in the escrow's current state. */
+export class TransitionRefused extends Error {
+  constructor(
+    readonly escrowId: string,
+    readonly eventType: string,
+    readonly state: string,
+  ) {
+    super(`escrow ${escrowId} is ${state}; ${eventType} is not allowed there`);
+    this.name = 'TransitionRefused';
+  }
+}
+
+interface Pending {
+  snapshot: EscrowSnapshot;
+  version: number;
+  /** Appends decided but not yet committed. */
+  uncommitted: number;
+}
+
+export class Engine {
+  private readonly pending = new Map<string, Pending>();
+  private readonly versions = new Map<string, number>();
+
+  constructor(
+    readonly store: SqliteEventStore,
+    readonly projections: Projections,
+    private readonly escrowInput: EscrowInput = {},
+  ) {
+    // Versions follow commits so the hot path never asks SQL for a stream version.
+    store.onCommit((records) => {
+      for (const r of records) this.versions.set(r.streamId, r.streamVersion);
+    });
+  }
+
+  /** The escrow's decided state (includes appends still committing). */
+  escrow(escrowId: string): EscrowSnapshot | undefined {
+    return this.pending.get(escrowStream(escrowId))?.snapshot ?? this.projections.pool.escrow(escrowId);
+  }
+
+  /** The creation intent's decided state. */
+  intent(intentId: string): EscrowSnapshot | undefined {
+    return this.pending.get(createIntentStream(intentId))?.snapshot ?? this.projections.pool.intent(intentId);
+  }
+
+  private version(streamId: string): number {
+    const p = this.pending.get(streamId);
+    if (p) return p.version;
+    let v = this.versions.get(streamId);
+    if (v === undefined) {
+      v = this.store.streamVersion(streamId);
+      this.versions.set(streamId, v);
+    }
+    return v;
+  }
+
+  /**
+   * Decides `events` against the escrow (or intent) stream's state: each must be accepted by the
+   * statechart in turn, else nothing is appended and TransitionRefused is thrown synchronously.
+   * Returns once the events are durable.
+   */
+  decideEscrow(kind: 'escrow' | 'intent', id: string, events: NewEvent[], base?: EscrowSnapshot): Promise<RecordedEvent[]> {
+    const streamId = kind === 'escrow' ? escrowStream(id) : createIntentStream(id);
+    let snapshot =
+      (kind === 'escrow' ? this.escrow(id) : this.intent(id)) ?? base ?? initialSnapshot(escrowMachine, this.escrowInput);
+    for (const e of events) {
+      const next = step(escrowMachine, snapshot, { type: e.type, data: e.data } as never);
+      if (!next.accepted) throw new TransitionRefused(id, e.type, stateName(snapshot.value));
+      snapshot = next.snapshot;
+    }
+    return this.appendDecided(streamId, events, snapshot);
+  }
+
+  /** Would the escrow accept this event now? */
+  canEscrow(id: string, event: CatalogEvent): boolean {
+    const s = this.escrow(id);
+    return !!s && step(escrowMachine, s, event as never).accepted;
+  }
+
+  private async appendDecided(streamId: string, events: NewEvent[], snapshot: EscrowSnapshot): Promise<RecordedEvent[]> {
+    const expectedVersion = this.version(streamId);
+    const entry = this.pending.get(streamId);
+    const p: Pending = { snapshot, version: expectedVersion + events.length, uncommitted: (entry?.uncommitted ?? 0) + 1 };
+    this.pending.set(streamId, p);
+    try {
+      const result = await this.store.append(streamId, events, { expectedVersion });
+      return result.records;
+    } catch (err) {
+      // A failed append leaves the decided state ahead of the log: drop it so the next decision
+      // starts again from committed state (the projections).
+      this.pending.delete(streamId);
+      throw err;
+    } finally {
+      const cur = this.pending.get(streamId);
+      if (cur && --cur.uncommitted === 0) this.pending.delete(streamId);
+    }
+  }
+
+  /** Appends to a non-escrow stream (settings, rotation) with an exact expected version. */
+  async append(streamId: string, events: NewEvent[]): Promise<RecordedEvent[]> {
+    const expectedVersion = this.version(streamId);
+    const result = await this.store.append(streamId, events, { expectedVersion });
+    return result.records;
+  }
+
+  private readonly queues = new Map<string, Promise<unknown>>();
+
+  /** Runs `f` after every earlier `serial` call with the same key has finished (admin commands). */
+  serial<T>(key: string, f: () => Promise<T>): Promise<T> {
+    const prev = this.queues.get(key) ?? Promise.resolve();
+    const run = prev.then(f, f);
+    const tail = run.catch(() => undefined);
+    this.queues.set(key, tail);
+    tail.then(() => {
+      if (this.queues.get(key) === tail) this.queues.delete(key);
+    });
+    return run;
+  }
+
+  /** Recorded events of one stream, upcast (admin paths only: this reads SQL). */
+  readStream(streamId: string) {
+    return this.store.readStream(streamId).map((r) => upcast(r)).filter((r) => r !== null);
+  }
+}

@@ -1,0 +1,123 @@
+/**
+ * Creating an escrow on chain, write-ahead: sign offline (the tx hash is known), record the intent
+ * with that hash, broadcast, record the outcome. A crash in between is reconciled on start by
+ * asking the chain for the hash (reconcile.ts), never by guessing.
+ */
+import { randomUUID } from 'node:crypto';
+import { newEvent, type CreateOrigin, type EscrowRole, type KeySource, type SlotInfo } from '../../events/catalog.js';
+import type { EventMetadata } from '../../events/envelope.js';
+import type { ChainEscrow, TxOutcome } from '../../chain/port.js';
+import type { GatewayContext } from '../context.js';
+import { chainErrorInfo, outcomeUnknown } from './chain-errors.js';
+
+export interface CreateEscrowCommand {
+  privateKeyHex: string;
+  keySource: KeySource;
+  amount: bigint;
+  model: string;
+  role: EscrowRole;
+  register: boolean;
+  origin: CreateOrigin;
+  metadata: EventMetadata;
+}
+
+export type CreateEscrowOutcome =
+  | { ok: true; escrowId: string; txHash: string; height: number; epoch: number; creator: string; intentId: string; escrow: ChainEscrow }
+  | { ok: false; intentId: string; txHash?: string; error: unknown; pending: boolean };
+
+export async function createEscrow(ctx: GatewayContext, cmd: CreateEscrowCommand): Promise<CreateEscrowOutcome> {
+  const creator = await ctx.keyring.add(cmd.privateKeyHex);
+  const intentId = randomUUID();
+  const epoch = (await ctx.chain.epoch()).epochIndex;
+  let prepared;
+  try {
+    prepared = await ctx.chain.prepareCreateEscrow(cmd.privateKeyHex, cmd.amount, cmd.model);
+  } catch (error) {
+    return { ok: false, intentId, error, pending: false };
+  }
+  await ctx.engine.decideEscrow('intent', intentId, [
+    newEvent(
+      'EscrowCreateRequested',
+      {
+        intentId,
+        model: cmd.model,
+        amount: cmd.amount.toString(),
+        creator,
+        keySource: cmd.keySource,
+        role: cmd.role,
+        epoch,
+        register: cmd.register,
+        origin: cmd.origin,
+        txHash: prepared.txHash,
+        txBytes: prepared.txBytes,
+      },
+      cmd.metadata,
+    ),
+  ]);
+  let outcome: TxOutcome;
+  try {
+    outcome = await ctx.chain.broadcast(prepared);
+  } catch (error) {
+    if (outcomeUnknown(error)) return { ok: false, intentId, txHash: prepared.txHash, error, pending: true };
+    await recordCreateFailed(ctx, intentId, error, prepared.txHash, cmd.metadata);
+    return { ok: false, intentId, txHash: prepared.txHash, error, pending: false };
+  }
+  return resolveCreate(ctx, intentId, outcome, cmd.metadata);
+}
+
+/** Records what the chain did with a create tx (used after broadcast and by the reconciler). */
+export async function resolveCreate(ctx: GatewayContext, intentId: string, outcome: TxOutcome, metadata: EventMetadata): Promise<CreateEscrowOutcome> {
+  if (outcome.code !== 0) {
+    const error = ctx.chain.errorOf(outcome);
+    await recordCreateFailed(ctx, intentId, error, outcome.txHash, metadata);
+    return { ok: false, intentId, txHash: outcome.txHash, error, pending: false };
+  }
+  const intent = ctx.engine.intent(intentId)!.context;
+  const escrowId = ctx.chain.createdEscrowId(outcome);
+  const escrow = (await ctx.chain.escrow(escrowId))!;
+  const slots: SlotInfo[] = escrow.slots.map((s) => ({ slotId: s.slotId, host: s.host, url: s.url }));
+  const created = newEvent(
+    'EscrowCreated',
+    {
+      escrowId,
+      intentId,
+      txHash: outcome.txHash,
+      height: outcome.height,
+      epoch: escrow.epochIndex,
+      creator: escrow.creator,
+      amount: escrow.amount.toString(),
+      model: escrow.modelId,
+      role: intent.role,
+      slots,
+    },
+    metadata,
+  );
+  const register = registerWanted(ctx, intentId);
+  const events = register ? [created, newEvent('EscrowRegistered', { escrowId, model: escrow.modelId }, metadata)] : [created];
+  await ctx.engine.decideEscrow('escrow', escrowId, events, ctx.engine.intent(intentId));
+  return { ok: true, escrowId, txHash: outcome.txHash, height: outcome.height, epoch: escrow.epochIndex, creator: escrow.creator, intentId, escrow };
+}
+
+/** The intent's register flag, read from its first event (the machine context does not keep it). */
+function registerWanted(ctx: GatewayContext, intentId: string): boolean {
+  const first = ctx.engine.readStream(`escrow-create-${intentId}`)[0];
+  return first?.type === 'EscrowCreateRequested' ? first.data.register : true;
+}
+
+async function recordCreateFailed(ctx: GatewayContext, intentId: string, error: unknown, txHash: string | undefined, metadata: EventMetadata): Promise<void> {
+  const intent = ctx.engine.intent(intentId)!.context;
+  await ctx.engine.decideEscrow('intent', intentId, [
+    newEvent(
+      'EscrowCreateFailed',
+      {
+        intentId,
+        model: intent.model ?? '',
+        role: intent.role,
+        epoch: intent.epoch ?? 0,
+        error: chainErrorInfo(error),
+        ...(txHash ? { txHash } : {}),
+      },
+      metadata,
+    ),
+  ]);
+}

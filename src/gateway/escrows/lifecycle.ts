@@ -1,0 +1,223 @@
+/**
+ * The operator's escrow commands after creation: register, finalize, settle (deferred while
+ * requests are in flight, completed when they drain), deactivate, remove. Each asks the escrow
+ * statechart first; a refusal is a 409 naming the state.
+ */
+import { newEvent, type CreateOrigin, type KeySource, type SlotInfo } from '../../events/catalog.js';
+import type { EventMetadata } from '../../events/envelope.js';
+import { ApiError, errors } from '../../http/errors.js';
+import type { ChainError, TxOutcome } from '../../chain/port.js';
+import { stateName } from '../../machines/index.js';
+import type { GatewayContext } from '../context.js';
+import { TransitionRefused } from '../engine.js';
+import { chainApiError, chainErrorInfo, outcomeUnknown } from './chain-errors.js';
+import { buildSettlement, settlementDocument, settlementStale, toChainSettlement } from './settlement.js';
+
+export function escrowOr404(ctx: GatewayContext, escrowId: string) {
+  const s = ctx.engine.escrow(escrowId);
+  if (!s || s.value === 'removed') throw errors.notFound(`No devshard ${escrowId} is registered on this gateway.`, 'devshard_not_found');
+  return s;
+}
+
+/** Runs a decision; a statechart refusal becomes a 409 the operator can act on. */
+export async function decided<T>(f: () => Promise<T>): Promise<T> {
+  try {
+    return await f();
+  } catch (err) {
+    if (err instanceof TransitionRefused) {
+      throw errors.conflict(`Devshard ${err.escrowId} is ${err.state}; ${err.eventType.replace(/^Escrow/, '').toLowerCase()} is not possible in that state.`, 'invalid_state');
+    }
+    throw err;
+  }
+}
+
+/** Registers an escrow that exists on chain (created elsewhere or with register false). */
+export async function registerEscrow(ctx: GatewayContext, escrowId: string, metadata: EventMetadata) {
+  const known = ctx.engine.escrow(escrowId);
+  if (known && known.value !== 'created' && known.value !== 'imported') {
+    throw errors.conflict(`Devshard ${escrowId} is already known here (state ${stateName(known.value)}).`, 'already_registered');
+  }
+  const onChain = await ctx.chain.escrow(escrowId).catch((err) => {
+    throw chainApiError(err, 'Reading the escrow');
+  });
+  if (!onChain) throw errors.notFound(`Escrow ${escrowId} does not exist on chain.`, 'escrow_not_found');
+  if (onChain.settled) throw errors.conflict(`Escrow ${escrowId} is already settled on chain; it cannot take traffic.`, 'already_settled');
+  if (!ctx.keyring.has(onChain.creator)) {
+    throw new ApiError(400, `Escrow ${escrowId} was created by ${onChain.creator}, whose key this gateway does not hold; set DEVSHARD_PRIVATE_KEY to that creator's key.`, { code: 'creator_key_unavailable' });
+  }
+  const registered = newEvent('EscrowRegistered', { escrowId, model: onChain.modelId }, metadata);
+  if (known) {
+    await decided(() => ctx.engine.decideEscrow('escrow', escrowId, [registered]));
+  } else {
+    const slots: SlotInfo[] = onChain.slots.map((s) => ({ slotId: s.slotId, host: s.host, url: s.url }));
+    const created = newEvent(
+      'EscrowCreated',
+      { escrowId, txHash: '', height: 0, epoch: onChain.epochIndex, creator: onChain.creator, amount: onChain.amount.toString(), model: onChain.modelId, role: 'regular', slots },
+      metadata,
+    );
+    await decided(() => ctx.engine.decideEscrow('escrow', escrowId, [created, registered]));
+  }
+  return devshardView(ctx, escrowId);
+}
+
+export async function finalizeEscrow(ctx: GatewayContext, escrowId: string, metadata: EventMetadata) {
+  const s = escrowOr404(ctx, escrowId);
+  const probe = { type: 'EscrowFinalized', data: { settlement: null } } as never;
+  if (!ctx.engine.canEscrow(escrowId, probe)) {
+    throw errors.conflict(`Devshard ${escrowId} is ${stateName(s.value)}; it can no longer be finalized.`, 'invalid_state');
+  }
+  const built = await buildSettlement(ctx, escrowId);
+  await decided(() => ctx.engine.decideEscrow('escrow', escrowId, [newEvent('EscrowFinalized', { settlement: built.settlement }, metadata)]));
+  if (built.failures.length > 0) {
+    ctx.logger.warn({ escrow_id: escrowId, failures: built.failures }, 'some hosts did not sign the settlement; settle collects them again');
+  }
+  return settlementDocument(built.settlement);
+}
+
+export interface SettleCommand {
+  keySource: KeySource;
+  origin: CreateOrigin;
+  metadata: EventMetadata;
+}
+
+export type SettleAnswer =
+  | { status: 'settled'; escrow_id: string; settled: true; tx_hash: string; height: number; refund: string; already: boolean }
+  | { status: 'deferred'; escrow_id: string; settled: false; in_flight: number }
+  | { status: 'settling'; escrow_id: string; settled: false; tx_hash: string };
+
+/** Settles now, or records the wish when requests are in flight (the drain reactor completes it). */
+export async function settleEscrow(ctx: GatewayContext, escrowId: string, cmd: SettleCommand): Promise<SettleAnswer> {
+  const s = escrowOr404(ctx, escrowId);
+  const c = s.context;
+  if (c.settled) return settledAnswer(ctx, escrowId, true);
+  if (s.value === 'settling') return { status: 'settling', escrow_id: escrowId, settled: false, tx_hash: lastSettleTx(ctx, escrowId) ?? '' };
+  if (s.value !== 'finalized' && s.value !== 'settleDeferred') {
+    throw errors.conflict(`Devshard ${escrowId} is ${stateName(s.value)}; finalize it first (POST /devshard/${escrowId}/v1/finalize).`, 'not_finalized');
+  }
+  const key = await ctx.keyring.resolve(cmd.keySource, c.creator ?? '');
+  if (!key) {
+    const where = cmd.keySource.kind === 'env' ? `environment variable ${cmd.keySource.name} is unset or not a 64-hex key` : 'the creator key is not held by this process';
+    throw errors.badRequest(`Cannot sign the settlement: ${where}.`, cmd.keySource.kind === 'env' ? 'private_key_env' : null, 'creator_key_unavailable');
+  }
+  if ((await ctx.keyring.add(key)) !== c.creator) {
+    throw errors.badRequest(`The key in ${cmd.keySource.kind === 'env' ? cmd.keySource.name : 'the request'} is not the creator of devshard ${escrowId} (${c.creator}).`, 'private_key_env', 'wrong_settler');
+  }
+  if (c.inFlight > 0) {
+    if (s.value !== 'settleDeferred') {
+      await decided(() =>
+        ctx.engine.decideEscrow('escrow', escrowId, [newEvent('EscrowSettleDeferred', { inFlight: c.inFlight, origin: cmd.origin, keySource: cmd.keySource }, cmd.metadata)]),
+      );
+    }
+    return { status: 'deferred', escrow_id: escrowId, settled: false, in_flight: c.inFlight };
+  }
+  return broadcastSettle(ctx, escrowId, key, cmd);
+}
+
+async function broadcastSettle(ctx: GatewayContext, escrowId: string, key: string, cmd: SettleCommand): Promise<SettleAnswer> {
+  let c = ctx.engine.escrow(escrowId)!.context;
+  // Requests that ended after finalize (they drain) must be in the settlement the hosts sign.
+  const required = Math.floor((2 * c.slots.length) / 3) + 1;
+  if (settlementStale(c.settlement, c.nonce, c.spent) || (c.settlement?.signatures.length ?? 0) < required) {
+    const built = await buildSettlement(ctx, escrowId);
+    await decided(() => ctx.engine.decideEscrow('escrow', escrowId, [newEvent('EscrowFinalized', { settlement: built.settlement }, cmd.metadata)]));
+    c = ctx.engine.escrow(escrowId)!.context;
+    if (built.settlement.signatures.length < required) {
+      const why = built.failures.map((f) => `slot ${f.slotId}: ${f.message}`).join('; ');
+      throw errors.upstream(`Only ${built.settlement.signatures.length} of ${c.slots.length} hosts signed the settlement (${required} needed): ${why}`, 'host_signatures_missing');
+    }
+  }
+  let prepared;
+  try {
+    prepared = await ctx.chain.prepareSettleEscrow(key, toChainSettlement(c.settlement!));
+  } catch (err) {
+    throw chainApiError(err, 'Preparing the settlement');
+  }
+  await decided(() =>
+    ctx.engine.decideEscrow('escrow', escrowId, [
+      newEvent('EscrowSettleRequested', { txHash: prepared.txHash, keySource: cmd.keySource, txBytes: prepared.txBytes, origin: cmd.origin }, cmd.metadata),
+    ]),
+  );
+  let failure: ChainError | undefined;
+  try {
+    const outcome = await ctx.chain.broadcast(prepared);
+    failure = await resolveSettle(ctx, escrowId, outcome, cmd.metadata);
+  } catch (err) {
+    if (outcomeUnknown(err)) return { status: 'settling', escrow_id: escrowId, settled: false, tx_hash: prepared.txHash };
+    if (ctx.engine.escrow(escrowId)?.value === 'settling') {
+      await ctx.engine.decideEscrow('escrow', escrowId, [newEvent('EscrowSettleFailed', { reason: chainErrorInfo(err).message, error: chainErrorInfo(err), txHash: prepared.txHash }, cmd.metadata)]);
+    }
+    throw chainApiError(err, 'Settlement');
+  }
+  if (failure) throw chainApiError(failure, 'Settlement');
+  return settledAnswer(ctx, escrowId, false);
+}
+
+/** Records a settle tx's outcome (after broadcast, and by the reconciler); answers the chain's refusal. */
+export async function resolveSettle(ctx: GatewayContext, escrowId: string, outcome: TxOutcome, metadata: EventMetadata): Promise<ChainError | undefined> {
+  if (outcome.code === 0) {
+    const refund = ctx.chain.settledRefund(outcome).toString();
+    await ctx.engine.decideEscrow('escrow', escrowId, [newEvent('EscrowSettled', { txHash: outcome.txHash, height: outcome.height, refund }, metadata)]);
+    return undefined;
+  } else {
+    const error = ctx.chain.errorOf(outcome);
+    await ctx.engine.decideEscrow('escrow', escrowId, [newEvent('EscrowSettleFailed', { reason: error.message, error: chainErrorInfo(error), txHash: outcome.txHash }, metadata)]);
+    return error;
+  }
+}
+
+function lastSettleTx(ctx: GatewayContext, escrowId: string): string | undefined {
+  const recs = ctx.engine.readStream(`escrow-${escrowId}`);
+  for (let i = recs.length - 1; i >= 0; i--) {
+    const r = recs[i]!;
+    if (r.type === 'EscrowSettleRequested') return r.data.txHash;
+  }
+  return undefined;
+}
+
+function settledAnswer(ctx: GatewayContext, escrowId: string, already: boolean): SettleAnswer {
+  const recs = ctx.engine.readStream(`escrow-${escrowId}`);
+  const settled = [...recs].reverse().find((r) => r.type === 'EscrowSettled');
+  const d = settled?.type === 'EscrowSettled' ? settled.data : { txHash: '', height: 0, refund: '0' };
+  return { status: 'settled', escrow_id: escrowId, settled: true, tx_hash: d.txHash, height: d.height, refund: d.refund, already };
+}
+
+export async function deactivateEscrow(ctx: GatewayContext, escrowId: string, metadata: EventMetadata, reason?: string) {
+  const s = escrowOr404(ctx, escrowId);
+  if (s.value === 'deactivated') return devshardView(ctx, escrowId);
+  await decided(() => ctx.engine.decideEscrow('escrow', escrowId, [newEvent('EscrowDeactivated', reason ? { reason } : {}, metadata)]));
+  return devshardView(ctx, escrowId);
+}
+
+export async function removeEscrow(ctx: GatewayContext, escrowId: string, metadata: EventMetadata) {
+  const s = escrowOr404(ctx, escrowId);
+  if (!s.context.settled) {
+    throw errors.conflict(`Devshard ${escrowId} is ${stateName(s.value)} and not settled; settle it before removing it (POST /v1/admin/devshards/${escrowId}/settle).`, 'not_settled');
+  }
+  await decided(() => ctx.engine.decideEscrow('escrow', escrowId, [newEvent('EscrowRemoved', {}, metadata)]));
+  return { escrow_id: escrowId, removed: true };
+}
+
+/** One devshard as the admin API shows it. */
+export function devshardView(ctx: GatewayContext, escrowId: string) {
+  const s = ctx.engine.escrow(escrowId)!;
+  const c = s.context;
+  return {
+    escrow_id: escrowId,
+    model_id: c.model,
+    state: stateName(s.value),
+    role: c.role,
+    routable: s.value === 'active' && c.nonce + 1 < c.routingStop,
+    creator: c.creator,
+    epoch_index: c.epoch,
+    amount: c.deposit,
+    spent: c.spent,
+    balance: c.balance,
+    reserved: c.reserved,
+    usable_balance: (BigInt(c.balance) - BigInt(c.reserved)).toString(),
+    nonce: c.nonce,
+    in_flight: c.inFlight,
+    settled: c.settled,
+    slots: c.slots.map((x) => ({ slot_id: x.slotId, host: x.host, url: x.url })),
+    last_error: c.lastError,
+  };
+}

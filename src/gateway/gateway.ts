@@ -1,0 +1,167 @@
+/**
+ * The composition root: opens the log, restores projections, connects the chain (a real node, or
+ * the embedded devnet when NODE_RPC is unset) and the network, reconciles what was under way,
+ * then serves HTTP. `stop()` stops accepting, drains in-flight requests, checkpoints and closes.
+ */
+import { mkdirSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import { createCosmosChainClient, type CosmosChainClient } from '../chain/cosmos-client.js';
+import { startDevnet, type Devnet } from '../chain/devnet/index.js';
+import type { ChainPort } from '../chain/port.js';
+import type { GatewayConfig } from '../config/index.js';
+import { newEvent, settingsStream, DEFAULT_SETTINGS } from '../events/catalog.js';
+import { eventsFile, openSqliteEventStore, type SqliteEventStore } from '../events/sqlite-store.js';
+import { createHttpApp } from '../http/app.js';
+import { Limiter } from '../http/limiter.js';
+import { createLogger } from '../http/logger.js';
+import { createGatewayMetrics } from '../http/metrics.js';
+import { createHostTransport } from '../network/host-transport.js';
+import type { InferencePort } from '../network/port.js';
+import { createUpstreamPort } from '../network/upstream.js';
+import { Projections } from '../projections/index.js';
+import { registerRoutes } from '../http/routes/index.js';
+import { ChainInfo } from './chain-info.js';
+import type { GatewayContext } from './context.js';
+import { Engine } from './engine.js';
+import { Keyring } from './keyring.js';
+import { reconcile } from './reconcile.js';
+import { createDrainReactor } from './reactors.js';
+import { bootstrap } from './bootstrap.js';
+
+/** Spec: usable balance below 1,000,000 (smallest unit) makes an escrow depleted. */
+export const DEPLETION_THRESHOLD = 1_000_000n;
+
+export interface GatewayOptions {
+  logger?: Logger;
+  /** Options for the embedded devnet (tests: fast blocks, ephemeral port). */
+  devnet?: Parameters<typeof startDevnet>[0];
+  /** Replace the chain port (tests). */
+  chain?: ChainPort;
+  /** Replace the inference port (tests). */
+  network?: InferencePort;
+  /** Create a first escrow on an empty log with the embedded devnet (the quick start). */
+  quickStartEscrow?: boolean;
+}
+
+export interface RunningGateway {
+  url: string;
+  app: FastifyInstance;
+  ctx: GatewayContext;
+  store: SqliteEventStore;
+  devnet: Devnet | undefined;
+  stop(): Promise<void>;
+}
+
+export async function startGateway(config: GatewayConfig, options: GatewayOptions = {}): Promise<RunningGateway> {
+  const logger = options.logger ?? createLogger({ level: config.server.logLevel });
+  mkdirSync(config.server.storageDir, { recursive: true, mode: 0o700 });
+  const store = openSqliteEventStore(eventsFile(config.server.storageDir));
+  const emptyLog = store.lastPosition() === 0;
+  const { projections, detach } = Projections.follow(store);
+
+  let devnet: Devnet | undefined;
+  let chain = options.chain;
+  let ownedClient: CosmosChainClient | undefined;
+  if (!chain) {
+    let rpc = config.chain.rpc;
+    let rest = config.chain.chainRest ?? config.chain.chainApi;
+    let nodeBase = config.chain.nodeBase;
+    if (!rpc) {
+      devnet = await startDevnet({
+        env: config.env,
+        chainId: config.chain.chainId,
+        creators: config.keys.creatorPrivateKey ? [config.keys.creatorPrivateKey] : undefined,
+        statePath: config.env.DEVNET_STATE ?? `${config.server.storageDir}/devnet.sqlite`,
+        port: config.env.DEVNET_PORT !== undefined ? Number(config.env.DEVNET_PORT) : 0,
+        ...options.devnet,
+      });
+      rpc = devnet.rpcUrl;
+      rest = devnet.url;
+      nodeBase = devnet.url;
+    }
+    ownedClient = createCosmosChainClient({ rpcUrl: rpc, restUrl: rest!, nodeBaseUrl: nodeBase ?? rest, chainId: config.chain.chainId, gasLimit: config.chain.txGasLimit });
+    chain = ownedClient;
+  }
+
+  const keyring = new Keyring(config.env, (k) => chain!.addressOf(k));
+  if (config.keys.creatorPrivateKey) await keyring.add(config.keys.creatorPrivateKey);
+  const chainInfo = new ChainInfo(chain);
+  await chainInfo.load();
+  chainInfo.follow(60_000);
+
+  const network =
+    options.network ??
+    (config.network.upstreamUrl
+      ? createUpstreamPort({ url: config.network.upstreamUrl, ...(config.network.upstreamKey ? { apiKey: config.network.upstreamKey } : {}), stallTimeoutMs: config.limits.stallTimeoutMs })
+      : createHostTransport({ stallTimeoutMs: config.limits.stallTimeoutMs }));
+
+  const metrics = createGatewayMetrics();
+  const limiter = new Limiter({ maxConcurrentRequests: config.limits.maxConcurrentRequests, maxInputTokensInFlight: config.limits.maxInputTokensInFlight });
+  const engine = new Engine(store, projections);
+  const drain = createDrainReactor();
+  const ctx: GatewayContext = {
+    config,
+    engine,
+    projections,
+    chain,
+    chainInfo,
+    network,
+    keyring,
+    limiter,
+    metrics,
+    logger,
+    depletionThreshold: DEPLETION_THRESHOLD,
+    afterRequest: (escrowId) => drain.afterRequest(ctx, escrowId),
+  };
+
+  if (emptyLog) await bootstrapDisabled(ctx);
+  const report = await reconcile(ctx);
+  if (report.creates.length || report.settles.length || report.orphanedRequests) logger.info({ reconcile: report }, 'reconciled recorded chain intents');
+  await drain.resumeDeferred(ctx);
+  await bootstrap(ctx, { quickStartEscrow: options.quickStartEscrow === true && devnet !== undefined && emptyLog });
+
+  const app = createHttpApp({ logger, metrics, fastify: { forceCloseConnections: 'idle' } });
+  registerRoutes(app, ctx);
+  await app.listen({ host: config.server.host, port: config.server.port });
+  const { port } = app.server.address() as AddressInfo;
+  const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host;
+  const url = `http://${host}:${port}`;
+
+  const checkpointTimer = setInterval(() => projections.checkpoint(store), 30_000);
+  checkpointTimer.unref();
+
+  let stopping: Promise<void> | undefined;
+  const stop = () =>
+    (stopping ??= (async () => {
+      // Stop accepting, let in-flight requests finish (bounded), then flush and close.
+      const closed = app.close();
+      const deadline = Date.now() + config.server.shutdownTimeoutMs;
+      while (limiter.counts().active_requests > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      await Promise.race([closed, new Promise((r) => setTimeout(r, Math.max(0, deadline - Date.now())))]);
+      clearInterval(checkpointTimer);
+      chainInfo.stop();
+      await drain.idle();
+      projections.checkpoint(store);
+      detach();
+      await store.close();
+      await (network as { close?: () => Promise<void> }).close?.();
+      await ownedClient?.close?.();
+      await devnet?.close();
+    })());
+
+  return { url, app, ctx, store, devnet, stop };
+}
+
+/** DEVSHARD_GATEWAY_DISABLED* take effect on the first start only (an empty log). */
+async function bootstrapDisabled(ctx: GatewayContext): Promise<void> {
+  const b = ctx.config.disabledBootstrap;
+  if (!b.enabled) return;
+  const metadata = { actor: { kind: 'startup' as const } };
+  const effective = { ...DEFAULT_SETTINGS, disabled: { enabled: true, message: b.message ?? '', new_url: b.newUrl ?? '' } };
+  await ctx.engine.append(settingsStream, [
+    newEvent('SettingsChanged', { patch: { disabled: effective.disabled }, effective }, metadata),
+    newEvent('GatewayDisabled', { message: effective.disabled.message, newUrl: effective.disabled.new_url }, metadata),
+  ]);
+}
