@@ -1,0 +1,108 @@
+/**
+ * Starts a real gateway (HTTP on loopback -> engine -> SQLite -> chain client -> embedded devnet
+ * over loopback) for end-to-end tests, with generated keys and fast blocks.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import pino from 'pino';
+import { generateKeys, loadConfig } from '../../src/config/index.js';
+import { startGateway, type GatewayOptions, type RunningGateway } from '../../src/gateway/gateway.js';
+
+export const MODEL = 'Qwen/Qwen3-235B-A22B-Instruct-2507-FP8';
+
+export interface TestGateway extends RunningGateway {
+  keys: ReturnType<typeof generateKeys>;
+  storageDir: string;
+  env: Record<string, string>;
+  /** Every log line the gateway wrote (JSON strings). */
+  logs: string[];
+  /** fetch against the gateway with a key kind. */
+  call(path: string, init?: { method?: string; body?: unknown; key?: 'admin' | 'client' | 'none' | string; headers?: Record<string, string> }): Promise<{ status: number; headers: Headers; text: string; json: any }>;
+  /** Restart on the same storage (and the same devnet state file). */
+  restart(): Promise<TestGateway>;
+}
+
+export interface TestGatewayOptions {
+  env?: Record<string, string>;
+  storageDir?: string;
+  keys?: ReturnType<typeof generateKeys>;
+  quickStartEscrow?: boolean;
+  devnet?: GatewayOptions['devnet'];
+}
+
+export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<TestGateway> {
+  const keys = opts.keys ?? generateKeys();
+  const storageDir = opts.storageDir ?? mkdtempSync(join(tmpdir(), 'shardgate-test-'));
+  const env: Record<string, string> = {
+    DEVSHARD_PRIVATE_KEY: keys.privateKey,
+    DEVSHARD_API_KEYS: keys.apiKey,
+    DEVSHARD_ADMIN_API_KEY: keys.adminApiKey,
+    DEVSHARDS_JSON: '[]',
+    DEVSHARD_PORT: '0',
+    DEVSHARD_STORAGE_DIR: storageDir,
+    DEVNET_BLOCK_TIME_MS: '50',
+    DEVNET_TOKEN_DELAY_MS: '0',
+    LOG_LEVEL: 'info',
+    GATEWAY_SHUTDOWN_TIMEOUT_MS: '5000',
+    ...opts.env,
+  };
+  const logs: string[] = [];
+  const sink = new Writable({
+    write(chunk, _enc, cb) {
+      logs.push(...String(chunk).split('\n').filter(Boolean));
+      cb();
+    },
+  });
+  const { REDACT_PATHS } = await import('../../src/http/logger.js');
+  const logger = pino({ level: env.LOG_LEVEL, redact: { paths: [...REDACT_PATHS], censor: '[redacted]' } }, sink);
+  const config = loadConfig({ env, cwd: storageDir });
+  const gw = await startGateway(config, { logger, quickStartEscrow: opts.quickStartEscrow ?? false, ...(opts.devnet ? { devnet: opts.devnet } : {}) });
+  const keyOf = (k: string | undefined) => (k === 'admin' ? keys.adminApiKey : k === 'client' ? keys.apiKey : k === 'none' || k === undefined ? undefined : k);
+  const t: TestGateway = {
+    ...gw,
+    keys,
+    storageDir,
+    env,
+    logs,
+    async call(path, init = {}) {
+      const key = keyOf(init.key ?? 'admin');
+      const headers: Record<string, string> = { ...(init.headers ?? {}) };
+      if (key) headers.authorization = `Bearer ${key}`;
+      let body: string | undefined;
+      if (init.body !== undefined) {
+        body = typeof init.body === 'string' ? init.body : JSON.stringify(init.body);
+        headers['content-type'] ??= 'application/json';
+      }
+      const res = await fetch(gw.url + path, { method: init.method ?? (body ? 'POST' : 'GET'), headers, body, redirect: 'manual' });
+      const text = await res.text();
+      let json: any;
+      try {
+        json = text ? JSON.parse(text) : undefined;
+      } catch {
+        json = undefined;
+      }
+      return { status: res.status, headers: res.headers, text, json };
+    },
+    async restart() {
+      await gw.stop();
+      return startTestGateway({ ...opts, storageDir, keys, quickStartEscrow: false });
+    },
+  };
+  return t;
+}
+
+/** Stops the gateway and removes its storage. */
+export async function disposeTestGateway(gw: TestGateway | undefined): Promise<void> {
+  if (!gw) return;
+  await gw.stop();
+  rmSync(gw.storageDir, { recursive: true, force: true });
+}
+
+/** Creates and registers an escrow through the admin API; answers its id. */
+export async function createEscrowViaApi(gw: TestGateway, amount = '10000000000', model = MODEL): Promise<string> {
+  const r = await gw.call('/v1/admin/escrows', { body: { amount, model_id: model, private_key: gw.keys.privateKey, chain_id: 'shardgate-devnet', register: true } });
+  if (r.status !== 200) throw new Error(`create failed: ${r.status} ${r.text}`);
+  return r.json.escrow_id as string;
+}
