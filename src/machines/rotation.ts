@@ -29,7 +29,37 @@ export interface RotationContext {
   suppressed: string[];
   lastError: ChainErrorInfo | null;
   replacements: number;
+  /** Epoch in which the current (or last) cycle's phase 1 started: one cycle per epoch. */
+  cycleEpoch: number | null;
+  /** What the current cycle decided, so a restarted task resumes it from the log. */
+  cycle: RotationCycle;
+  /** Depletion replacements decided: old escrow id → replacement intent (the last 100). */
+  replacing: Record<string, { intentId: string; failedEpoch?: number }>;
 }
+
+/** Ids decided in the current cycle (reset when phase 1 starts). */
+export interface RotationCycle {
+  /** Create intents decided per role (temporary in phase 1, regular in phase 2). */
+  temporary: string[];
+  regular: string[];
+  /** Regular escrows promoted to the temporary role (settled in phase 2). */
+  promoted: string[];
+  /** Escrows whose finalize + settle was decided. */
+  settle: string[];
+  /** Create intents whose failure is recorded (RotationFailed with intentId). */
+  failedIntents: string[];
+  /** Escrows whose settle failure is recorded. */
+  settleFailed: string[];
+  /** Roles for which a RotationCreateSuppressed is recorded in this cycle. */
+  suppressedNoted: EscrowRole[];
+}
+
+const emptyCycle = (): RotationCycle => ({ temporary: [], regular: [], promoted: [], settle: [], failedIntents: [], settleFailed: [], suppressedNoted: [] });
+
+/** The cycle of a context (defaults for snapshots checkpointed before these fields existed). */
+export const cycleOf = (context: RotationContext): RotationCycle => ({ ...emptyCycle(), ...(context.cycle ?? {}) });
+
+const REPLACING_LIMIT = 100;
 
 /** Suppression key of a model's (role, epoch); the model is implicit (one machine per model). */
 export const suppressionKey = (role: EscrowRole, epoch: number): string => `${role}@${epoch}`;
@@ -76,7 +106,8 @@ export const rotationMachine = setup({
     startPhase: assign(({ context, event }) => {
       assertEvent(event, 'RotationPhaseStarted');
       const d = event.data;
-      const fresh = d.phase === 1 || context.epoch !== d.chain.epoch;
+      // Phase 2 belongs to the cycle phase 1 started (it is entered from waitingPoc only).
+      const fresh = d.phase === 1;
       return {
         model: d.model,
         phase: d.phase,
@@ -84,8 +115,7 @@ export const rotationMachine = setup({
         height: d.chain.height,
         target: d.target,
         existing: d.existing,
-        // Phase 2 belongs to the same cycle as phase 1: its counts continue.
-        ...(fresh ? { created: 0, promoted: 0, settleDecided: 0, settleFailed: 0, lastError: null } : {}),
+        ...(fresh ? { created: 0, promoted: 0, settleDecided: 0, settleFailed: 0, lastError: null, cycleEpoch: d.chain.epoch, cycle: emptyCycle() } : {}),
       };
     }),
     completePhase: assign(({ event }) => {
@@ -95,39 +125,70 @@ export const rotationMachine = setup({
     createDecided: assign(({ context, event }) => {
       assertEvent(event, 'RotationCreateDecided');
       const d = event.data;
-      return { created: context.created + d.intentIds.length, target: d.target, existing: d.existing, height: d.chain.height };
+      const cycle = cycleOf(context);
+      return {
+        created: context.created + d.intentIds.length,
+        target: d.target,
+        existing: d.existing,
+        height: d.chain.height,
+        cycle: { ...cycle, [d.role]: [...cycle[d.role], ...d.intentIds] },
+      };
     }),
-    createSuppressed: assign(({ event }) => {
+    createSuppressed: assign(({ context, event }) => {
       assertEvent(event, 'RotationCreateSuppressed');
-      return { height: event.data.chain.height };
+      const cycle = cycleOf(context);
+      return { height: event.data.chain.height, cycle: { ...cycle, suppressedNoted: [...cycle.suppressedNoted, event.data.role] } };
     }),
     promoted: assign(({ context, event }) => {
       assertEvent(event, 'RotationPromoted');
-      return { promoted: context.promoted + event.data.escrowIds.length, height: event.data.chain.height };
+      const cycle = cycleOf(context);
+      return {
+        promoted: context.promoted + event.data.escrowIds.length,
+        height: event.data.chain.height,
+        cycle: { ...cycle, promoted: [...cycle.promoted, ...event.data.escrowIds] },
+      };
     }),
     settleDecided: assign(({ context, event }) => {
       assertEvent(event, 'RotationSettleDecided');
-      return { settleDecided: context.settleDecided + event.data.escrowIds.length, height: event.data.chain.height };
+      const cycle = cycleOf(context);
+      return {
+        settleDecided: context.settleDecided + event.data.escrowIds.length,
+        height: event.data.chain.height,
+        cycle: { ...cycle, settle: [...cycle.settle, ...event.data.escrowIds] },
+      };
     }),
     failed: assign(({ context, event }) => {
       assertEvent(event, 'RotationFailed');
       const d = event.data;
+      const cycle = cycleOf(context);
       return {
         lastError: d.error,
         height: d.chain.height,
+        cycle: {
+          ...cycle,
+          failedIntents: d.intentId ? [...cycle.failedIntents, d.intentId] : cycle.failedIntents,
+          settleFailed: d.step === 'settle' && d.escrowId ? [...cycle.settleFailed, d.escrowId] : cycle.settleFailed,
+        },
         settleFailed: context.settleFailed + (d.step === 'settle' ? 1 : 0),
         suppressed: d.suppress && d.role ? withSuppression(context.suppressed, d.role, d.chain.epoch) : context.suppressed,
       };
     }),
     replacementDecided: assign(({ context, event }) => {
       assertEvent(event, 'DepletionReplacementDecided');
-      return { model: event.data.model, replacements: context.replacements + 1 };
+      const entries = Object.entries(context.replacing ?? {}).filter(([id]) => id !== event.data.escrowId);
+      entries.push([event.data.escrowId, { intentId: event.data.intentId }]);
+      return { model: event.data.model, replacements: context.replacements + 1, replacing: Object.fromEntries(entries.slice(-REPLACING_LIMIT)) };
     }),
     replacementFailed: assign(({ context, event }) => {
       assertEvent(event, 'DepletionReplacementFailed');
       const d = event.data;
+      const replacing = { ...(context.replacing ?? {}) };
+      const entry = replacing[d.escrowId];
+      if (entry && d.suppress) replacing[d.escrowId] = { ...entry, failedEpoch: d.chain.epoch };
+      else delete replacing[d.escrowId];
       return {
         model: d.model,
+        replacing,
         lastError: d.error,
         suppressed: d.suppress ? withSuppression(context.suppressed, 'regular', d.chain.epoch) : context.suppressed,
       };
@@ -150,6 +211,9 @@ export const rotationMachine = setup({
     suppressed: [],
     lastError: null,
     replacements: 0,
+    cycleEpoch: null,
+    cycle: emptyCycle(),
+    replacing: {},
   }),
   states: {
     idle: {

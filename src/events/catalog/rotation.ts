@@ -42,7 +42,10 @@ export interface RotationEventData {
   RotationPromoted: { model: string; chain: ChainInputs; escrowIds: string[] };
   /** Finalize + settle decided for these escrows (settles of busy ones are deferred). */
   RotationSettleDecided: { model: string; role: EscrowRole; chain: ChainInputs; escrowIds: string[] };
-  /** `suppress` true: the chain refused a create; no repeat for this model, role and epoch. */
+  /**
+   * `suppress` true: the chain refused a create; no repeat for this model, role and epoch.
+   * `intentId` names the failed create (create steps), `escrowId` the escrow whose settle failed.
+   */
   RotationFailed: {
     model: string;
     step: RotationStep;
@@ -50,6 +53,8 @@ export interface RotationEventData {
     chain: ChainInputs;
     error: ChainErrorInfo;
     suppress: boolean;
+    intentId?: string;
+    escrowId?: string;
   };
   DepletionReplacementDecided: {
     model: string;

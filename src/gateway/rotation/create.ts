@@ -1,0 +1,131 @@
+/**
+ * Rotation creates are decided before they are signed: the decision event (RotationCreateDecided /
+ * DepletionReplacementDecided) names the intent id, then the intent stream `escrow-create-<id>` is
+ * written (EscrowCreateRequested, write-ahead of the broadcast) under that very id. A restart finds
+ * every decided id in one of four states (absent, pending, failed, created) and never creates twice:
+ * absent → create now under the same id; pending → ask the chain by hash; failed / created → done.
+ *
+ * Same steps as escrows/create.ts `createEscrow`, which picks its own intent id.
+ */
+import { newEvent, type CreateOrigin, type EscrowRole, type KeySource } from '../../events/catalog.js';
+import type { EventMetadata } from '../../events/envelope.js';
+import { createIntentStream } from '../../events/catalog.js';
+import type { TxOutcome } from '../../chain/port.js';
+import type { GatewayContext } from '../context.js';
+import { chainErrorInfo, outcomeUnknown } from '../escrows/chain-errors.js';
+import { resolveCreate, type CreateEscrowOutcome } from '../escrows/create.js';
+
+export interface DecidedCreate {
+  intentId: string;
+  privateKeyHex: string;
+  keySource: KeySource;
+  amount: bigint;
+  model: string;
+  role: EscrowRole;
+  origin: CreateOrigin;
+  epoch: number;
+  metadata: EventMetadata;
+}
+
+/** Where a decided create stands, from the log (projections) alone. */
+export type IntentStatus = { kind: 'absent' } | { kind: 'pending' } | { kind: 'failed' } | { kind: 'created'; escrowId: string };
+
+/** Intent id → escrow id of every escrow created from an intent. */
+export function createdByIntent(ctx: GatewayContext): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const [id, e] of ctx.projections.pool.contexts()) if (e.context.intentId) out.set(e.context.intentId, id);
+  return out;
+}
+
+export function intentStatus(ctx: GatewayContext, intentId: string, created: Map<string, string>): IntentStatus {
+  const escrowId = created.get(intentId);
+  if (escrowId !== undefined) return { kind: 'created', escrowId };
+  const s = ctx.engine.intent(intentId);
+  if (!s) return { kind: 'absent' };
+  if (s.value === 'createFailed') return { kind: 'failed' };
+  return { kind: 'pending' };
+}
+
+/** The chain's reason recorded for a failed intent. */
+export function intentFailure(ctx: GatewayContext, intentId: string) {
+  const recs = ctx.engine.readStream(createIntentStream(intentId));
+  const failed = recs.find((r) => r.type === 'EscrowCreateFailed');
+  return failed?.type === 'EscrowCreateFailed' ? failed.data.error : { kind: 'rejected' as const, message: 'create failed (reason not recorded)' };
+}
+
+/** Creates the escrow of a decided intent id (write-ahead intent, broadcast, outcome). */
+export async function createDecided(ctx: GatewayContext, cmd: DecidedCreate): Promise<CreateEscrowOutcome> {
+  const { intentId } = cmd;
+  const creator = await ctx.keyring.add(cmd.privateKeyHex);
+  let prepared;
+  try {
+    prepared = await ctx.chain.prepareCreateEscrow(cmd.privateKeyHex, cmd.amount, cmd.model);
+  } catch (error) {
+    return { ok: false, intentId, error, pending: false };
+  }
+  await ctx.engine.decideEscrow('intent', intentId, [
+    newEvent(
+      'EscrowCreateRequested',
+      {
+        intentId,
+        model: cmd.model,
+        amount: cmd.amount.toString(),
+        creator,
+        keySource: cmd.keySource,
+        role: cmd.role,
+        epoch: cmd.epoch,
+        register: true,
+        origin: cmd.origin,
+        txHash: prepared.txHash,
+        txBytes: prepared.txBytes,
+      },
+      cmd.metadata,
+    ),
+  ]);
+  let outcome: TxOutcome;
+  try {
+    outcome = await ctx.chain.broadcast(prepared);
+  } catch (error) {
+    if (outcomeUnknown(error)) return { ok: false, intentId, txHash: prepared.txHash, error, pending: true };
+    await recordFailed(ctx, intentId, error, prepared.txHash, cmd.metadata);
+    return { ok: false, intentId, txHash: prepared.txHash, error, pending: false };
+  }
+  return resolveCreate(ctx, intentId, outcome, cmd.metadata);
+}
+
+/**
+ * An intent whose broadcast outcome was unknown: look the tx up by hash, else broadcast the
+ * recorded bytes again (same hash, so it cannot create twice). Undefined while still unknown.
+ */
+export async function resolvePendingCreate(ctx: GatewayContext, intentId: string, metadata: EventMetadata): Promise<CreateEscrowOutcome | undefined> {
+  const first = ctx.engine.readStream(createIntentStream(intentId))[0];
+  if (first?.type !== 'EscrowCreateRequested') return undefined;
+  const { txHash, txBytes, creator } = first.data;
+  let outcome: TxOutcome | null = null;
+  try {
+    outcome = await ctx.chain.findTx(txHash);
+    if (!outcome && txBytes) outcome = await ctx.chain.broadcast({ txHash, txBytes, creator });
+  } catch (error) {
+    if (outcomeUnknown(error)) return undefined;
+    await recordFailed(ctx, intentId, error, txHash, metadata);
+    return { ok: false, intentId, txHash, error, pending: false };
+  }
+  if (!outcome) {
+    const error = new Error('the chain has no such tx and its bytes were not recorded');
+    await recordFailed(ctx, intentId, error, txHash, metadata);
+    return { ok: false, intentId, txHash, error, pending: false };
+  }
+  return resolveCreate(ctx, intentId, outcome, metadata);
+}
+
+async function recordFailed(ctx: GatewayContext, intentId: string, error: unknown, txHash: string | undefined, metadata: EventMetadata): Promise<void> {
+  const intent = ctx.engine.intent(intentId)?.context;
+  if (!intent || ctx.engine.intent(intentId)?.value !== 'creating') return;
+  await ctx.engine.decideEscrow('intent', intentId, [
+    newEvent(
+      'EscrowCreateFailed',
+      { intentId, model: intent.model ?? '', role: intent.role, epoch: intent.epoch ?? 0, error: chainErrorInfo(error), ...(txHash ? { txHash } : {}) },
+      metadata,
+    ),
+  ]);
+}

@@ -1,0 +1,91 @@
+/**
+ * GET /v1/debug/rotation (admin): whether rotation is on, where the chain is relative to the next
+ * rotation, the rotation settings and the latest per-model results (the last 100 entries of the
+ * rotation-debug projection). The chain is read with a short deadline; when it does not answer the
+ * chain members are null and `chain.error` says why, so the document is always served.
+ */
+import type { GatewayContext } from '../context.js';
+import { errorInfo, readEpoch } from './steps.js';
+
+export const DEBUG_CHAIN_TIMEOUT_MS = 1_500;
+
+export interface RotationDebugDocument {
+  enabled: boolean;
+  chain: {
+    block_height: number | null;
+    epoch_index: number | null;
+    next_boundary_height: number | null;
+    /** Blocks until phase 1 of the next rotation starts (0 while it is due or under way). */
+    blocks_until_next_rotation: number | null;
+    blocks_until_boundary: number | null;
+    poc_active: boolean | null;
+    poc_end_height: number | null;
+    error?: string;
+  };
+  settings: ReturnType<GatewayContext['projections']['settings']['effective']>['escrow_rotation'];
+  /** Per model: the statechart's current stage and counts. */
+  models: Record<string, unknown>;
+  latest: unknown[];
+}
+
+export async function rotationDebugDocument(ctx: GatewayContext, timeoutMs = DEBUG_CHAIN_TIMEOUT_MS): Promise<RotationDebugDocument> {
+  const settings = ctx.projections.settings.effective().escrow_rotation;
+  let chain: RotationDebugDocument['chain'];
+  try {
+    const e = await readEpoch(ctx, timeoutMs);
+    chain = {
+      block_height: e.height,
+      epoch_index: e.epochIndex,
+      next_boundary_height: e.nextBoundaryHeight,
+      blocks_until_next_rotation: Math.max(0, e.blocksUntilBoundary - settings.pre_poc_blocks),
+      blocks_until_boundary: e.blocksUntilBoundary,
+      poc_active: e.pocActive,
+      poc_end_height: e.pocEndHeight,
+    };
+  } catch (err) {
+    chain = {
+      block_height: null,
+      epoch_index: null,
+      next_boundary_height: null,
+      blocks_until_next_rotation: null,
+      blocks_until_boundary: null,
+      poc_active: null,
+      poc_end_height: null,
+      error: `${errorInfo(err).kind}: ${errorInfo(err).message}`,
+    };
+  }
+  const names = new Set([...settings.models.map((m) => m.model_id), ...Object.keys(ctx.projections.rotation.perModel())]);
+  const models: Record<string, unknown> = {};
+  for (const model of [...names].sort()) {
+    const e = ctx.projections.rotation.perModel()[model];
+    const c = ctx.projections.rotation.rotation(model).context;
+    models[model] = {
+      stage: e?.stage ?? 'idle',
+      epoch: c.epoch,
+      cycle_epoch: c.cycleEpoch ?? null,
+      counts: e?.counts ?? { target: 0, existing: 0, created: 0, promoted: 0, settled: 0, settle_failed: 0 },
+      suppressed: c.suppressed,
+      replacements: c.replacements,
+      last_error: c.lastError,
+      time: e?.time ?? null,
+    };
+  }
+  const latest = ctx.projections.rotation.entries().map((e) => ({
+    model: e.model,
+    position: e.position,
+    time: e.time,
+    event: e.event,
+    stage: e.stage,
+    epoch: e.epoch,
+    role: e.role,
+    target: e.counts.target,
+    existing: e.counts.existing,
+    created: e.counts.created,
+    promoted: e.counts.promoted,
+    settled: e.counts.settled,
+    settle_failed: e.counts.settle_failed,
+    last_error: e.last_error,
+    accepted: e.accepted,
+  }));
+  return { enabled: settings.enabled, chain, settings, models, latest };
+}

@@ -1,0 +1,347 @@
+/**
+ * `shardgate explain rotation`: what each rotation did, in order, from the log alone. Pure: give it
+ * the recorded events (any order-preserving subset that holds the `rotation-*` streams and the
+ * escrow / intent streams they name) and it answers per model and cycle the steps taken, and for a
+ * failed or unfinished cycle the failing step, the chain's reason, what was suppressed and which
+ * settles still wait on in-flight requests.
+ */
+import { parseStreamId, upcast, type ChainErrorInfo, type ChainInputs, type EscrowRole } from '../../events/catalog.js';
+import type { RecordedEvent } from '../../events/envelope.js';
+
+export interface ExplainStep {
+  position: number;
+  time: string;
+  event: string;
+  text: string;
+}
+
+export interface ExplainFailure {
+  step: string;
+  role: EscrowRole | null;
+  error: ChainErrorInfo;
+  suppressed: boolean;
+  intentId?: string;
+  escrowId?: string;
+  position: number;
+}
+
+export interface ExplainCycle {
+  model: string;
+  /** Epoch of phase 1 (the epoch before the boundary this cycle bridges). */
+  epoch: number;
+  phase2Epoch: number | null;
+  startHeight: number;
+  boundaryHeight: number;
+  status: 'completed' | 'in_progress';
+  /** Phase reached: 1, waiting for PoC to end ('waiting_poc'), or 2. */
+  stage: 'phase1' | 'waiting_poc' | 'phase2' | 'done';
+  steps: ExplainStep[];
+  failures: ExplainFailure[];
+  suppressed: { role: EscrowRole; epoch: number; reason: string }[];
+  created: { role: EscrowRole; intentId: string; escrowId: string | null; failed: boolean }[];
+  promoted: string[];
+  settles: { escrowId: string; role: EscrowRole; state: 'decided' | 'deferred' | 'settling' | 'settled' | 'failed'; inFlight: number; reason?: string }[];
+}
+
+export interface ExplainReplacement {
+  model: string;
+  escrowId: string;
+  reason: string;
+  epoch: number;
+  height: number;
+  intentId: string;
+  replacementId: string | null;
+  failure: ChainErrorInfo | null;
+  suppressed: boolean;
+  position: number;
+  time: string;
+}
+
+export interface RotationExplanation {
+  cycles: ExplainCycle[];
+  replacements: ExplainReplacement[];
+}
+
+export interface ExplainFilter {
+  model?: string;
+  epoch?: number;
+}
+
+const short = (id: string) => (id.length > 12 ? `${id.slice(0, 8)}…` : id);
+const reasonOf = (e: ChainErrorInfo) => `${e.kind}: ${e.message}`;
+const at = (c: ChainInputs) => `height ${c.height}, epoch ${c.epoch}`;
+
+/** Explains every rotation in the log (optionally one model and / or one epoch). */
+export function explainRotation(records: Iterable<RecordedEvent>, filter: ExplainFilter = {}): RotationExplanation {
+  const cycles: ExplainCycle[] = [];
+  const replacements: ExplainReplacement[] = [];
+  const current = new Map<string, ExplainCycle>();
+  /** intent id → where its outcome is reported. */
+  const intents = new Map<string, { cycle?: ExplainCycle; replacement?: ExplainReplacement; role: EscrowRole }>();
+  /** escrow id → the cycle that decided its settle. */
+  const settling = new Map<string, ExplainCycle>();
+  const inFlight = new Map<string, number>();
+
+  const push = (cycle: ExplainCycle, r: RecordedEvent, text: string) => cycle.steps.push({ position: r.position, time: r.time, event: r.type, text });
+
+  for (const record of records) {
+    const stream = parseStreamId(record.streamId);
+    const e = upcast(record);
+    if (!e) continue;
+
+    if (stream.kind === 'create-intent' && e.type === 'EscrowCreateFailed') {
+      const link = intents.get(e.data.intentId);
+      if (link?.cycle) {
+        const created = link.cycle.created.find((x) => x.intentId === e.data.intentId);
+        if (created) created.failed = true;
+        push(link.cycle, record, `${link.role} escrow create refused by the chain: ${reasonOf(e.data.error)} (intent ${short(e.data.intentId)})`);
+      }
+      if (link?.replacement) link.replacement.failure = e.data.error;
+      continue;
+    }
+
+    if (stream.kind === 'escrow') {
+      const id = stream.id;
+      switch (e.type) {
+        case 'EscrowCreated': {
+          const link = e.data.intentId ? intents.get(e.data.intentId) : undefined;
+          if (link?.cycle) {
+            const created = link.cycle.created.find((x) => x.intentId === e.data.intentId);
+            if (created) created.escrowId = id;
+            push(link.cycle, record, `${link.role} escrow ${id} created on chain at height ${e.data.height} (epoch ${e.data.epoch}, deposit ${e.data.amount})`);
+          }
+          if (link?.replacement) link.replacement.replacementId = id;
+          break;
+        }
+        case 'InferenceStarted':
+          inFlight.set(id, (inFlight.get(id) ?? 0) + 1);
+          break;
+        case 'InferenceFinished':
+        case 'InferenceFailed':
+          inFlight.set(id, Math.max(0, (inFlight.get(id) ?? 0) - 1));
+          break;
+        case 'EscrowSettleDeferred':
+        case 'EscrowSettleRequested':
+        case 'EscrowSettled':
+        case 'EscrowSettleFailed': {
+          const cycle = settling.get(id);
+          const s = cycle?.settles.find((x) => x.escrowId === id);
+          if (!cycle || !s) break;
+          if (e.type === 'EscrowSettleDeferred') {
+            s.state = 'deferred';
+            push(cycle, record, `settle of escrow ${id} deferred: ${e.data.inFlight} request(s) in flight`);
+          } else if (e.type === 'EscrowSettleRequested') {
+            s.state = 'settling';
+          } else if (e.type === 'EscrowSettled') {
+            s.state = 'settled';
+            push(cycle, record, `escrow ${id} settled on chain at height ${e.data.height} (refund ${e.data.refund})`);
+          } else {
+            s.state = 'failed';
+            s.reason = e.data.error ? reasonOf(e.data.error) : e.data.reason;
+            push(cycle, record, `settle of escrow ${id} failed: ${s.reason}`);
+          }
+          break;
+        }
+      }
+      continue;
+    }
+
+    if (stream.kind !== 'rotation') continue;
+    const model = stream.model;
+    let cycle = current.get(model);
+    switch (e.type) {
+      case 'RotationPhaseStarted': {
+        const d = e.data;
+        if (d.phase === 1) {
+          cycle = {
+            model,
+            epoch: d.chain.epoch,
+            phase2Epoch: null,
+            startHeight: d.chain.height,
+            boundaryHeight: d.chain.nextBoundaryHeight,
+            status: 'in_progress',
+            stage: 'phase1',
+            steps: [],
+            failures: [],
+            suppressed: [],
+            created: [],
+            promoted: [],
+            settles: [],
+          };
+          cycles.push(cycle);
+          current.set(model, cycle);
+          push(cycle, record, `phase 1 started at ${at(d.chain)}, ${d.chain.blocksUntilBoundary} blocks before the boundary at ${d.chain.nextBoundaryHeight}: ${d.target} temporary escrow(s) wanted, ${d.existing} regular routable`);
+        } else if (cycle) {
+          cycle.stage = 'phase2';
+          cycle.phase2Epoch = d.chain.epoch;
+          push(cycle, record, `phase 2 started at ${at(d.chain)} (PoC window over): ${d.target} regular escrow(s) wanted, ${d.existing} regular routable`);
+        }
+        break;
+      }
+      case 'RotationCreateDecided':
+        if (!cycle) break;
+        for (const id of e.data.intentIds) {
+          intents.set(id, { cycle, role: e.data.role });
+          cycle.created.push({ role: e.data.role, intentId: id, escrowId: null, failed: false });
+        }
+        push(cycle, record, `decided to create ${e.data.intentIds.length} ${e.data.role} escrow(s) at ${at(e.data.chain)} (intents ${e.data.intentIds.map(short).join(', ')})`);
+        break;
+      case 'RotationCreateSuppressed':
+        if (!cycle) break;
+        cycle.suppressed.push({ role: e.data.role, epoch: e.data.chain.epoch, reason: e.data.reason });
+        push(cycle, record, `${e.data.role} creates suppressed for epoch ${e.data.chain.epoch}: an earlier create failed on chain (${e.data.reason})`);
+        break;
+      case 'RotationPromoted':
+        if (!cycle) break;
+        cycle.promoted.push(...e.data.escrowIds);
+        push(cycle, record, `fallback: ${e.data.escrowIds.length ? `regular escrow(s) ${e.data.escrowIds.join(', ')}` : 'no regular escrow'} promoted to the temporary role (kept serving through the transition)`);
+        break;
+      case 'RotationSettleDecided':
+        if (!cycle) break;
+        for (const id of e.data.escrowIds) {
+          settling.set(id, cycle);
+          cycle.settles.push({ escrowId: id, role: e.data.role, state: 'decided', inFlight: 0 });
+        }
+        push(cycle, record, e.data.escrowIds.length ? `decided to finalize and settle ${e.data.role} escrow(s) ${e.data.escrowIds.join(', ')}` : `no ${e.data.role} escrow to settle`);
+        break;
+      case 'RotationFailed': {
+        const d = e.data;
+        if (!cycle) break;
+        cycle.failures.push({
+          step: d.step,
+          role: d.role ?? null,
+          error: d.error,
+          suppressed: d.suppress,
+          position: record.position,
+          ...(d.intentId ? { intentId: d.intentId } : {}),
+          ...(d.escrowId ? { escrowId: d.escrowId } : {}),
+        });
+        if (d.suppress && d.role) cycle.suppressed.push({ role: d.role, epoch: d.chain.epoch, reason: reasonOf(d.error) });
+        const what = d.step === 'settle' ? `settle of escrow ${d.escrowId ?? '?'}` : d.step.replace('_', ' ');
+        push(
+          cycle,
+          record,
+          `FAILED ${what} at ${at(d.chain)}: ${reasonOf(d.error)}${d.suppress && d.role ? `; further ${d.role} creates for this model in epoch ${d.chain.epoch} are suppressed` : ''}`,
+        );
+        break;
+      }
+      case 'RotationPhaseCompleted':
+        if (!cycle) break;
+        if (e.data.phase === 1) {
+          cycle.stage = 'waiting_poc';
+          push(cycle, record, `phase 1 completed at ${at(e.data.chain)}: waiting for the boundary and the end of its PoC window`);
+        } else {
+          cycle.stage = 'done';
+          cycle.status = 'completed';
+          push(cycle, record, `phase 2 completed at ${at(e.data.chain)}: ${e.data.created} created, ${e.data.promoted} promoted, ${e.data.settleDecided} settle(s) decided in this cycle`);
+          current.delete(model);
+        }
+        break;
+      case 'DepletionReplacementDecided': {
+        const d = e.data;
+        const rep: ExplainReplacement = {
+          model,
+          escrowId: d.escrowId,
+          reason: d.reason,
+          epoch: d.chain.epoch,
+          height: d.chain.height,
+          intentId: d.intentId,
+          replacementId: null,
+          failure: null,
+          suppressed: false,
+          position: record.position,
+          time: record.time,
+        };
+        replacements.push(rep);
+        intents.set(d.intentId, { replacement: rep, role: 'regular' });
+        break;
+      }
+      case 'DepletionReplacementFailed': {
+        const rep = [...replacements].reverse().find((r) => r.model === model && r.escrowId === e.data.escrowId);
+        if (rep) {
+          rep.failure = e.data.error;
+          rep.suppressed = e.data.suppress;
+        } else {
+          replacements.push({
+            model,
+            escrowId: e.data.escrowId,
+            reason: e.data.reason,
+            epoch: e.data.chain.epoch,
+            height: e.data.chain.height,
+            intentId: '',
+            replacementId: null,
+            failure: e.data.error,
+            suppressed: e.data.suppress,
+            position: record.position,
+            time: record.time,
+          });
+        }
+        break;
+      }
+    }
+  }
+
+  for (const c of cycles) for (const s of c.settles) s.inFlight = inFlight.get(s.escrowId) ?? 0;
+  const keep = (model: string, epochs: (number | null)[]) =>
+    (filter.model === undefined || filter.model === model) && (filter.epoch === undefined || epochs.includes(filter.epoch));
+  return {
+    cycles: cycles.filter((c) => keep(c.model, [c.epoch, c.phase2Epoch])),
+    replacements: replacements.filter((r) => keep(r.model, [r.epoch])),
+  };
+}
+
+/** Human-readable lines of an explanation. */
+export function formatExplain(x: RotationExplanation): string {
+  const out: string[] = [];
+  if (x.cycles.length === 0 && x.replacements.length === 0) return 'No rotation is recorded in this log (for the given model / epoch).\n';
+  for (const c of x.cycles) {
+    const failed = c.failures.length > 0;
+    const verdict = c.status === 'completed' ? (failed ? 'completed with failures' : 'completed') : failed ? `FAILED, stopped in ${c.stage.replace('_', ' ')}` : `in progress (${c.stage.replace('_', ' ')})`;
+    out.push(`Rotation of ${c.model}, cycle of epoch ${c.epoch} (boundary at height ${c.boundaryHeight}): ${verdict}`);
+    for (const s of c.steps) out.push(`  #${s.position} ${s.time}  ${s.text}`);
+    if (failed) {
+      out.push('  Failures:');
+      for (const f of c.failures) {
+        const step = f.step === 'settle' ? `settle of escrow ${f.escrowId ?? '?'}` : f.step;
+        out.push(`    step ${step}${f.role ? ` (${f.role})` : ''}: the chain said ${f.error.kind}: ${f.error.message}${f.error.rawLog ? ` [raw log: ${f.error.rawLog}]` : ''}`);
+      }
+    }
+    if (c.suppressed.length > 0) {
+      out.push('  Suppressed:');
+      const seen = new Set<string>();
+      for (const s of c.suppressed) {
+        const key = `${s.role}@${s.epoch}`;
+        if (seen.has(key)) continue;
+        seen.add(key);
+        out.push(`    ${s.role} creates for ${c.model} in epoch ${s.epoch} (after: ${s.reason})`);
+      }
+    }
+    const waiting = c.settles.filter((s) => s.state === 'deferred' || s.state === 'decided' || s.state === 'settling');
+    if (waiting.length > 0) {
+      out.push('  Settles not finished:');
+      for (const s of waiting) {
+        const why =
+          s.state === 'deferred'
+            ? `waiting on ${s.inFlight} in-flight request(s); broadcast once they drain`
+            : s.state === 'settling'
+              ? 'settle tx sent, outcome not yet recorded'
+              : 'decided, not yet finalized';
+        out.push(`    escrow ${s.escrowId} (${s.role}): ${why}`);
+      }
+    }
+    out.push('');
+  }
+  if (x.replacements.length > 0) {
+    out.push('Depletion replacements:');
+    for (const r of x.replacements) {
+      const result = r.failure
+        ? `FAILED: ${r.failure.kind}: ${r.failure.message}${r.suppressed ? ` (regular creates suppressed in epoch ${r.epoch})` : ''}`
+        : r.replacementId
+          ? `replaced by escrow ${r.replacementId}`
+          : 'replacement under way';
+      out.push(`  #${r.position} ${r.time}  ${r.model}: escrow ${r.escrowId} (${r.reason}) at height ${r.height}, epoch ${r.epoch}: ${result}`);
+    }
+    out.push('');
+  }
+  return out.join('\n');
+}

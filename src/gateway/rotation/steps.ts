@@ -1,0 +1,88 @@
+/**
+ * Side effects shared by the rotation task and the depletion check: reading the chain with a
+ * deadline, appending decisions to `rotation-<model>` (checked against the statechart first),
+ * finalize + settle of an escrow, and turning failures into recorded chain errors.
+ */
+import { ChainError, type EpochInfo } from '../../chain/port.js';
+import { newEvent, rotationStream, type ChainErrorInfo, type ChainInputs, type EventDataMap } from '../../events/catalog.js';
+import type { EventMetadata, RecordedEvent } from '../../events/envelope.js';
+import { ApiError } from '../../http/errors.js';
+import { rotationMachine, stateName, step, type RotationEventType } from '../../machines/index.js';
+import type { GatewayContext } from '../context.js';
+import { chainErrorInfo } from '../escrows/chain-errors.js';
+import { finalizeEscrow, settleEscrow, type SettleAnswer } from '../escrows/lifecycle.js';
+
+export const ROTATION_META: EventMetadata = { actor: { kind: 'rotation-task' } };
+export const DEPLETION_META: EventMetadata = { actor: { kind: 'depletion-check' } };
+
+/** The chain's epoch reading, or an error after `timeoutMs`. */
+export async function readEpoch(ctx: GatewayContext, timeoutMs: number): Promise<EpochInfo> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      ctx.chain.epoch(),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new ChainError('timeout', `the chain did not answer within ${timeoutMs} ms`)), timeoutMs);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export const chainInputs = (e: EpochInfo): ChainInputs => ({
+  height: e.height,
+  epoch: e.epochIndex,
+  nextBoundaryHeight: e.nextBoundaryHeight,
+  blocksUntilBoundary: e.blocksUntilBoundary,
+  pocActive: e.pocActive,
+});
+
+/** Thrown when the statechart refuses a decision (a bug or a concurrent writer): nothing appended. */
+export class RotationRefused extends Error {
+  constructor(model: string, type: string, state: string) {
+    super(`rotation of ${model} is ${state}; ${type} is not allowed there`);
+    this.name = 'RotationRefused';
+  }
+}
+
+/** Appends one rotation decision after the model's statechart accepted it. */
+export async function appendRotation<K extends RotationEventType>(
+  ctx: GatewayContext,
+  model: string,
+  type: K,
+  data: EventDataMap[K],
+  metadata: EventMetadata,
+): Promise<RecordedEvent[]> {
+  const snapshot = ctx.projections.rotation.rotation(model);
+  const event = newEvent(type, data, metadata);
+  if (!step(rotationMachine, snapshot, { type, data } as never).accepted) throw new RotationRefused(model, type, stateName(snapshot.value));
+  return ctx.engine.append(rotationStream(model), [event]);
+}
+
+/** A failure as recorded: chain errors keep their kind; API errors keep their code when it names one. */
+export function errorInfo(err: unknown): ChainErrorInfo {
+  if (err instanceof ChainError) return chainErrorInfo(err);
+  if (err instanceof ApiError) {
+    const kinds = ['not_allowlisted', 'below_min_amount', 'insufficient_funds', 'epoch_limit', 'already_settled', 'wrong_epoch', 'bad_signatures', 'wrong_settler', 'nonce_too_high', 'overspent', 'not_found', 'bad_sequence', 'unreachable', 'timeout'];
+    const kind = (err.code && kinds.includes(err.code) ? err.code : 'rejected') as ChainErrorInfo['kind'];
+    return { kind, message: err.message.slice(0, 500) };
+  }
+  return chainErrorInfo(err);
+}
+
+/** True when the chain itself refused (the outcome is known): such a create is not repeated. */
+export const isChainRefusal = (err: unknown): boolean => err instanceof ChainError && err.kind !== 'unreachable' && err.kind !== 'timeout';
+
+/**
+ * Finalizes (when still routable or stopped) and settles an escrow with the key in `keyEnv`.
+ * The settle is deferred by the escrow statechart while requests are in flight; the drain reactor
+ * broadcasts it once they have ended, so a settle never leaves while requests are in flight.
+ */
+export async function finalizeAndSettle(ctx: GatewayContext, escrowId: string, keyEnv: string, origin: 'rotation' | 'depletion', metadata: EventMetadata): Promise<SettleAnswer> {
+  const s = ctx.engine.escrow(escrowId);
+  if (s && (s.value === 'active' || s.value === 'depleted' || s.value === 'routingStopped')) {
+    await finalizeEscrow(ctx, escrowId, metadata);
+  }
+  return settleEscrow(ctx, escrowId, { keySource: { kind: 'env', name: keyEnv }, origin, metadata });
+}

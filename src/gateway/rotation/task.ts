@@ -1,0 +1,264 @@
+/**
+ * The rotation task: every GATEWAY_ROTATION_INTERVAL_MS, while escrow_rotation.enabled, read the
+ * chain once and drive each configured model's rotation statechart step by step (plan.ts decides,
+ * this file acts and records). Enabling rotation through the settings starts it on a running
+ * gateway (`reconfigure()`), disabling stops it after the step under way.
+ */
+import { randomUUID } from 'node:crypto';
+import type { EpochInfo } from '../../chain/port.js';
+import type { ChainInputs, EscrowRole, RotationModelSettings } from '../../events/catalog.js';
+import { stateName, type EscrowState } from '../../machines/index.js';
+import type { GatewayContext } from '../context.js';
+import { createDecided, createdByIntent, intentFailure, intentStatus, resolvePendingCreate } from './create.js';
+import { withModelLock } from './lock.js';
+import { planRotation, type PlanEscrow, type RotationPlan } from './plan.js';
+import { appendRotation, chainInputs, errorInfo, finalizeAndSettle, isChainRefusal, readEpoch, ROTATION_META } from './steps.js';
+
+/** Upper bound of steps per model per tick (a plan that never waits would otherwise spin). */
+const MAX_STEPS_PER_TICK = 64;
+const CHAIN_TIMEOUT_MS = 5_000;
+
+export interface RotationTask {
+  /** Re-reads escrow_rotation.enabled: starts or stops the periodic task. */
+  reconfigure(): void;
+  /** Stops the timer and waits for the tick under way. */
+  stop(): Promise<void>;
+  /** One pass over every configured model (tests, and the timer). */
+  tick(): Promise<void>;
+}
+
+export function startRotation(ctx: GatewayContext): RotationTask {
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<void> | undefined;
+  let stopped = false;
+  let chainDown = false;
+  const log = ctx.logger.child({ component: 'rotation' });
+
+  const tick = (): Promise<void> => {
+    if (running) return running;
+    running = (async () => {
+      try {
+        await runTick();
+      } catch (err) {
+        log.error({ err }, 'escrow_rotation_tick_failed');
+      } finally {
+        running = undefined;
+      }
+    })();
+    return running;
+  };
+
+  async function runTick(): Promise<void> {
+    const settings = ctx.projections.settings.effective().escrow_rotation;
+    if (!settings.enabled || settings.models.length === 0) return;
+    let epoch: EpochInfo;
+    try {
+      epoch = await readEpoch(ctx, CHAIN_TIMEOUT_MS);
+      chainDown = false;
+    } catch (err) {
+      log.warn({ err: errorInfo(err) }, 'escrow_rotation_chain_unreadable');
+      if (!chainDown) {
+        chainDown = true;
+        const chain: ChainInputs = { height: 0, epoch: 0, nextBoundaryHeight: 0, blocksUntilBoundary: 0, pocActive: false };
+        for (const m of settings.models) {
+          await withModelLock(ctx, m.model_id, () =>
+            appendRotation(ctx, m.model_id, 'RotationFailed', { model: m.model_id, step: 'read_chain', chain, error: errorInfo(err), suppress: false }, ROTATION_META),
+          ).catch((e) => log.error({ err: e, model: m.model_id }, 'escrow_rotation_record_failed'));
+        }
+      }
+      return;
+    }
+    for (const m of settings.models) {
+      if (stopped) return;
+      try {
+        await withModelLock(ctx, m.model_id, () => runModel(ctx, m, settings.pre_poc_blocks, epoch, () => stopped));
+      } catch (err) {
+        log.error({ err, model: m.model_id }, 'escrow_rotation_failed');
+      }
+    }
+  }
+
+  const reconfigure = () => {
+    const enabled = ctx.projections.settings.effective().escrow_rotation.enabled;
+    if (enabled && !timer && !stopped) {
+      log.info({ interval_ms: ctx.config.behaviour.rotationIntervalMs }, 'escrow_rotation_started');
+      timer = setInterval(() => void tick(), ctx.config.behaviour.rotationIntervalMs);
+      timer.unref();
+      setImmediate(() => void tick());
+    } else if (!enabled && timer) {
+      clearInterval(timer);
+      timer = undefined;
+      log.info('escrow_rotation_stopped');
+    }
+  };
+
+  reconfigure();
+  return {
+    reconfigure,
+    tick,
+    async stop() {
+      stopped = true;
+      if (timer) clearInterval(timer);
+      timer = undefined;
+      await running;
+    },
+  };
+}
+
+/** The model's escrows as the plan sees them (committed state). */
+export function planEscrows(ctx: GatewayContext, model: string): PlanEscrow[] {
+  const out: PlanEscrow[] = [];
+  for (const [id, e] of ctx.projections.pool.contexts()) {
+    if (e.context.model !== model) continue;
+    out.push({ id, state: e.state as EscrowState, role: e.context.role, intentId: e.context.intentId });
+  }
+  return out;
+}
+
+/** Runs the model's plan until it says wait (or the task stops). */
+export async function runModel(ctx: GatewayContext, m: RotationModelSettings, prePocBlocks: number, epoch: EpochInfo, stopped: () => boolean = () => false): Promise<RotationPlan[]> {
+  const model = m.model_id;
+  const chain = chainInputs(epoch);
+  const log = ctx.logger.child({ component: 'rotation', model });
+  const done: RotationPlan[] = [];
+  for (let i = 0; i < MAX_STEPS_PER_TICK && !stopped(); i++) {
+    const snap = ctx.projections.rotation.rotation(model);
+    const created = createdByIntent(ctx);
+    const plan = planRotation({
+      model: m,
+      prePocBlocks,
+      chain,
+      rotation: { state: stateName(snap.value), context: snap.context },
+      escrows: planEscrows(ctx, model),
+      intent: (id) => intentStatus(ctx, id, created).kind,
+    });
+    if (plan.kind === 'wait') {
+      log.debug({ reason: plan.reason, height: chain.height }, 'escrow_rotation_waiting');
+      break;
+    }
+    done.push(plan);
+    const outcome = await execute(ctx, m, chain, plan, log);
+    if (outcome === 'wait') break;
+  }
+  return done;
+}
+
+type Log = GatewayContext['logger'];
+
+const createStep = (role: EscrowRole) => (role === 'temporary' ? 'create_temporary' : 'create_target');
+
+async function execute(ctx: GatewayContext, m: RotationModelSettings, chain: ChainInputs, plan: Exclude<RotationPlan, { kind: 'wait' }>, log: Log): Promise<'next' | 'wait'> {
+  const model = m.model_id;
+  const c = ctx.projections.rotation.rotation(model).context;
+  const base = { height: chain.height, epoch: chain.epoch };
+  switch (plan.kind) {
+    case 'start_phase':
+      await appendRotation(ctx, model, 'RotationPhaseStarted', { model, phase: plan.phase, chain, target: plan.target, existing: plan.existing }, ROTATION_META);
+      log.info({ ...base, phase: plan.phase, target: plan.target, existing: plan.existing, blocks_until_boundary: chain.blocksUntilBoundary }, 'escrow_rotation_phase_started');
+      return 'next';
+
+    case 'decide_creates': {
+      const intentIds = Array.from({ length: plan.count }, () => randomUUID());
+      await appendRotation(ctx, model, 'RotationCreateDecided', { model, role: plan.role, chain, target: plan.target, existing: plan.existing, intentIds }, ROTATION_META);
+      log.info({ ...base, role: plan.role, count: plan.count, intent_ids: intentIds }, 'escrow_rotation_create_decided');
+      return 'next';
+    }
+
+    case 'create': {
+      const key = await ctx.keyring.fromEnv(m.private_key_env);
+      if (!key) {
+        const error = { kind: 'rejected' as const, message: `environment variable ${m.private_key_env} is unset or not a 64-hex private key` };
+        await appendRotation(ctx, model, 'RotationFailed', { model, step: createStep(plan.role), role: plan.role, chain, error, suppress: false, intentId: plan.intentId }, ROTATION_META);
+        log.error({ ...base, role: plan.role, error }, 'escrow_rotation_create_failed');
+        return 'next';
+      }
+      const outcome = await createDecided(ctx, {
+        intentId: plan.intentId,
+        privateKeyHex: key.privateKeyHex,
+        keySource: { kind: 'env', name: m.private_key_env },
+        amount: BigInt(m.amount),
+        model,
+        role: plan.role,
+        origin: 'rotation',
+        epoch: chain.epoch,
+        metadata: ROTATION_META,
+      });
+      if (outcome.ok) {
+        log.info({ ...base, role: plan.role, escrow_id: outcome.escrowId, tx_hash: outcome.txHash }, 'escrow_rotation_created');
+        return 'next';
+      }
+      if (outcome.pending) {
+        log.warn({ ...base, role: plan.role, intent_id: plan.intentId, tx_hash: outcome.txHash }, 'escrow_rotation_create_outcome_unknown');
+        return 'wait';
+      }
+      const error = errorInfo(outcome.error);
+      const suppress = isChainRefusal(outcome.error);
+      await appendRotation(ctx, model, 'RotationFailed', { model, step: createStep(plan.role), role: plan.role, chain, error, suppress, intentId: plan.intentId }, ROTATION_META);
+      log.error({ ...base, role: plan.role, error, suppressed: suppress }, 'escrow_rotation_create_failed');
+      return 'next';
+    }
+
+    case 'resolve_pending': {
+      const outcome = await resolvePendingCreate(ctx, plan.intentId, ROTATION_META);
+      if (!outcome) return 'wait';
+      if (outcome.ok) log.info({ ...base, role: plan.role, escrow_id: outcome.escrowId }, 'escrow_rotation_created');
+      return 'next';
+    }
+
+    case 'record_create_failure': {
+      const error = intentFailure(ctx, plan.intentId);
+      const suppress = error.kind !== 'unreachable' && error.kind !== 'timeout';
+      await appendRotation(ctx, model, 'RotationFailed', { model, step: createStep(plan.role), role: plan.role, chain, error, suppress, intentId: plan.intentId }, ROTATION_META);
+      log.error({ ...base, role: plan.role, error, suppressed: suppress }, 'escrow_rotation_create_failed');
+      return 'next';
+    }
+
+    case 'suppressed':
+      await appendRotation(ctx, model, 'RotationCreateSuppressed', { model, role: plan.role, chain, reason: plan.reason }, ROTATION_META);
+      log.warn({ ...base, role: plan.role, reason: plan.reason }, 'escrow_rotation_create_suppressed');
+      return 'next';
+
+    case 'promote':
+      await appendRotation(ctx, model, 'RotationPromoted', { model, chain, escrowIds: plan.escrowIds }, ROTATION_META);
+      log.warn({ ...base, escrow_ids: plan.escrowIds }, 'escrow_rotation_promoted');
+      return 'next';
+
+    case 'decide_settles':
+      await appendRotation(ctx, model, 'RotationSettleDecided', { model, role: plan.role, chain, escrowIds: plan.escrowIds }, ROTATION_META);
+      log.info({ ...base, role: plan.role, escrow_ids: plan.escrowIds }, 'escrow_rotation_settle_decided');
+      return 'next';
+
+    case 'settle': {
+      const role = ctx.engine.escrow(plan.escrowId)?.context.role;
+      try {
+        const answer = await finalizeAndSettle(ctx, plan.escrowId, m.private_key_env, 'rotation', ROTATION_META);
+        const marker = answer.status === 'settled' ? 'escrow_rotation_settled' : answer.status === 'deferred' ? 'escrow_rotation_settle_deferred' : 'escrow_rotation_settle_pending';
+        log.info({ ...base, ...answer }, marker);
+      } catch (err) {
+        const error = errorInfo(err);
+        const now = ctx.engine.escrow(plan.escrowId);
+        // Still settling (outcome unknown): the reconciler resolves it; not a failure.
+        if (now?.value === 'settling' || now?.value === 'settled' || now?.value === 'settleDeferred') {
+          log.warn({ ...base, escrow_id: plan.escrowId, error }, 'escrow_rotation_settle_pending');
+          return 'next';
+        }
+        await appendRotation(ctx, model, 'RotationFailed', { model, step: 'settle', ...(role ? { role } : {}), chain, error, suppress: false, escrowId: plan.escrowId }, ROTATION_META);
+        log.error({ ...base, escrow_id: plan.escrowId, error }, 'escrow_rotation_settle_failed');
+      }
+      return 'next';
+    }
+
+    case 'complete_phase':
+      await appendRotation(
+        ctx,
+        model,
+        'RotationPhaseCompleted',
+        { model, phase: plan.phase, chain, created: c.created, promoted: c.promoted, settleDecided: c.settleDecided },
+        ROTATION_META,
+      );
+      if (plan.note) log.warn({ ...base, phase: plan.phase, note: plan.note }, 'escrow_rotation_settle_skipped');
+      log.info({ ...base, phase: plan.phase, created: c.created, promoted: c.promoted, settle_decided: c.settleDecided }, 'escrow_rotation_phase_completed');
+      return 'next';
+  }
+}
+
