@@ -1,0 +1,72 @@
+/**
+ * `shardgate verify`'s projection check: the stored projections checkpoint must equal the
+ * projections rebuilt from the log up to the checkpoint's position. A checkpoint that differs would
+ * make a restarted gateway serve state the log does not support; verify names the projection
+ * (pool / settings / rotation / timeline) that differs.
+ */
+import { canonicalJson } from '../events/canonical-json.js';
+import { decodeRow, EVENT_COLUMNS, type EventRow } from '../events/rows.js';
+import type { VerifyCheck } from '../events/verify.js';
+import { PROJECTIONS_CHECKPOINT, PROJECTIONS_CHECKPOINT_VERSION, Projections, type ProjectionsState } from './projections.js';
+
+/** The projections a checkpoint carries, in the order they are compared. */
+export const CHECKPOINTED_PROJECTIONS = ['pool', 'settings', 'rotation', 'timeline'] as const;
+
+/** What the projection check found (for the CLI's summary line). */
+export interface ProjectionsCheckReport {
+  /** 'absent': no checkpoint yet (a fresh log); 'stale-version': a checkpoint of another format, which a gateway ignores and rebuilds. */
+  checkpoint: 'absent' | 'stale-version' | 'equal';
+  position: number;
+}
+
+/**
+ * Builds the check; `report` receives what was compared when the check passes.
+ */
+export function projectionsCheck(report?: (r: ProjectionsCheckReport) => void): VerifyCheck {
+  return ({ db }) => {
+    const hasTable = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'checkpoints'`).get();
+    const row = hasTable
+      ? (db.prepare('SELECT position, state, hash FROM checkpoints WHERE name = ?').raw().get(PROJECTIONS_CHECKPOINT) as [number, string, string] | undefined)
+      : undefined;
+    if (!row) {
+      report?.({ checkpoint: 'absent', position: 0 });
+      return undefined;
+    }
+    const [position, stateText, hash] = row;
+    const at = db.prepare('SELECT hash FROM events WHERE position = ?').pluck().get(position) as string | undefined;
+    if (at === undefined) return { position: 0, reason: `projections checkpoint is at position ${position}, beyond the log` };
+    if (at !== hash) return { position, reason: `projections checkpoint belongs to another log (hash at position ${position} differs)` };
+    let stored: ProjectionsState;
+    try {
+      stored = JSON.parse(stateText) as ProjectionsState;
+    } catch {
+      return { position, reason: 'projections checkpoint is not valid JSON' };
+    }
+    if (stored?.version !== PROJECTIONS_CHECKPOINT_VERSION) {
+      // A gateway ignores such a checkpoint and rebuilds from position 0: not wrong, just old.
+      report?.({ checkpoint: 'stale-version', position });
+      return undefined;
+    }
+    const rows = db.prepare(`SELECT ${EVENT_COLUMNS} FROM events WHERE position <= ? ORDER BY position`).raw().iterate(position) as IterableIterator<EventRow>;
+    const rebuilt = Projections.rebuild((function* () {
+      for (const r of rows) yield decodeRow(r);
+    })()).toCheckpoint().state;
+    const differing = CHECKPOINTED_PROJECTIONS.filter((name) => !sameJson(stored[name], rebuilt[name]));
+    if (differing.length > 0) {
+      return {
+        position,
+        reason: `projections checkpoint differs from the rebuild at position ${position}: ${differing.map((d) => `${d} projection differs`).join(', ')}`,
+      };
+    }
+    report?.({ checkpoint: 'equal', position });
+    return undefined;
+  };
+}
+
+function sameJson(a: unknown, b: unknown): boolean {
+  try {
+    return canonicalJson(a) === canonicalJson(b);
+  } catch {
+    return JSON.stringify(a) === JSON.stringify(b);
+  }
+}
