@@ -4,7 +4,7 @@
  * finalize + settle of an escrow, and turning failures into recorded chain errors.
  */
 import { ChainError, type EpochInfo } from '../../chain/port.js';
-import { newEvent, rotationStream, type ChainErrorInfo, type ChainInputs, type EventDataMap } from '../../events/catalog.js';
+import { escrowStream, newEvent, rotationStream, type ChainErrorInfo, type ChainInputs, type EventDataMap } from '../../events/catalog.js';
 import type { EventMetadata, RecordedEvent } from '../../events/envelope.js';
 import { ApiError } from '../../http/errors.js';
 import { rotationMachine, stateName, step, type RotationEventType } from '../../machines/index.js';
@@ -80,9 +80,12 @@ export const isChainRefusal = (err: unknown): boolean => err instanceof ChainErr
  * broadcasts it once they have ended, so a settle never leaves while requests are in flight.
  */
 export async function finalizeAndSettle(ctx: GatewayContext, escrowId: string, keyEnv: string, origin: 'rotation' | 'depletion', metadata: EventMetadata): Promise<SettleAnswer> {
-  const s = ctx.engine.escrow(escrowId);
-  if (s && (s.value === 'active' || s.value === 'depleted' || s.value === 'routingStopped')) {
-    await finalizeEscrow(ctx, escrowId, metadata);
-  }
-  return settleEscrow(ctx, escrowId, { keySource: { kind: 'env', name: keyEnv }, origin, metadata });
+  // Serialized with admin commands and the drain reactor on the same escrow.
+  return ctx.engine.serial(escrowStream(escrowId), async () => {
+    const s = ctx.engine.escrow(escrowId);
+    if (s && (s.value === 'active' || s.value === 'depleted' || s.value === 'routingStopped')) {
+      await finalizeEscrow(ctx, escrowId, metadata);
+    }
+    return settleEscrow(ctx, escrowId, { keySource: { kind: 'env', name: keyEnv }, origin, metadata });
+  });
 }
