@@ -89,6 +89,9 @@ export function createHttpApp(options: HttpAppOptions = {}): FastifyInstance {
   // JSON with any charset; an empty body is "no body" (curl -X POST -H 'Content-Type: application/json'
   // on finalize/deactivate), which then fails only if the route requires one.
   app.removeContentTypeParser('application/json');
+  // Every body is JSON: fastify's built-in text/plain parser would hand a string to the route and
+  // answer a confusing 400 ("expected an object") instead of the documented 415.
+  app.removeContentTypeParser('text/plain');
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit }, (request, body, done) => {
     if (typeof body === 'string' && body.trim() === '') return done(null, undefined);
