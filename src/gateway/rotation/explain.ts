@@ -233,7 +233,12 @@ export function explainRotation(records: Iterable<RecordedEvent>, filter: Explai
         } else {
           cycle.stage = 'done';
           cycle.status = 'completed';
-          push(cycle, record, `phase 2 completed at ${at(e.data.chain)}: ${e.data.created} created, ${e.data.promoted} promoted, ${e.data.settleDecided} settle(s) decided in this cycle`);
+          const bridges = [...cycle.created.filter((x) => x.role === 'temporary' && x.escrowId).map((x) => x.escrowId!), ...cycle.promoted];
+          const settledBridges = cycle.settles.filter((x) => x.role === 'temporary').length;
+          if (bridges.length > 0 && settledBridges === 0) {
+            push(cycle, record, `no replacement escrow was routable, so bridge escrow(s) ${bridges.join(', ')} keep serving (not settled)`);
+          }
+          push(cycle, record, `phase 2 completed at ${at(e.data.chain)}: ${e.data.created} create(s) decided, ${e.data.promoted} promoted, ${e.data.settleDecided} settle(s) decided in this cycle`);
           current.delete(model);
         }
         break;
@@ -296,7 +301,7 @@ export function formatExplain(x: RotationExplanation): string {
   if (x.cycles.length === 0 && x.replacements.length === 0) return 'No rotation is recorded in this log (for the given model / epoch).\n';
   for (const c of x.cycles) {
     const failed = c.failures.length > 0;
-    const verdict = c.status === 'completed' ? (failed ? 'completed with failures' : 'completed') : failed ? `FAILED, stopped in ${c.stage.replace('_', ' ')}` : `in progress (${c.stage.replace('_', ' ')})`;
+    const verdict = c.status === 'completed' ? (failed ? 'completed with FAILURES' : 'completed') : `in progress (${c.stage.replace('_', ' ')})${failed ? ' with FAILURES' : ''}`;
     out.push(`Rotation of ${c.model}, cycle of epoch ${c.epoch} (boundary at height ${c.boundaryHeight}): ${verdict}`);
     for (const s of c.steps) out.push(`  #${s.position} ${s.time}  ${s.text}`);
     if (failed) {
