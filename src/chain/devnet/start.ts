@@ -3,12 +3,12 @@
  * governance model list, and the simulated hosts under /hosts/<i>). Used by `shardgate devnet`,
  * by `serve` when NODE_RPC is unset, and by tests (ephemeral port, fast blocks, jumps in height).
  */
-import type { AddressInfo } from 'node:net';
 import Fastify from 'fastify';
 import type { HostIdentity } from '../../network/simulated-hosts/chain-view.js';
 import { DevnetChain } from './chain.js';
 import { resolveDevnetConfig, type DevnetConfig, type DevnetOptions } from './config.js';
 import { genesisIdentities, genesisState, type FundedKey } from './genesis.js';
+import { listenDevnet } from './listen.js';
 import { openStateStore } from './persistence.js';
 import { registerRestRoutes } from './rest-routes.js';
 import { registerRpcRoutes } from './rpc-routes.js';
@@ -46,14 +46,14 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
   registerRpcRoutes(app, chain);
   registerRestRoutes(app, chain);
   const simulatedHosts = registerSimulatedHosts(app, { chain, hosts: ids.hosts, tokenDelayMs: config.tokenDelayMs });
+  let url: string;
   try {
-    await app.listen({ host: '127.0.0.1', port: config.port });
+    // A restored devnet comes back on its previous port, so recorded slot URLs stay valid.
+    url = await listenDevnet(app, state, config.port);
   } catch (e) {
     chain.close();
     throw e;
   }
-  const { port } = app.server.address() as AddressInfo;
-  const url = `http://127.0.0.1:${port}`;
   chain.baseUrl = url;
   chain.start();
 

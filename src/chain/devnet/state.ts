@@ -85,6 +85,11 @@ export interface ChainState {
   models: string[];
   /** Gas fees and protocol settlement fees collected (burnt, for the devnet). */
   feesCollected: bigint;
+  /**
+   * Origin the devnet last served on. Escrow slot URLs are absolute (they name the hosts mounted on
+   * this server), so a restored devnet listens there again, or rewrites them when it cannot.
+   */
+  baseUrl?: string;
 }
 
 export function toSnapshot(state: ChainState): string {
