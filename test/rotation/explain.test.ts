@@ -1,0 +1,63 @@
+import { describe, expect, it } from 'vitest';
+import type { CatalogEvent, ChainInputs } from '../../src/events/catalog.js';
+import { explainRotation, formatExplain } from '../../src/gateway/rotation/explain.js';
+import { record } from '../machines/events.js';
+
+const M = 'm1';
+const chain = (height: number, epoch: number): ChainInputs => ({ height, epoch, nextBoundaryHeight: (epoch + 1) * 100, blocksUntilBoundary: (epoch + 1) * 100 - height, pocActive: false });
+const c7 = chain(785, 7);
+const refusal = { kind: 'insufficient_funds' as const, message: 'spendable balance 5ngonka is smaller than 1000000000ngonka', code: 5, codespace: 'sdk' };
+const rot = (event: CatalogEvent) => ({ streamId: `rotation-${M}`, event });
+const esc = (id: string, event: CatalogEvent) => ({ streamId: `escrow-${id}`, event });
+const intent = (id: string, event: CatalogEvent) => ({ streamId: `escrow-create-${id}`, event });
+const usage = { promptTokens: 1, completionTokens: 1, totalTokens: 2 };
+
+/** A recorded failed rotation: the temporary create refused, regulars promoted, a settle waiting on requests. */
+const log = record([
+  esc('5', { type: 'EscrowCreated', data: { escrowId: '5', txHash: 'A', height: 700, epoch: 7, creator: 'c', amount: '1000000000', model: M, role: 'regular', slots: [] } }),
+  esc('6', { type: 'EscrowCreated', data: { escrowId: '6', txHash: 'B', height: 701, epoch: 7, creator: 'c', amount: '1000000000', model: M, role: 'regular', slots: [] } }),
+  rot({ type: 'RotationPhaseStarted', data: { model: M, phase: 1, chain: c7, target: 1, existing: 2 } }),
+  rot({ type: 'RotationCreateDecided', data: { model: M, role: 'temporary', chain: c7, target: 1, existing: 2, intentIds: ['i-1'] } }),
+  intent('i-1', { type: 'EscrowCreateRequested', data: { intentId: 'i-1', model: M, amount: '1000000000', creator: 'c', keySource: { kind: 'env', name: 'K' }, role: 'temporary', epoch: 7, register: true, origin: 'rotation', txHash: 'T1' } }),
+  intent('i-1', { type: 'EscrowCreateFailed', data: { intentId: 'i-1', model: M, role: 'temporary', epoch: 7, error: refusal, txHash: 'T1' } }),
+  rot({ type: 'RotationFailed', data: { model: M, step: 'create_temporary', role: 'temporary', chain: c7, error: refusal, suppress: true, intentId: 'i-1' } }),
+  rot({ type: 'RotationPromoted', data: { model: M, chain: c7, escrowIds: ['5'] } }),
+  esc('6', { type: 'InferenceStarted', data: { requestId: 'r1', nonce: 1, clientKeyId: null, reservedCost: '10', inputTokens: 1, maxTokens: 1 } }),
+  esc('6', { type: 'InferenceStarted', data: { requestId: 'r2', nonce: 2, clientKeyId: null, reservedCost: '10', inputTokens: 1, maxTokens: 1 } }),
+  rot({ type: 'RotationSettleDecided', data: { model: M, role: 'regular', chain: c7, escrowIds: ['6'] } }),
+  esc('6', { type: 'EscrowSettleDeferred', data: { inFlight: 2, origin: 'rotation', keySource: { kind: 'env', name: 'K' } } }),
+  esc('6', { type: 'InferenceFinished', data: { requestId: 'r1', nonce: 1, usage, cost: '2' } }),
+  rot({ type: 'RotationPhaseCompleted', data: { model: M, phase: 1, chain: c7, created: 1, promoted: 1, settleDecided: 1 } }),
+  rot({ type: 'DepletionReplacementDecided', data: { model: M, escrowId: '5', reason: 'depleted', chain: chain(790, 7), intentId: 'd-1' } }),
+  rot({ type: 'DepletionReplacementFailed', data: { model: M, escrowId: '5', reason: 'depleted', chain: chain(790, 7), error: refusal, suppress: true } }),
+]);
+
+describe('explain rotation', () => {
+  it('given a recorded failed rotation, it names the step, the chain reason, the suppression and the settle waiting on requests', () => {
+    const x = explainRotation(log);
+    expect(x.cycles).toHaveLength(1);
+    const cycle = x.cycles[0]!;
+    expect(cycle).toMatchObject({ model: M, epoch: 7, status: 'in_progress', stage: 'waiting_poc', promoted: ['5'] });
+    expect(cycle.failures).toEqual([expect.objectContaining({ step: 'create_temporary', role: 'temporary', suppressed: true, intentId: 'i-1', error: refusal })]);
+    expect(cycle.settles).toEqual([{ escrowId: '6', role: 'regular', state: 'deferred', inFlight: 1 }]);
+    expect(x.replacements).toEqual([expect.objectContaining({ escrowId: '5', reason: 'depleted', suppressed: true, failure: refusal })]);
+
+    const text = formatExplain(x);
+    expect(text).toContain('cycle of epoch 7 (boundary at height 800): in progress (waiting poc) with FAILURES');
+    expect(text).toContain('temporary escrow create refused by the chain: insufficient_funds: spendable balance 5ngonka');
+    expect(text).toContain('step create_temporary (temporary): the chain said insufficient_funds');
+    expect(text).toContain(`temporary creates for ${M} in epoch 7`);
+    expect(text).toContain('escrow 6 (regular): waiting on 1 in-flight request(s)');
+    expect(text).toContain('escrow 5 (depleted) at height 790, epoch 7: FAILED: insufficient_funds');
+    // in log order
+    const positions = [...text.matchAll(/#(\d+) /g)].map((m) => Number(m[1]));
+    expect(positions).toEqual([...positions].sort((a, b) => a - b));
+  });
+
+  it('filters by model and epoch; an empty selection says so', () => {
+    expect(explainRotation(log, { model: 'other' }).cycles).toEqual([]);
+    expect(explainRotation(log, { epoch: 8 }).cycles).toEqual([]);
+    expect(explainRotation(log, { model: M, epoch: 7 }).cycles).toHaveLength(1);
+    expect(formatExplain(explainRotation(log, { epoch: 3 }))).toMatch(/No rotation is recorded/);
+  });
+});
