@@ -8,9 +8,10 @@ import { MODEL, startTestGateway, type TestGateway, type TestGatewayOptions } fr
 
 export { MODEL };
 
-export interface RotationGateway extends TestGateway {
+export interface RotationGateway extends Omit<TestGateway, 'restart'> {
   rotation: RotationTask;
   depletion: DepletionCheck;
+  restart(): Promise<RotationGateway>;
 }
 
 export const FAST_CHAIN = { DEVNET_BLOCK_TIME_MS: '50', DEVNET_EPOCH_BLOCKS: '60', DEVNET_POC_BLOCKS: '6' };
@@ -38,7 +39,7 @@ export function attach(gw: TestGateway): RotationGateway {
     async restart() {
       await rotation.stop();
       depletion.stop();
-      return attach(await gw.restart()) as never;
+      return attach(await gw.restart());
     },
   };
   return r;

@@ -1,0 +1,52 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { createEscrowViaApi, disposeTestGateway } from '../helpers/gateway.js';
+import { enableRotation, MODEL, ofType, startRotationGateway, waitFor, type RotationGateway } from './helpers.js';
+
+const chatOnce = (gw: RotationGateway) => gw.call('/v1/chat/completions', { key: 'client', body: { model: MODEL, messages: [{ role: 'user', content: 'spend a little' }], max_tokens: 8 } });
+
+describe('depletion on a fast devnet', () => {
+  let gw: RotationGateway | undefined;
+  afterEach(async () => {
+    await disposeTestGateway(gw);
+    gw = undefined;
+  });
+
+  it('with rotation on: a balance exhausted mid-request is replaced by a new regular escrow and the old one settled once drained', async () => {
+    gw = await startRotationGateway({ env: { DEVNET_EPOCH_BLOCKS: '100000' } });
+    const g = gw;
+    const old = await createEscrowViaApi(g, '1000000000');
+    await enableRotation(g, { temp_count: 1, target_count: 1 });
+    // A threshold just under the deposit: the first request's cost exhausts the escrow.
+    g.ctx.depletionThreshold = 999_990_000n;
+    expect((await chatOnce(g)).status).toBe(200);
+    await waitFor('a replacement', () => ofType(g, 'EscrowCreated').some((e) => e.data.escrowId !== old), 10_000);
+    g.ctx.depletionThreshold = 1_000_000n;
+    const depleted = ofType(g, 'EscrowDepleted');
+    expect(depleted).toHaveLength(1);
+    expect(depleted[0]!.metadata.actor).toEqual({ kind: 'depletion-check' });
+    const decided = ofType(g, 'DepletionReplacementDecided');
+    expect(decided.map((e) => ({ escrowId: e.data.escrowId, reason: e.data.reason }))).toEqual([{ escrowId: old, reason: 'exhausted' }]);
+    const replacement = ofType(g, 'EscrowCreated').find((e) => e.data.intentId === decided[0]!.data.intentId)!;
+    expect(replacement.data.role).toBe('regular');
+    await waitFor('the old escrow settled on chain', async () => (await g.ctx.chain.escrow(old))?.settled === true, 10_000);
+    expect((await chatOnce(g)).status).toBe(200);
+    expect(g.ctx.engine.escrow(replacement.data.escrowId)?.value).toBe('active');
+    await new Promise((r) => setTimeout(r, 700)); // periodic checks: no second replacement
+    expect(ofType(g, 'DepletionReplacementDecided')).toHaveLength(1);
+  }, 30_000);
+
+  it('with rotation off: the depleted escrow only stops taking chat, and that is logged', async () => {
+    gw = await startRotationGateway({ env: { DEVNET_EPOCH_BLOCKS: '100000' } });
+    const g = gw;
+    const old = await createEscrowViaApi(g, '1000000000');
+    await g.call('/v1/admin/settings', { body: { model_limits: [{ model_id: MODEL, access_mode: 'api_key' }] } });
+    g.ctx.depletionThreshold = 999_990_000n;
+    expect((await chatOnce(g)).status).toBe(200);
+    await waitFor('depleted', () => g.ctx.engine.escrow(old)?.value === 'depleted', 5_000);
+    await new Promise((r) => setTimeout(r, 700));
+    expect(ofType(g, 'DepletionReplacementDecided')).toEqual([]);
+    expect(ofType(g, 'EscrowCreated')).toHaveLength(1);
+    expect(g.logs.filter((l) => l.includes('escrow_depleted_not_replaced'))).toHaveLength(1);
+    expect((await chatOnce(g)).status).toBe(503);
+  }, 30_000);
+});
