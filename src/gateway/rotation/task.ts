@@ -33,6 +33,8 @@ export function startRotation(ctx: GatewayContext): RotationTask {
   let stopped = false;
   let chainDown = false;
   const log = ctx.logger.child({ component: 'rotation' });
+  /** Stopped, or disabled through the settings: finish the step under way, start no other. */
+  const halted = () => stopped || !ctx.projections.settings.effective().escrow_rotation.enabled;
 
   const tick = (): Promise<void> => {
     if (running) return running;
@@ -69,9 +71,9 @@ export function startRotation(ctx: GatewayContext): RotationTask {
       return;
     }
     for (const m of settings.models) {
-      if (stopped) return;
+      if (halted()) return;
       try {
-        await withModelLock(ctx, m.model_id, () => runModel(ctx, m, settings.pre_poc_blocks, epoch, () => stopped));
+        await withModelLock(ctx, m.model_id, () => runModel(ctx, m, settings.pre_poc_blocks, epoch, halted));
       } catch (err) {
         log.error({ err, model: m.model_id }, 'escrow_rotation_failed');
       }

@@ -1,0 +1,52 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { rotationDebugDocument } from '../../src/gateway/rotation/index.js';
+import { createEscrowViaApi, disposeTestGateway } from '../helpers/gateway.js';
+import { enableRotation, MODEL, ofType, startRotationGateway, waitFor, type RotationGateway } from './helpers.js';
+
+const rotationEvents = (gw: RotationGateway) => [...gw.store.readStream(`rotation-${MODEL}`)].length;
+
+describe('turning rotation on and off on a running gateway', () => {
+  let gw: RotationGateway | undefined;
+  afterEach(async () => {
+    await disposeTestGateway(gw);
+    gw = undefined;
+  });
+
+  it('enabling starts the task, disabling stops it; the debug document reports chain timing and latest results', async () => {
+    gw = await startRotationGateway();
+    const g = gw;
+    await createEscrowViaApi(g, '1000000000');
+    await enableRotation(g, { temp_count: 1, target_count: 1, pre_poc_blocks: 30 });
+    await waitFor('phase 1 of epoch 0', () => ofType(g, 'RotationPhaseCompleted').length >= 1, 15_000);
+
+    const doc = await rotationDebugDocument(g.ctx);
+    expect(doc.enabled).toBe(true);
+    expect(doc.chain.block_height).toBeGreaterThan(0);
+    expect(doc.chain).toMatchObject({ epoch_index: expect.any(Number), poc_active: expect.any(Boolean), blocks_until_next_rotation: expect.any(Number) });
+    expect(doc.settings.models[0]).toMatchObject({ model_id: MODEL, temp_count: 1 });
+    expect(doc.latest.length).toBeGreaterThan(2);
+    expect(doc.latest.at(-1)).toMatchObject({ model: MODEL, stage: 'waitingPoc', created: 1 });
+
+    await enableRotation(g, { enabled: false, temp_count: 1, target_count: 1, pre_poc_blocks: 30 });
+    const before = rotationEvents(g);
+    // Past the boundary and its PoC window: a running task would have started phase 2.
+    const boundary = (await g.ctx.chain.epoch()).nextBoundaryHeight;
+    await waitFor('the end of the PoC window', async () => (await g.ctx.chain.height()) > boundary + 8, 10_000);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(rotationEvents(g)).toBe(before);
+    expect((await rotationDebugDocument(g.ctx)).enabled).toBe(false);
+
+    // Enabled again: phase 2 resumes from the log.
+    await enableRotation(g, { temp_count: 1, target_count: 1, pre_poc_blocks: 30 });
+    await waitFor('phase 2 completed', () => ofType(g, 'RotationPhaseCompleted').some((e) => e.data.phase === 2), 10_000);
+  }, 30_000);
+
+  it('the debug document falls back to nulls when the chain does not answer in time', async () => {
+    gw = await startRotationGateway({ env: { DEVNET_EPOCH_BLOCKS: '100000' } });
+    const ctx = { ...gw.ctx, chain: { ...gw.ctx.chain, epoch: () => new Promise<never>(() => undefined) } } as typeof gw.ctx;
+    const doc = await rotationDebugDocument(ctx, 50);
+    expect(doc.chain).toMatchObject({ block_height: null, epoch_index: null, blocks_until_next_rotation: null, poc_active: null, next_boundary_height: null });
+    expect(doc.chain.error).toMatch(/timeout/);
+    expect(doc.enabled).toBe(false);
+  }, 20_000);
+});
