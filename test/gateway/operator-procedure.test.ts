@@ -110,6 +110,10 @@ describe('operator procedure', () => {
     for (let i = 0; i < 3; i++) expect((await gw.call('/v1/chat/completions', { key: 'client', body: chatBody(`request ${i}`) })).status).toBe(200);
     const view = (await gw.call(`/v1/admin/devshards/${a}`)).json;
     expect(view.nonce).toBe(4);
+    // Settle before finalize is refused, naming the step.
+    const early = await gw.call(`/v1/admin/devshards/${a}/settle`, { body: { private_key_env: SETTLE_ENV } });
+    expect(early.status).toBe(409);
+    expect(early.json.error.message).toContain('finalize');
     const f = await gw.call('/v1/finalize', { method: 'POST' });
     expect(f.status, f.text).toBe(200);
     const doc = f.json;
@@ -126,13 +130,19 @@ describe('operator procedure', () => {
     expect((await gw.call(`/v1/admin/devshards/${a}`)).json.state).toBe('finalized');
     const after = await gw.call('/v1/chat/completions', { key: 'client', body: chatBody() });
     expect(after.status).toBe(503);
-    expect(after.json.error).toBeDefined();
+    expect(after.json.error.code).toBe('no_active_escrow');
+    expect(Number(after.headers.get('retry-after'))).toBeGreaterThan(0);
   });
 
   let refund: bigint;
   it('7b. settle with private_key_env: the chain says settled, the creator got the refund', async () => {
     const spent = BigInt((await gw.call(`/v1/admin/devshards/${a}`)).json.spent);
     const before = await balanceOf(gw, creator);
+    // A variable that is not set: 400 naming it, nothing broadcast.
+    const unset = await gw.call(`/v1/admin/devshards/${a}/settle`, { body: { private_key_env: 'NO_SUCH_KEY_VAR' } });
+    expect(unset.status).toBe(400);
+    expect(unset.json.error.message).toContain('NO_SUCH_KEY_VAR');
+    expect((await gw.call(`/v1/admin/devshards/${a}`)).json.state).toBe('finalized');
     const r = await gw.call(`/v1/admin/devshards/${a}/settle`, { body: { private_key_env: SETTLE_ENV } });
     expect(r.status, r.text).toBe(200);
     expect(r.json.status).toBe('settled');
@@ -230,7 +240,8 @@ function longPrompt(minPieces: number): string {
 describe('settle deferred while a streamed request is in flight', () => {
   let gw: TestGateway;
   beforeAll(async () => {
-    gw = await startTestGateway({ env: { DEVNET_TOKEN_DELAY_MS: '50' } });
+    // One request at a time: a second chat while a stream is in flight meets the limiter.
+    gw = await startTestGateway({ env: { DEVNET_TOKEN_DELAY_MS: '50', GATEWAY_MAX_CONCURRENT_REQUESTS: '1' } });
   });
   afterAll(() => disposeTestGateway(gw));
 
@@ -248,6 +259,11 @@ describe('settle deferred while a streamed request is in flight', () => {
     let text = decoder.decode((await reader.read()).value);
     expect(text).toContain('data: ');
     expect((await gw.call(`/v1/admin/devshards/${id}`)).json.in_flight).toBe(1);
+    const limited = await gw.call('/v1/chat/completions', { body: { model: MODEL, messages: [{ role: 'user', content: 'second' }], max_tokens: 4 } });
+    expect(limited.status).toBe(429);
+    expect(limited.json.error.type).toBe('rate_limit_error');
+    expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect((await gw.call('/v1/status', { key: 'none' })).json.active_requests).toBe(1);
 
     const f = await gw.call(`/devshard/${id}/v1/finalize`, { method: 'POST' });
     expect(f.status, f.text).toBe(200);
@@ -288,5 +304,46 @@ describe('settle deferred while a streamed request is in flight', () => {
     expect(BigInt(view.spent)).toBe(BigInt(usageChunk!.usage!.total_tokens) * 1000n);
     const settled = [...gw.store.readAll()].filter((r) => r.type === 'EscrowSettled').at(-1)!;
     expect(BigInt((settled.data as { refund: string }).refund)).toBe(AMOUNT - BigInt(view.spent));
+  });
+
+  it('a client that disconnects mid-stream cancels the host request; the usage so far is accounted', async () => {
+    const id = await createEscrowViaApi(gw);
+    const content = longPrompt(40);
+    const abort = new AbortController();
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${gw.keys.adminApiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content }], stream: true }),
+      signal: abort.signal,
+    });
+    expect(res.status).toBe(200);
+    const reader = res.body!.getReader();
+    let seen = '';
+    while ((seen.match(/"content":"/g) ?? []).length < 4) seen += new TextDecoder().decode((await reader.read()).value);
+    abort.abort();
+    const deadline = Date.now() + 5000;
+    let view = (await gw.call(`/v1/admin/devshards/${id}`)).json;
+    while (view.in_flight !== 0 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 50));
+      view = (await gw.call(`/v1/admin/devshards/${id}`)).json;
+    }
+    expect(view.in_flight).toBe(0);
+    expect(view.reserved).toBe('0');
+    const ended = gw.store.readStream(`escrow-${id}`).filter((r) => r.type === 'InferenceFailed' || r.type === 'InferenceFinished');
+    expect(ended).toHaveLength(1);
+    expect(ended[0]!.type).toBe('InferenceFailed');
+    const data = ended[0]!.data as { nonce: number; reason: string; usage: { promptTokens: number; completionTokens: number; totalTokens: number }; cost: string };
+    expect(data.nonce).toBe(1);
+    expect(data.reason).toMatch(/disconnect|abort|closed/i);
+    // Billed for what was delivered: the prompt and some, not all, of the answer.
+    expect(data.usage.completionTokens).toBeGreaterThanOrEqual(3);
+    expect(data.usage.completionTokens).toBeLessThan(planCompletion({ model: MODEL, messages: [{ role: 'user', content }] }).pieces.length);
+    expect(BigInt(data.cost)).toBe(BigInt(data.usage.totalTokens) * 1000n);
+    expect(view.spent).toBe(data.cost);
+    // The hosts agree: the interrupted request settles.
+    expect((await gw.call(`/devshard/${id}/v1/finalize`, { method: 'POST' })).status).toBe(200);
+    const s = await gw.call(`/v1/admin/devshards/${id}/settle`, { body: {} });
+    expect(s.status, s.text).toBe(200);
+    expect(BigInt(s.json.refund)).toBe(AMOUNT - BigInt(data.cost));
   });
 });
