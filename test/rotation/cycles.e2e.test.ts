@@ -42,7 +42,7 @@ describe('rotation on a fast devnet', () => {
     // Never a settle while requests were in flight: each EscrowSettleRequested follows the last end.
     const debug = await g.call('/v1/debug/rotation');
     expect(debug.status).toBe(200);
-    console.log(`rotation cycles completed at ${cycleTimes.map((t) => `${(t / 1000).toFixed(1)} s`).join(', ')}; ${result.total} chat requests, 0 failed`);
+    console.log(`rotation cycles completed at ${cycleTimes.map((t) => `${(t / 1000).toFixed(1)} s`).join(', ')}; ${result.total} chat requests, ${result.failures.length} failed`);
     // Needs chat.ts to skip an escrow the engine refused when it retries (see report).
     expect(result.failures).toEqual([]);
   }, 40_000);
