@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDevnet } from '../../src/chain/devnet/index.js';
 import { rebaseSlotUrls } from '../../src/chain/devnet/listen.js';
 import type { ChainState } from '../../src/chain/devnet/state.js';
+import { planCompletion } from '../../src/network/simulated-hosts/completion-plan.js';
 import { createEscrowViaApi, disposeTestGateway, MODEL, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
 const chatBody = (content: string) => ({ model: MODEL, messages: [{ role: 'user', content }], max_tokens: 12 });
@@ -132,5 +133,43 @@ describe('a restored devnet keeps its address', () => {
     rebaseSlotUrls(state, 'http://127.0.0.1:2000');
     expect(state.escrows['1']!.slots.map((s) => s.url)).toEqual(['http://127.0.0.1:2000/hosts/0', 'http://other:1000/hosts/1']);
     expect(state.baseUrl).toBe('http://127.0.0.1:2000');
+  });
+});
+
+describe('stopping with a stream in flight and a deferred settle', () => {
+  let gw: TestGateway;
+  beforeAll(async () => {
+    gw = await startTestGateway({ env: { DEVNET_TOKEN_DELAY_MS: '30' } });
+  });
+  afterAll(() => disposeTestGateway(gw));
+
+  it('stop drains the stream to its end, the deferred settle completes, and the restart sees it settled', async () => {
+    const id = await createEscrowViaApi(gw);
+    let content = '';
+    for (let i = 0; i < 500 && !content; i++) {
+      const c = `a long answer please ${i}`;
+      if (planCompletion({ model: MODEL, messages: [{ role: 'user', content: c }] }).pieces.length >= 30) content = c;
+    }
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${gw.keys.adminApiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content }], stream: true }),
+    });
+    expect(res.status).toBe(200);
+    const body = res.text();
+    await new Promise((r) => setTimeout(r, 100));
+    expect((await gw.call(`/devshard/${id}/v1/finalize`, { method: 'POST' })).status).toBe(200);
+    const s = await gw.call(`/v1/admin/devshards/${id}/settle`, { body: {} });
+    expect(s.status, s.text).toBe(202);
+    // Stop (SIGTERM's path) while the stream is still running, then start again.
+    const restarted = gw.restart();
+    const text = await body;
+    gw = await restarted;
+    expect(text.trimEnd().endsWith('data: [DONE]')).toBe(true);
+    const view = (await gw.call(`/v1/admin/devshards/${id}`)).json;
+    expect(view.state).toBe('settled');
+    expect(view.in_flight).toBe(0);
+    const onChain = await fetch(`${gw.devnet!.url}/productscience/inference/inference/devshard_escrow/${id}`);
+    expect(((await onChain.json()) as { escrow: { settled: boolean } }).escrow.settled).toBe(true);
   });
 });
