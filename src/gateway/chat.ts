@@ -71,9 +71,11 @@ async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<Ch
   const metadata = { actor, requestId: cmd.requestId, correlationId: cmd.requestId };
   const requestId = cmd.requestId || randomUUID();
 
-  // A pick can race with another request's reservation; the statechart has the last word.
+  // The pool follows commits; the engine's decided state can be one append ahead (a finalize or a
+  // reservation still committing). The statechart has the last word: a refused escrow is skipped.
+  const refused = new Set<string>();
   for (let attempt = 0; ; attempt++) {
-    const picked = ctx.projections.pool.pick(req.model, reservedCost.toString());
+    const picked = pickEscrow(ctx, req.model, reservedCost, refused);
     if (!picked) throw noCapacity(ctx, req.model, reservedCost);
     const snapshot = ctx.engine.escrow(picked.escrowId)!;
     const c = snapshot.context;
@@ -101,7 +103,11 @@ async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<Ch
         ),
       ]);
     } catch (err) {
-      if (err instanceof TransitionRefused && attempt < 3) continue;
+      if (err instanceof TransitionRefused) {
+        refused.add(picked.escrowId);
+        if (attempt < 8) continue;
+        throw errors.unavailable(`No escrow of model '${req.model}' could take the request right now; retry shortly.`, 1, 'no_escrow_available');
+      }
       throw err;
     }
     await startedAt; // durable before the request leaves (DESIGN.md principle 6)
@@ -139,6 +145,19 @@ async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<Ch
       throw hostFailure(err);
     }
   }
+}
+
+/** The pool's pick, unless it is refused or no longer active in the decided state; then the next best. */
+function pickEscrow(ctx: GatewayContext, model: string, reservedCost: bigint, refused: ReadonlySet<string>) {
+  const usable = (id: string) => !refused.has(id) && ctx.engine.escrow(id)?.value === 'active';
+  const first = ctx.projections.pool.pick(model, reservedCost.toString());
+  if (!first || usable(first.escrowId)) return first;
+  let best: (typeof first) | undefined;
+  for (const e of ctx.projections.pool.routableOf(model)) {
+    if (!usable(e.escrowId) || BigInt(e.balance) - BigInt(e.reserved) < reservedCost) continue;
+    if (!best || e.inFlight < best.inFlight) best = e;
+  }
+  return best;
 }
 
 function stopRouting(ctx: GatewayContext, escrowId: string, nonce: number, routingStop: number): void {

@@ -26,9 +26,10 @@ import { ChainInfo } from './chain-info.js';
 import type { GatewayContext } from './context.js';
 import { Engine } from './engine.js';
 import { Keyring } from './keyring.js';
-import { reconcile } from './reconcile.js';
+import { reconcile, startIntentReconciler } from './reconcile.js';
 import { createDrainReactor } from './reactors.js';
 import { bootstrap } from './bootstrap.js';
+import { onRequestEnded, startDepletionCheck, startRotation } from './rotation/index.js';
 
 /** Spec: usable balance below 1,000,000 (smallest unit) makes an escrow depleted. */
 export const DEPLETION_THRESHOLD = 1_000_000n;
@@ -46,6 +47,8 @@ export interface GatewayOptions {
 }
 
 export interface RunningGateway {
+  /** The background tasks (tests drive them with tick()). */
+  tasks: { rotation: ReturnType<typeof startRotation>; depletion: ReturnType<typeof startDepletionCheck> };
   url: string;
   app: FastifyInstance;
   ctx: GatewayContext;
@@ -113,14 +116,22 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
     metrics,
     logger,
     depletionThreshold: DEPLETION_THRESHOLD,
-    afterRequest: (escrowId) => drain.afterRequest(ctx, escrowId),
+    afterRequest: (escrowId) => {
+      drain.afterRequest(ctx, escrowId);
+      onRequestEnded(ctx, escrowId);
+    },
   };
 
   if (emptyLog) await bootstrapDisabled(ctx);
   const report = await reconcile(ctx);
   if (report.creates.length || report.settles.length || report.orphanedRequests) logger.info({ reconcile: report }, 'reconciled recorded chain intents');
+  // Outcomes still unknown (node unreachable, tx not yet included) are asked for by hash until known.
+  const stopIntentReconciler = startIntentReconciler(ctx, Number(config.env.GATEWAY_RECONCILE_INTERVAL_MS ?? 5_000));
   await drain.resumeDeferred(ctx);
   await bootstrap(ctx, { quickStartEscrow: options.quickStartEscrow === true && devnet !== undefined && emptyLog });
+  const rotation = startRotation(ctx);
+  const depletion = startDepletionCheck(ctx);
+  ctx.onSettingsChanged = () => rotation.reconfigure();
 
   const app = createHttpApp({ logger, metrics, fastify: { forceCloseConnections: 'idle' } });
   registerRoutes(app, ctx);
@@ -142,6 +153,9 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
       await Promise.race([closed, new Promise((r) => setTimeout(r, Math.max(0, deadline - Date.now())))]);
       clearInterval(checkpointTimer);
       chainInfo.stop();
+      await stopIntentReconciler();
+      await rotation.stop();
+      depletion.stop();
       await drain.idle();
       projections.checkpoint(store);
       detach();
@@ -151,7 +165,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
       await devnet?.close();
     })());
 
-  return { url, app, ctx, store, devnet, stop };
+  return { url, app, ctx, store, devnet, stop, tasks: { rotation, depletion } };
 }
 
 /** DEVSHARD_GATEWAY_DISABLED* take effect on the first start only (an empty log). */

@@ -3,7 +3,7 @@
  * depletion check attached, plus chat load and log helpers.
  */
 import { upcast, type RecordedCatalogEvent } from '../../src/events/catalog.js';
-import { onRequestEnded, startDepletionCheck, startRotation, type DepletionCheck, type RotationTask } from '../../src/gateway/rotation/index.js';
+import type { DepletionCheck, RotationTask } from '../../src/gateway/rotation/index.js';
 import { MODEL, startTestGateway, type TestGateway, type TestGatewayOptions } from '../helpers/gateway.js';
 
 export { MODEL };
@@ -16,29 +16,13 @@ export interface RotationGateway extends Omit<TestGateway, 'restart'> {
 
 export const FAST_CHAIN = { DEVNET_BLOCK_TIME_MS: '50', DEVNET_EPOCH_BLOCKS: '60', DEVNET_POC_BLOCKS: '6' };
 
-/** Attaches rotation + depletion to a running test gateway (as gateway.ts wires them). */
+/** The gateway's own rotation and depletion tasks, exposed for tests. */
 export function attach(gw: TestGateway): RotationGateway {
-  const ctx = gw.ctx;
-  const rotation = startRotation(ctx);
-  const depletion = startDepletionCheck(ctx);
-  const after = ctx.afterRequest;
-  ctx.afterRequest = (id) => {
-    after(id);
-    onRequestEnded(ctx, id);
-  };
-  const stop = gw.stop;
   const r: RotationGateway = {
     ...gw,
-    rotation,
-    depletion,
-    async stop() {
-      await rotation.stop();
-      depletion.stop();
-      await stop();
-    },
+    rotation: gw.tasks.rotation,
+    depletion: gw.tasks.depletion,
     async restart() {
-      await rotation.stop();
-      depletion.stop();
       return attach(await gw.restart());
     },
   };
