@@ -158,7 +158,9 @@ export class CosmosChainClient implements ChainPort {
     const aheadDeadline = Date.now() + Math.max(2_000, this.pollMs * 10);
     for (;;) {
       try {
-        await query.broadcastTxSync(bytes);
+        // A node that takes the tx but never answers must not hold the caller forever: after the
+        // request timeout the outcome is unknown (the caller looks the hash up later).
+        await withTimeout(query.broadcastTxSync(bytes), this.rest.timeoutMs, `no answer from the node within ${this.rest.timeoutMs} ms`);
         break;
       } catch (e) {
         if (e instanceof BroadcastTxError) {
@@ -370,6 +372,14 @@ export class CosmosChainClient implements ChainPort {
     if (body.error) throw new ChainError('rejected', `chain RPC ${method}: ${body.error.data ?? body.error.message ?? 'error'}`);
     return body.result;
   }
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(message)), ms);
+  });
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
 
 function eventAttr(outcome: TxOutcome, type: string, key: string): string | undefined {

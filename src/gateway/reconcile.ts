@@ -4,17 +4,30 @@
  *  - a create intent with no outcome: look its tx up by hash; if the chain never saw it, broadcast
  *    the recorded bytes again (same hash: it cannot create twice); the outcome is then recorded;
  *  - an escrow in `settling`: the same with its settle tx;
- *  - requests in flight when the process died: they can no longer end, so they are recorded as
- *    failed (billed nothing) and their reservations released.
+ *  - requests in flight when the process died (orphans): they can no longer end here, so they are
+ *    recorded as failed and their reservations released. What they cost is asked of the hosts,
+ *    not guessed: the host may have served an orphan completely before the gateway died, and it
+ *    will refuse to sign a settlement that bills less than it completed. So for each slot with
+ *    orphans the gateway offers its own figure for the slot (what its log already bills there);
+ *    a host that refuses with `cost_mismatch` says what it served, and the difference up to the
+ *    host's confirmed (completed) cost is billed to that slot's orphans, never more than each
+ *    one's reservation (which the balance guaranteed). A host that cannot be asked leaves the
+ *    orphans at cost 0; settle then reports the host's refusal.
+ *
+ * The create/settle part also runs in the background (`startIntentReconciler`) so an outcome that
+ * was unknown when the command answered (node unreachable, tx not yet included) gets recorded
+ * without a restart.
  */
+import { createHash } from 'node:crypto';
 import { createIntentStream, escrowStream, newEvent } from '../events/catalog.js';
-import type { EventMetadata } from '../events/envelope.js';
+import type { EventMetadata, NewEvent } from '../events/envelope.js';
 import type { PreparedTx, TxOutcome } from '../chain/port.js';
+import { collectSignaturesDetailed } from '../network/collect-signatures.js';
 import type { GatewayContext } from './context.js';
-import { outcomeUnknown } from './escrows/chain-errors.js';
+import { busyWith } from './escrows/broadcast.js';
+import { chainErrorInfo, outcomeUnknown } from './escrows/chain-errors.js';
 import { resolveCreate } from './escrows/create.js';
 import { resolveSettle } from './escrows/lifecycle.js';
-import { chainErrorInfo } from './escrows/chain-errors.js';
 
 const META: EventMetadata = { actor: { kind: 'reconciler' } };
 
@@ -22,51 +35,55 @@ export interface ReconcileReport {
   creates: { intentId: string; result: 'created' | 'failed' | 'unknown' }[];
   settles: { escrowId: string; result: 'settled' | 'failed' | 'unknown' }[];
   orphanedRequests: number;
+  /** Orphans billed with what their host reports it served. */
+  orphansBilled: { escrowId: string; nonce: number; cost: string }[];
 }
 
 export async function reconcile(ctx: GatewayContext): Promise<ReconcileReport> {
-  const report: ReconcileReport = { creates: [], settles: [], orphanedRequests: 0 };
+  const report: ReconcileReport = { creates: [], settles: [], orphanedRequests: 0, orphansBilled: [] };
+  for (const e of ctx.projections.pool.all()) {
+    const snap = ctx.engine.escrow(e.escrowId);
+    if (snap && Object.keys(snap.context.pending).length > 0) await endOrphans(ctx, e.escrowId, report);
+  }
+  await reconcileIntents(ctx, report);
+  return report;
+}
+
+/** Create intents without outcome and escrows in `settling`: outcome by hash (or re-broadcast). */
+export async function reconcileIntents(ctx: GatewayContext, report: ReconcileReport = { creates: [], settles: [], orphanedRequests: 0, orphansBilled: [] }): Promise<ReconcileReport> {
+  const busy = busyWith(ctx);
   for (const p of ctx.projections.pool.pending()) {
-    const first = ctx.engine.readStream(createIntentStream(p.intentId))[0];
-    const txBytes = first?.type === 'EscrowCreateRequested' ? first.data.txBytes : undefined;
-    const creator = first?.type === 'EscrowCreateRequested' ? first.data.creator : '';
-    const outcome = await outcomeOf(ctx, { txHash: p.txHash, txBytes: txBytes ?? '', creator });
-    if (outcome === 'unknown') {
-      report.creates.push({ intentId: p.intentId, result: 'unknown' });
-      continue;
-    }
-    if ('error' in outcome) {
-      await ctx.engine.decideEscrow('intent', p.intentId, [
-        newEvent('EscrowCreateFailed', { intentId: p.intentId, model: p.model, role: p.role, epoch: p.epoch, error: chainErrorInfo(outcome.error), txHash: p.txHash }, META),
-      ]);
-      report.creates.push({ intentId: p.intentId, result: 'failed' });
-      continue;
-    }
-    const r = await resolveCreate(ctx, p.intentId, outcome, META);
-    report.creates.push({ intentId: p.intentId, result: r.ok ? 'created' : 'failed' });
+    if (busy.has(p.txHash)) continue;
+    await ctx.engine.serial(createIntentStream(p.intentId), async () => {
+      if (ctx.engine.intent(p.intentId)?.value !== 'creating') return;
+      const first = ctx.engine.readStream(createIntentStream(p.intentId))[0];
+      const txBytes = first?.type === 'EscrowCreateRequested' ? first.data.txBytes : undefined;
+      const creator = first?.type === 'EscrowCreateRequested' ? first.data.creator : '';
+      const outcome = await outcomeOf(ctx, { txHash: p.txHash, txBytes: txBytes ?? '', creator });
+      if (outcome === 'unknown') {
+        report.creates.push({ intentId: p.intentId, result: 'unknown' });
+        return;
+      }
+      if ('error' in outcome) {
+        await ctx.engine.decideEscrow('intent', p.intentId, [
+          newEvent('EscrowCreateFailed', { intentId: p.intentId, model: p.model, role: p.role, epoch: p.epoch, error: chainErrorInfo(outcome.error), txHash: p.txHash }, META),
+        ]);
+        report.creates.push({ intentId: p.intentId, result: 'failed' });
+        return;
+      }
+      const r = await resolveCreate(ctx, p.intentId, outcome, META);
+      report.creates.push({ intentId: p.intentId, result: r.ok ? 'created' : 'failed' });
+    });
   }
 
   for (const e of ctx.projections.pool.all()) {
-    const snap = ctx.engine.escrow(e.escrowId);
-    if (!snap) continue;
-    const pending = Object.keys(snap.context.pending);
-    if (pending.length > 0) {
-      const nonces = new Map<string, number>();
-      for (const r of ctx.engine.readStream(escrowStream(e.escrowId))) if (r.type === 'InferenceStarted') nonces.set(r.data.requestId, r.data.nonce);
-      const events = pending.map((requestId) =>
-        newEvent(
-          'InferenceFailed',
-          { requestId, nonce: nonces.get(requestId) ?? 0, reason: 'gateway restarted while the request was in flight', usage: { promptTokens: 0, completionTokens: 0, totalTokens: 0 }, cost: '0' },
-          META,
-        ),
-      );
-      await ctx.engine.decideEscrow('escrow', e.escrowId, events);
-      report.orphanedRequests += events.length;
-    }
-    if (snap.value === 'settling') {
+    if (ctx.engine.escrow(e.escrowId)?.value !== 'settling') continue;
+    await ctx.engine.serial(escrowStream(e.escrowId), async () => {
+      const snap = ctx.engine.escrow(e.escrowId);
+      if (snap?.value !== 'settling') return;
       const recs = ctx.engine.readStream(escrowStream(e.escrowId));
       const req = [...recs].reverse().find((r) => r.type === 'EscrowSettleRequested');
-      if (req?.type !== 'EscrowSettleRequested') continue;
+      if (req?.type !== 'EscrowSettleRequested' || busy.has(req.data.txHash)) return;
       const outcome = await outcomeOf(ctx, { txHash: req.data.txHash, txBytes: req.data.txBytes ?? '', creator: snap.context.creator ?? '' });
       if (outcome === 'unknown') {
         report.settles.push({ escrowId: e.escrowId, result: 'unknown' });
@@ -78,9 +95,105 @@ export async function reconcile(ctx: GatewayContext): Promise<ReconcileReport> {
         const failure = await resolveSettle(ctx, e.escrowId, outcome, META);
         report.settles.push({ escrowId: e.escrowId, result: failure ? 'failed' : 'settled' });
       }
-    }
+    });
   }
   return report;
+}
+
+/**
+ * Runs `reconcileIntents` every `intervalMs` while something is unresolved (one run at a time).
+ * @returns stop, which also waits for a run under way
+ */
+export function startIntentReconciler(ctx: GatewayContext, intervalMs: number): () => Promise<void> {
+  let running: Promise<unknown> | undefined;
+  const timer = setInterval(() => {
+    if (running) return;
+    const unresolved = ctx.projections.pool.pending().length > 0 || ctx.projections.pool.all().some((e) => e.state === 'settling');
+    if (!unresolved) return;
+    running = reconcileIntents(ctx)
+      .then(
+        (report) => {
+          const done = [...report.creates, ...report.settles].filter((r) => r.result !== 'unknown');
+          if (done.length > 0) ctx.logger.info({ reconcile: report }, 'reconciled chain intents by tx hash');
+        },
+        (err) => ctx.logger.warn({ err: { message: (err as Error).message } }, 'intent reconciliation failed; retrying later'),
+      )
+      .finally(() => (running = undefined));
+  }, intervalMs);
+  timer.unref();
+  return async () => {
+    clearInterval(timer);
+    // A run may be waiting on a slow chain; shutdown does not wait for it long (it is retried on start).
+    await Promise.race([running, new Promise((r) => setTimeout(r, 1_000).unref())]);
+  };
+}
+
+/** Ends the requests in flight when the process died, billed with what their hosts served. */
+async function endOrphans(ctx: GatewayContext, escrowId: string, report: ReconcileReport): Promise<void> {
+  const snap = ctx.engine.escrow(escrowId)!;
+  const c = snap.context;
+  const slots = c.slots;
+  const started = new Map<string, { nonce: number; reserved: bigint }>();
+  const known = new Map<number, bigint>(); // slot index -> cost the log already bills there
+  for (const r of ctx.engine.readStream(escrowStream(escrowId))) {
+    if (r.type === 'InferenceStarted') started.set(r.data.requestId, { nonce: r.data.nonce, reserved: BigInt(r.data.reservedCost) });
+    if ((r.type === 'InferenceFinished' || r.type === 'InferenceFailed') && slots.length > 0) {
+      const i = r.data.nonce % slots.length;
+      known.set(i, (known.get(i) ?? 0n) + BigInt(r.data.cost));
+    }
+  }
+  const orphans = Object.keys(c.pending)
+    .map((requestId) => ({ requestId, nonce: started.get(requestId)?.nonce ?? 0, reserved: BigInt(c.pending[requestId] ?? started.get(requestId)?.reserved ?? 0n), cost: 0n }))
+    .sort((a, b) => a.nonce - b.nonce);
+
+  if (slots.length > 0) {
+    const bySlot = new Map<number, typeof orphans>();
+    for (const o of orphans) {
+      const i = o.nonce % slots.length;
+      bySlot.set(i, [...(bySlot.get(i) ?? []), o]);
+    }
+    const hostStats = slots.map((s, i) => ({ slotId: s.slotId, missed: 0, invalid: 0, cost: known.get(i) ?? 0n, requests: 0 }));
+    const probeRoot = createHash('sha256').update(`shardgate/orphan-probe/${escrowId}/${c.nonce}`).digest('hex');
+    const asked = [...bySlot.keys()].map((i) => ({ slotId: slots[i]!.slotId, url: slots[i]!.url }));
+    const { failures } = await collectSignaturesDetailed(asked, escrowId, { stateRoot: probeRoot, nonce: c.nonce, hostStats }, { timeoutMs: 5_000 }).catch(() => ({ failures: [] }));
+    let balance = BigInt(c.balance);
+    for (const f of failures) {
+      const i = slots.findIndex((s) => s.slotId === f.slotId);
+      if (!f.served || i < 0) {
+        if (f.status !== 409) ctx.logger.warn({ escrow_id: escrowId, slot_id: f.slotId, reason: f.message }, 'could not ask the host what it served for requests in flight at the crash; they are billed 0');
+        continue;
+      }
+      // Bill the orphans of this slot what the host certainly completed beyond what the log bills.
+      let extra = f.served.confirmedCost - (known.get(i) ?? 0n);
+      for (const o of bySlot.get(i) ?? []) {
+        if (extra <= 0n) break;
+        let cost = extra < o.reserved ? extra : o.reserved;
+        if (cost > balance) cost = balance;
+        o.cost = cost;
+        extra -= cost;
+        balance -= cost;
+      }
+      if (extra > 0n) ctx.logger.warn({ escrow_id: escrowId, slot_id: f.slotId, unbilled: extra.toString() }, 'the host reports more served than the requests in flight at the crash reserved');
+    }
+  }
+
+  const events: NewEvent[] = orphans.map((o) => {
+    const billed = o.cost > 0n;
+    if (billed) report.orphansBilled.push({ escrowId, nonce: o.nonce, cost: o.cost.toString() });
+    return newEvent(
+      'InferenceFailed',
+      {
+        requestId: o.requestId,
+        nonce: o.nonce,
+        reason: billed ? 'gateway restarted while the request was in flight; billed what the host reports it completed' : 'gateway restarted while the request was in flight',
+        usage: { promptTokens: 0, completionTokens: 0, totalTokens: 0 },
+        cost: o.cost.toString(),
+      },
+      META,
+    );
+  });
+  await ctx.engine.decideEscrow('escrow', escrowId, events);
+  report.orphanedRequests += events.length;
 }
 
 /** The tx's outcome: looked up by hash, else re-broadcast from its recorded bytes. */

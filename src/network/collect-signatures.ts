@@ -22,6 +22,8 @@ export interface SignatureFailure {
   url: string;
   status?: number;
   message: string;
+  /** What the host says it served for this slot, when it refuses a claim (409 cost_mismatch). */
+  served?: { cost: bigint; confirmedCost: bigint };
 }
 
 export interface CollectOptions {
@@ -64,7 +66,7 @@ export async function collectSignaturesDetailed(
           signal,
         });
         const text = await res.body.text();
-        let json: { signature?: unknown; error?: { message?: unknown } } = {};
+        let json: { signature?: unknown; error?: { message?: unknown }; served?: { cost?: unknown; confirmed_cost?: unknown } } = {};
         try {
           json = JSON.parse(text) as typeof json;
         } catch {
@@ -72,7 +74,8 @@ export async function collectSignaturesDetailed(
         }
         if (res.statusCode !== 200 || typeof json.signature !== 'string') {
           const message = typeof json.error?.message === 'string' ? json.error.message : text.slice(0, 500) || `status ${res.statusCode}`;
-          return { slotId: h.slotId, url: h.url, status: res.statusCode, message };
+          const served = servedOf(json.served);
+          return { slotId: h.slotId, url: h.url, status: res.statusCode, message, ...(served ? { served } : {}) };
         }
         return { slotId: h.slotId, signature: json.signature };
       } catch (err) {
@@ -87,6 +90,13 @@ export async function collectSignaturesDetailed(
     else failures.push(r);
   }
   return { signatures, failures };
+}
+
+function servedOf(v: { cost?: unknown; confirmed_cost?: unknown } | undefined): SignatureFailure['served'] {
+  const big = (x: unknown) => (typeof x === 'string' && /^\d{1,30}$/.test(x) ? BigInt(x) : undefined);
+  const cost = big(v?.cost);
+  const confirmedCost = big(v?.confirmed_cost);
+  return cost !== undefined && confirmedCost !== undefined ? { cost, confirmedCost } : undefined;
 }
 
 /** The signatures the hosts gave (refusals and unreachable hosts are left out). */

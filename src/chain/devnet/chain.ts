@@ -25,6 +25,12 @@ export interface DevnetFaults {
   rpcDown: boolean;
   /** Accept broadcasts but never include them (stuck mempool). */
   holdMempool: boolean;
+  /**
+   * Accept (and later include) broadcast txs but lose the answer: 'error' answers HTTP 503,
+   * 'reset' drops the connection, 'hang' never answers. The client cannot tell whether the tx
+   * reached the chain; it must look it up by hash.
+   */
+  dropBroadcastResponse: false | 'error' | 'reset' | 'hang';
 }
 
 export interface StateStore {
@@ -37,7 +43,7 @@ export type BroadcastAnswer = { inCache: true; hash: string } | { inCache: false
 export class DevnetChain implements DevnetChainView {
   /** Origin of the devnet server (`http://127.0.0.1:PORT`), known once it listens. */
   baseUrl = '';
-  readonly faults: DevnetFaults = { rpcDown: false, holdMempool: false };
+  readonly faults: DevnetFaults = { rpcDown: false, holdMempool: false, dropBroadcastResponse: false };
   private mempool: { hash: string; bytes: Uint8Array }[] = [];
   /** Mempool cache (CometBFT keeps accepted tx hashes to refuse duplicates). */
   private readonly cache = new Set<string>();

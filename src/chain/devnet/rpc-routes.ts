@@ -32,12 +32,33 @@ class RpcError extends Error {
 const internal = (data: string) => new RpcError(-32603, 'Internal error', data);
 
 export function registerRpcRoutes(app: FastifyInstance, chain: DevnetChain): void {
+  // Connections left hanging by the 'hang' fault are dropped when the devnet closes.
+  const hanging = new Set<import('node:net').Socket>();
+  app.addHook('preClose', async () => {
+    for (const s of hanging) s.destroy();
+  });
   app.post('/', async (request, reply) => {
     if (chain.faults.rpcDown) return reply.code(503).send('node unavailable');
     const body = request.body as RpcRequest | undefined;
     const id = body?.id ?? -1;
     try {
       if (!body || typeof body.method !== 'string') throw new RpcError(-32600, 'Invalid Request');
+      const lose = chain.faults.dropBroadcastResponse;
+      if (lose && body.method.startsWith('broadcast_tx')) {
+        try {
+          handle(chain, body.method, body.params ?? {}); // the tx goes into the mempool all the same
+        } catch {
+          // whatever the node said is lost too
+        }
+        if (lose === 'error') return reply.code(503).send('upstream connect error or disconnect/reset before headers');
+        if (lose === 'reset') {
+          request.raw.socket.destroy();
+          return reply.hijack();
+        }
+        hanging.add(request.raw.socket);
+        request.raw.socket.once('close', () => hanging.delete(request.raw.socket));
+        return reply.hijack(); // 'hang': no answer at all (the socket stays open until the client gives up)
+      }
       const result = handle(chain, body.method, body.params ?? {});
       return { jsonrpc: '2.0', id, result };
     } catch (e) {

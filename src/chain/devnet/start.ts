@@ -45,7 +45,12 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
   const app = Fastify({ logger: config.logRequests, bodyLimit: 8 * 1024 * 1024 });
   registerRpcRoutes(app, chain);
   registerRestRoutes(app, chain);
-  const simulatedHosts = registerSimulatedHosts(app, { chain, hosts: ids.hosts, tokenDelayMs: config.tokenDelayMs });
+  const simulatedHosts = registerSimulatedHosts(app, {
+    chain,
+    hosts: ids.hosts,
+    tokenDelayMs: config.tokenDelayMs,
+    ...(store ? { restore: store.loadLedgers(), persist: (host: number, escrowId: string, tally: Parameters<typeof store.saveTally>[2]) => store.saveTally(host, escrowId, tally) } : {}),
+  });
   let url: string;
   try {
     // A restored devnet comes back on its previous port, so recorded slot URLs stay valid.

@@ -8,6 +8,7 @@ import { newEvent, type CreateOrigin, type EscrowRole, type KeySource, type Slot
 import type { EventMetadata } from '../../events/envelope.js';
 import type { ChainEscrow, TxOutcome } from '../../chain/port.js';
 import type { GatewayContext } from '../context.js';
+import { broadcastByHash } from './broadcast.js';
 import { chainErrorInfo, outcomeUnknown } from './chain-errors.js';
 
 export interface CreateEscrowCommand {
@@ -56,7 +57,7 @@ export async function createEscrow(ctx: GatewayContext, cmd: CreateEscrowCommand
   ]);
   let outcome: TxOutcome;
   try {
-    outcome = await ctx.chain.broadcast(prepared);
+    outcome = await broadcastByHash(ctx, prepared);
   } catch (error) {
     if (outcomeUnknown(error)) return { ok: false, intentId, txHash: prepared.txHash, error, pending: true };
     await recordCreateFailed(ctx, intentId, error, prepared.txHash, cmd.metadata);

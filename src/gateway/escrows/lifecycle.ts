@@ -10,6 +10,7 @@ import type { ChainError, TxOutcome } from '../../chain/port.js';
 import { stateName } from '../../machines/index.js';
 import type { GatewayContext } from '../context.js';
 import { TransitionRefused } from '../engine.js';
+import { broadcastByHash } from './broadcast.js';
 import { chainApiError, chainErrorInfo, outcomeUnknown } from './chain-errors.js';
 import { buildSettlement, settlementDocument, settlementStale, toChainSettlement } from './settlement.js';
 
@@ -139,7 +140,7 @@ async function broadcastSettle(ctx: GatewayContext, escrowId: string, key: strin
   );
   let failure: ChainError | undefined;
   try {
-    const outcome = await ctx.chain.broadcast(prepared);
+    const outcome = await broadcastByHash(ctx, prepared);
     failure = await resolveSettle(ctx, escrowId, outcome, cmd.metadata);
   } catch (err) {
     if (outcomeUnknown(err)) return { status: 'settling', escrow_id: escrowId, settled: false, tx_hash: prepared.txHash };

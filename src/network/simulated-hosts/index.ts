@@ -33,6 +33,8 @@ export interface SimulatedHostsOptions {
   bodyLimit?: number;
   /** Ledgers saved by `snapshot()` before a restart (DEVNET_STATE), keyed by host index. */
   restore?: Record<number, LedgerSnapshot>;
+  /** Called with a slot's new tally after each request a host records (the devnet writes it through). */
+  persist?: (hostIndex: number, escrowId: string, tally: LedgerSnapshot[string][number]) => void;
 }
 
 export interface SimulatedHosts {
@@ -55,7 +57,8 @@ export function registerSimulatedHosts(app: FastifyInstance, opts: SimulatedHost
   const bodyLimit = opts.bodyLimit ?? 16 * 1024 * 1024;
 
   for (const host of opts.hosts) {
-    const ledger = HostLedger.from(opts.restore?.[host.index]);
+    const persist = opts.persist;
+    const ledger = HostLedger.from(opts.restore?.[host.index], persist ? (escrowId, tally) => persist(host.index, escrowId, tally) : undefined);
     ledgers.set(host.index, ledger);
     void app.register(
       async (child) => {

@@ -34,11 +34,16 @@ const empty = (slotId: number): SlotTally => ({
 /** JSON form of a ledger (costs as decimal strings), so the devnet can persist it with its state. */
 export type LedgerSnapshot = Record<string, (Omit<SlotTally, 'cost' | 'confirmedCost'> & { cost: string; confirmedCost: string })[]>;
 
+/** Called after every recorded request with the slot's new tally (the devnet persists it at once). */
+export type LedgerListener = (escrowId: string, tally: LedgerSnapshot[string][number]) => void;
+
 export class HostLedger {
   private readonly escrows = new Map<string, Map<number, SlotTally>>();
 
-  static from(snapshot: LedgerSnapshot | undefined): HostLedger {
-    const l = new HostLedger();
+  constructor(private readonly onRecord?: LedgerListener) {}
+
+  static from(snapshot: LedgerSnapshot | undefined, onRecord?: LedgerListener): HostLedger {
+    const l = new HostLedger(onRecord);
     for (const [escrowId, tallies] of Object.entries(snapshot ?? {})) {
       const slots = new Map<number, SlotTally>();
       for (const t of tallies) slots.set(t.slotId, { ...t, cost: BigInt(t.cost), confirmedCost: BigInt(t.confirmedCost) });
@@ -71,6 +76,7 @@ export class HostLedger {
     } else {
       t.interrupted += 1;
     }
+    this.onRecord?.(escrowId, { ...t, cost: t.cost.toString(), confirmedCost: t.confirmedCost.toString() });
   }
 
   tally(escrowId: string, slotId: number): SlotTally {
