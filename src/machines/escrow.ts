@@ -52,16 +52,42 @@ export interface EscrowInput {
 
 type Ev<K extends EscrowEventType> = CatalogEventOf<K>;
 
-const released = (context: EscrowContext, requestId: string, cost: Amount) => {
-  const { [requestId]: reservation = '0', ...pending } = context.pending;
-  const spent = add(context.spent, cost);
-  return {
-    pending,
-    inFlight: context.inFlight - 1,
-    reserved: sub(context.reserved, reservation),
-    spent,
-    balance: sub(context.deposit, spent),
-  };
+type StartData = EscrowEventData['InferenceStarted'];
+type EndData = EscrowEventData['InferenceFinished'] | EscrowEventData['InferenceFailed'];
+
+/** Does `pending` hold a reservation for `requestId` (own keys only)? */
+export const hasReservation = (pending: Record<string, Amount>, requestId: string): boolean => Object.hasOwn(pending, requestId);
+
+/*
+ * The rules of the high-volume transitions, as plain functions: the statechart's guards and assigns
+ * below call them, and so does the fast path (escrow-fast.ts), which keeps `pending` in a
+ * persistent map instead of copying the record. They take the reservation lookup as an argument
+ * (`pending` is the representation, not the rule) and return the counters to merge into context.
+ */
+
+/** A fresh nonce above the last one, below the routing stop, not already pending, and the reservation is covered. */
+export const canStartRequest = (context: EscrowContext, d: StartData, alreadyPending: boolean): boolean =>
+  d.nonce > context.nonce && d.nonce < context.routingStop && !alreadyPending && lte(add(context.reserved, d.reservedCost), context.balance);
+
+/** The request is in flight here (has a reservation) and its cost fits the unspent deposit (balance stays ≥ 0). */
+export const canEndRequest = (context: EscrowContext, d: EndData, reservation: Amount | undefined): boolean =>
+  reservation !== undefined && lte(d.cost, context.balance);
+
+/** Counters after a request starts (the caller adds `requestId → reservedCost` to `pending`). */
+export const startRequestUpdate = (context: EscrowContext, d: StartData): Pick<EscrowContext, 'nonce' | 'inFlight' | 'reserved'> => ({
+  nonce: d.nonce,
+  inFlight: context.inFlight + 1,
+  reserved: add(context.reserved, d.reservedCost),
+});
+
+/** Counters after a request ends: its own reservation released once, its cost spent (the caller drops it from `pending`). */
+export const endRequestUpdate = (
+  context: EscrowContext,
+  d: EndData,
+  reservation: Amount,
+): Pick<EscrowContext, 'inFlight' | 'reserved' | 'spent' | 'balance'> => {
+  const spent = add(context.spent, d.cost);
+  return { inFlight: context.inFlight - 1, reserved: sub(context.reserved, reservation), spent, balance: sub(context.deposit, spent) };
 };
 
 /** Ends of requests are accepted wherever requests may still be in flight (they drain). */
@@ -81,18 +107,13 @@ export const escrowMachine = setup({
     /** A fresh nonce above the last one, below the routing stop, and the reservation is covered. */
     canStartRequest: ({ context, event }) => {
       assertEvent(event, 'InferenceStarted');
-      const { nonce, reservedCost, requestId } = event.data;
-      return (
-        nonce > context.nonce &&
-        nonce < context.routingStop &&
-        !(requestId in context.pending) &&
-        lte(add(context.reserved, reservedCost), context.balance)
-      );
+      return canStartRequest(context, event.data, hasReservation(context.pending, event.data.requestId));
     },
     /** The request is in flight here and its cost fits the unspent deposit (balance stays ≥ 0). */
     canEndRequest: ({ context, event }) => {
       assertEvent(event, ['InferenceFinished', 'InferenceFailed']);
-      return event.data.requestId in context.pending && lte(event.data.cost, context.balance);
+      const { requestId } = event.data;
+      return canEndRequest(context, event.data, hasReservation(context.pending, requestId) ? context.pending[requestId] : undefined);
     },
     /** No further nonce is usable below the routing stop. */
     atRoutingStop: ({ context }) => context.nonce + 1 >= context.routingStop,
@@ -146,16 +167,12 @@ export const escrowMachine = setup({
     startRequest: assign(({ context, event }) => {
       assertEvent(event, 'InferenceStarted');
       const d = event.data;
-      return {
-        nonce: d.nonce,
-        inFlight: context.inFlight + 1,
-        reserved: add(context.reserved, d.reservedCost),
-        pending: { ...context.pending, [d.requestId]: d.reservedCost },
-      };
+      return { ...startRequestUpdate(context, d), pending: { ...context.pending, [d.requestId]: d.reservedCost } };
     }),
     endRequest: assign(({ context, event }) => {
       assertEvent(event, ['InferenceFinished', 'InferenceFailed']);
-      return released(context, event.data.requestId, event.data.cost);
+      const { [event.data.requestId]: reservation = '0', ...pending } = context.pending;
+      return { ...endRequestUpdate(context, event.data, reservation), pending };
     }),
     finalize: assign(({ event }) => {
       assertEvent(event, 'EscrowFinalized');
