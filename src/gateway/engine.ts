@@ -9,7 +9,8 @@
 import type { NewEvent, RecordedEvent } from '../events/envelope.js';
 import { escrowStream, createIntentStream, upcast, type CatalogEvent } from '../events/catalog.js';
 import type { SqliteEventStore } from '../events/sqlite-store.js';
-import { escrowMachine, initialSnapshot, step, stateName, type EscrowInput, type EscrowSnapshot } from '../machines/index.js';
+import { stepEscrowFast } from '../machines/escrow-fast.js';
+import { escrowMachine, initialSnapshot, stateName, type EscrowInput, type EscrowSnapshot } from '../machines/index.js';
 import type { Projections } from '../projections/index.js';
 
 /** A command the statechart refuses in the escrow's current state. */
@@ -77,7 +78,7 @@ export class Engine {
     let snapshot =
       (kind === 'escrow' ? this.escrow(id) : this.intent(id)) ?? base ?? initialSnapshot(escrowMachine, this.escrowInput);
     for (const e of events) {
-      const next = step(escrowMachine, snapshot, { type: e.type, data: e.data } as never);
+      const next = stepEscrowFast(snapshot, { type: e.type, data: e.data } as never);
       if (!next.accepted) throw new TransitionRefused(id, e.type, stateName(snapshot.value));
       snapshot = next.snapshot;
     }
@@ -87,7 +88,7 @@ export class Engine {
   /** Would the escrow accept this event now? */
   canEscrow(id: string, event: CatalogEvent): boolean {
     const s = this.escrow(id);
-    return !!s && step(escrowMachine, s, event as never).accepted;
+    return !!s && stepEscrowFast(s, event as never).accepted;
   }
 
   private async appendDecided(streamId: string, events: NewEvent[], snapshot: EscrowSnapshot): Promise<RecordedEvent[]> {
