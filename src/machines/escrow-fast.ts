@@ -119,7 +119,10 @@ export class PendingMap {
   toRecord(): Record<string, Amount> {
     if (this.record) return this.record;
     const record: Record<string, Amount> = {};
-    for (const [key, value] of this.own()) record[key] = value;
+    for (const [key, value] of this.own()) {
+      if (key === '__proto__') Object.defineProperty(record, key, { value, enumerable: true, writable: true, configurable: true });
+      else record[key] = value;
+    }
     return (this.record = record);
   }
 }

@@ -14,13 +14,13 @@ import {
   initialSnapshot,
   persistState,
   restoreState,
-  step,
   type EscrowContext,
   type EscrowInput,
   type EscrowSnapshot,
   type EscrowState,
   type PersistedMachineState,
 } from '../machines/index.js';
+import { stepEscrowFast } from '../machines/escrow-fast.js';
 
 /** What the router needs of one routable escrow. */
 export interface PoolEscrow {
@@ -85,7 +85,7 @@ export class EscrowPoolProjection {
     if (!event) return undefined;
     if (stream.kind === 'create-intent') {
       const before = this.intents.get(stream.id) ?? initialSnapshot(escrowMachine, this.input);
-      const { snapshot, accepted } = step(escrowMachine, before, event);
+      const { snapshot, accepted } = stepEscrowFast(before, event);
       this.intents.set(stream.id, snapshot);
       if (accepted && event.type === 'EscrowCreateRequested') {
         const d = event.data;
@@ -100,7 +100,7 @@ export class EscrowPoolProjection {
       const intentId = event.type === 'EscrowCreated' ? event.data.intentId : undefined;
       before = (intentId && this.intents.get(intentId)) || initialSnapshot(escrowMachine, this.input);
     }
-    const { snapshot, accepted } = step(escrowMachine, before, event);
+    const { snapshot, accepted } = stepEscrowFast(before, event);
     if (event.type === 'EscrowCreated' && accepted && event.data.intentId) {
       this.pendingCreates.delete(event.data.intentId);
       this.intents.delete(event.data.intentId);

@@ -1,0 +1,122 @@
+/**
+ * The escrow fast path against xstate: folding random event sequences with `stepEscrowFast` gives
+ * the same state value, a deep-equal context and the same `accepted` per event as folding with
+ * xstate's `transition` (`step`); its snapshots stay immutable when several successors are derived
+ * from one, and they work with `.can()`, `persistState`/`restoreState` and xstate's `transition`.
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { fastTransitions, stepEscrowFast } from '../../src/machines/escrow-fast.js';
+import { escrowMachine, initialSnapshot, persistState, restoreState, step, type EscrowEvent, type EscrowSnapshot } from '../../src/machines/index.js';
+import { ev } from './events.js';
+
+/** Few request ids, so duplicates, unknown ends and odd keys (`toString`, `__proto__`) all occur. */
+const requestId = fc.constantFrom('r0', 'r1', 'r2', 'r3', 'r4', '7', 'toString', '__proto__');
+const amount = fc.integer({ min: 0, max: 4_000_000 }).map(String);
+
+const event: fc.Arbitrary<EscrowEvent> = fc.oneof(
+  { weight: 6, arbitrary: fc.tuple(requestId, fc.integer({ min: 0, max: 30 }), amount).map(([id, nonce, cost]) => ev.started(id, nonce, cost)) },
+  { weight: 4, arbitrary: fc.tuple(requestId, fc.nat(30), amount).map(([id, nonce, cost]) => ev.finished(id, nonce, cost)) },
+  { weight: 2, arbitrary: fc.tuple(requestId, fc.nat(30), amount).map(([id, nonce, cost]) => ev.failed(id, nonce, cost)) },
+  {
+    weight: 3,
+    arbitrary: fc.constantFrom<EscrowEvent>(
+      ev.createRequested(),
+      ev.created('e1', 'm1', '10000000', 'i1'),
+      ev.createFailed(),
+      ev.registered(),
+      ev.imported('e1', 3, '100'),
+      ev.activated(),
+      ev.depleted(),
+      ev.routingStopped(0),
+      ev.finalized(),
+      ev.settleDeferred(),
+      ev.settleRequested(),
+      ev.settled(),
+      ev.settleFailed(),
+      ev.deactivated(),
+      ev.removed(),
+    ),
+  },
+);
+
+/** A prefix that makes the escrow active most of the time. */
+const prefix = fc.constantFrom<EscrowEvent[]>([], [ev.created('e1', 'm1', '10000000'), ev.registered()], [ev.imported('e1', 3, '100'), ev.activated()]);
+
+const plain = (s: EscrowSnapshot) => JSON.parse(JSON.stringify(persistState(s)));
+
+describe('stepEscrowFast', () => {
+  it('serves the inference events where the machine takes them', () => {
+    expect(fastTransitions().sort()).toEqual(
+      [
+        'active:InferenceStarted',
+        ...['active', 'depleted', 'routingStopped', 'finalized', 'settleDeferred', 'deactivated'].flatMap((s) => [`${s}:InferenceFinished`, `${s}:InferenceFailed`]),
+      ].sort(),
+    );
+  });
+
+  it('folds like xstate: same value, deep-equal context, same accepted per event', () => {
+    fc.assert(
+      fc.property(prefix, fc.array(event, { maxLength: 150 }), fc.integer({ min: 2, max: 40 }), (start, events, routingStop) => {
+        let slow = initialSnapshot(escrowMachine, { routingStop });
+        let fast = slow;
+        for (const e of [...start, ...events]) {
+          expect(fast.can(e)).toBe(slow.can(e));
+          const a = step(escrowMachine, slow, e);
+          const b = stepEscrowFast(fast, e);
+          expect(b.accepted).toBe(a.accepted);
+          if (!b.accepted) expect(b.snapshot).toBe(fast);
+          expect(b.snapshot.value).toEqual(a.snapshot.value);
+          expect(b.snapshot.status).toBe(a.snapshot.status);
+          expect(b.snapshot.context).toEqual(a.snapshot.context);
+          slow = a.snapshot;
+          fast = b.snapshot;
+        }
+        // A checkpoint of either restores to the same state, and the fast snapshot keeps folding.
+        expect(plain(fast)).toEqual(plain(slow));
+        expect(restoreState(escrowMachine, plain(fast)).context).toEqual(slow.context);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('keeps snapshots immutable when several successors come from one snapshot', () => {
+    fc.assert(
+      fc.property(fc.array(fc.tuple(fc.nat(), event), { maxLength: 120 }), (steps) => {
+        // A pool of (fast, slow) pairs; each step extends a randomly chosen earlier one (branching).
+        const s0 = [ev.created('e1', 'm1', '10000000'), ev.registered()].reduce((s, e) => step(escrowMachine, s, e).snapshot, initialSnapshot(escrowMachine, { routingStop: 40 }));
+        const pairs: { fast: EscrowSnapshot; slow: EscrowSnapshot; frozen: unknown }[] = [{ fast: s0, slow: s0, frozen: plain(s0) }];
+        for (const [pick, e] of steps) {
+          const from = pairs[pick % pairs.length]!;
+          const a = step(escrowMachine, from.slow, e);
+          const b = stepEscrowFast(from.fast, e);
+          expect(b.accepted).toBe(a.accepted);
+          expect(b.snapshot.context).toEqual(a.snapshot.context);
+          pairs.push({ fast: b.snapshot, slow: a.snapshot, frozen: plain(b.snapshot) });
+        }
+        for (const p of pairs) {
+          expect(p.fast.context).toEqual(p.slow.context);
+          expect(plain(p.fast)).toEqual(p.frozen);
+        }
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it('gives snapshots xstate can take further, and plain copies of the context', () => {
+    let s = initialSnapshot(escrowMachine);
+    for (const e of [ev.created(), ev.registered(), ev.started('a', 1), ev.started('b', 2), ev.finished('a', 1)]) s = stepEscrowFast(s, e).snapshot;
+    expect(s.context.pending).toEqual({ b: '1000' });
+    expect(structuredClone(s.context)).toEqual(s.context);
+    expect({ ...s.context }.pending).toEqual({ b: '1000' });
+    expect(s.matches('active')).toBe(true);
+    expect(s.can(ev.finished('b', 2))).toBe(true);
+    const finalized = step(escrowMachine, s, ev.finalized()).snapshot;
+    expect(finalized.value).toBe('finalized');
+    expect(finalized.context.pending).toEqual({ b: '1000' });
+    const drained = stepEscrowFast(finalized, ev.finished('b', 2));
+    expect(drained.accepted).toBe(true);
+    expect(drained.snapshot.context.inFlight).toBe(0);
+    expect(step(escrowMachine, drained.snapshot, ev.settleRequested()).snapshot.value).toBe('settling');
+  });
+});
