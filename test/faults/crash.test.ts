@@ -1,0 +1,317 @@
+/**
+ * A gateway *process* (`shardgate serve`, embedded devnet in the same process) under chat load,
+ * SIGKILLed at random moments — during chat, during an escrow create and during a settle — and
+ * restarted on the same storage. After each restart:
+ *  - `shardgate verify` passes (hash chain, versions, projections checkpoint vs rebuild);
+ *  - every chat that got a complete answer (non-stream 200, or a stream up to [DONE]) has its
+ *    InferenceFinished (matched by x-request-id = event metadata requestId);
+ *  - no nonce is ever used twice per escrow, across all restarts (strictly increasing in the log);
+ *  - projections rebuilt from the log equal the live /v1/status;
+ *  - recorded chain intents are reconciled: each create intent ends in exactly one outcome and
+ *    the chain holds exactly the escrows the log created; a settle interrupted by the kill ends
+ *    settled exactly once (never a second settle tx refused as already settled).
+ * At the end every escrow is finalized and settled: the hosts sign (their tallies match the log,
+ * including requests cut off by the kills) and on chain deposit = host payouts + fees + refund.
+ *
+ * The devnet dies with the process; it persists each block that changed state (and the hosts'
+ * ledgers on every request) before anyone can see it, so a tx acknowledged but not yet in a block
+ * may be lost with it; the gateway recorded that tx's bytes and re-broadcasts them by hash.
+ */
+import Database from 'better-sqlite3';
+import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, describe, expect, it } from 'vitest';
+import { generateKeys } from '../../src/config/index.js';
+import { decodeRow, EVENT_COLUMNS, type EventRow } from '../../src/events/rows.js';
+import type { RecordedEvent } from '../../src/events/envelope.js';
+import { Projections } from '../../src/projections/projections.js';
+import { ensureBuilt, repoRoot } from '../helpers/store-dist.js';
+import { MODEL } from '../helpers/gateway.js';
+
+const run = promisify(execFile);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** A seeded PRNG so a failing run can be repeated (seed printed on failure). */
+function prng(seed: number) {
+  let s = seed >>> 0;
+  return () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+interface ChatRecord {
+  requestId: string;
+  status: number;
+  complete: boolean;
+}
+
+describe('crash: SIGKILL under load, restart on the same storage', () => {
+  const keys = generateKeys();
+  const work = mkdtempSync(join(tmpdir(), 'shardgate-crash-'));
+  const storage = join(work, 'storage');
+  let child: ChildProcess | undefined;
+  let base = '';
+  let stderr = '';
+  const seed = Number(process.env.CRASH_SEED ?? Date.now() % 1_000_000);
+  const rnd = prng(seed);
+  const chats: ChatRecord[] = [];
+
+  afterAll(async () => {
+    if (child && child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGKILL');
+      await new Promise((r) => child!.once('exit', r));
+    }
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  async function start(env: Record<string, string>): Promise<void> {
+    stderr = '';
+    child = spawn(process.execPath, [ensureBuilt('dist/src/cli/main.js'), 'serve'], {
+      cwd: work,
+      env: { PATH: process.env.PATH ?? '', ...env },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    child.stderr!.on('data', (d) => (stderr = (stderr + String(d)).slice(-20_000)));
+    const deadline = Date.now() + 20_000;
+    for (;;) {
+      if (child.exitCode !== null) throw new Error(`gateway exited ${child.exitCode}: ${stderr}`);
+      try {
+        const r = await fetch(`${base}/v1/status`, { signal: AbortSignal.timeout(1000) });
+        if (r.status === 200) return;
+      } catch {
+        /* not yet */
+      }
+      if (Date.now() > deadline) throw new Error(`gateway did not start: ${stderr}`);
+      await sleep(100);
+    }
+  }
+
+  async function kill(): Promise<void> {
+    const c = child!;
+    if (c.exitCode !== null || c.signalCode !== null) return;
+    const exited = new Promise((r) => c.once('exit', r));
+    c.kill('SIGKILL');
+    await exited;
+  }
+
+  const headers = (key = keys.adminApiKey) => ({ authorization: `Bearer ${key}`, 'content-type': 'application/json' });
+  async function api(path: string, body?: unknown, method = body === undefined ? 'GET' : 'POST') {
+    const r = await fetch(base + path, { method, headers: headers(), body: body === undefined ? undefined : JSON.stringify(body), signal: AbortSignal.timeout(15_000) });
+    const text = await r.text();
+    return { status: r.status, json: text ? JSON.parse(text) : undefined, text };
+  }
+
+  /** One chat; records whether a complete answer arrived. Never throws. */
+  async function chatOnce(stream: boolean, stop: AbortSignal): Promise<void> {
+    const requestId = `crash-${randomUUID()}`;
+    const rec: ChatRecord = { requestId, status: 0, complete: false };
+    chats.push(rec);
+    try {
+      const r = await fetch(`${base}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { ...headers(), 'x-request-id': requestId },
+        body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: `load ${requestId}` }], max_tokens: 16, stream }),
+        signal: stop,
+      });
+      rec.status = r.status;
+      expect(r.headers.get('x-request-id')).toBe(requestId);
+      const text = await r.text();
+      if (r.status === 200) rec.complete = stream ? text.includes('data: [DONE]') : JSON.parse(text).object === 'chat.completion';
+    } catch {
+      /* killed mid-request: no answer */
+    }
+  }
+
+  /** Chat load from `workers` loops until `stop` aborts. */
+  function load(workers: number, stop: AbortSignal): Promise<void> {
+    const loops = Array.from({ length: workers }, async (_, w) => {
+      for (let i = 0; i < 500 && !stop.aborted; i++) await chatOnce((w + i) % 2 === 0, stop);
+    });
+    return Promise.all(loops).then(() => undefined);
+  }
+
+  function readLog(): RecordedEvent[] {
+    const db = new Database(join(storage, 'events.sqlite'), { readonly: true });
+    try {
+      return (db.prepare(`SELECT ${EVENT_COLUMNS} FROM events ORDER BY position`).raw().all() as EventRow[]).map(decodeRow);
+    } finally {
+      db.close();
+    }
+  }
+
+  async function verifyCli(): Promise<string> {
+    try {
+      const { stdout } = await run(process.execPath, [ensureBuilt('dist/src/cli/main.js'), 'verify', '--storage', storage], { cwd: repoRoot });
+      return stdout;
+    } catch (e) {
+      throw new Error(`verify failed after a crash (seed ${seed}): ${(e as { stdout?: string }).stdout}`);
+    }
+  }
+
+  /** Everything the gateway promises, checked against the log and the live API. */
+  async function checkInvariants(phase: string): Promise<RecordedEvent[]> {
+    const ctx = `${phase} (seed ${seed})`;
+    // chain intents left open by the kill are resolved by the start-up and background reconcilers
+    let log = readLog();
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const p = Projections.rebuild(log);
+      const unresolved = p.pool.pending().length + p.pool.all().filter((e) => e.state === 'settling').length;
+      if (unresolved === 0) break;
+      if (Date.now() > deadline) throw new Error(`${ctx}: chain intents still unresolved`);
+      await sleep(200);
+      log = readLog();
+    }
+    expect(await verifyCli(), ctx).toMatch(/^ok: \d+ events verified/);
+
+    // every complete answer has its InferenceFinished
+    const finished = new Set(log.filter((r) => r.type === 'InferenceFinished').map((r) => r.metadata.requestId));
+    const lost = chats.filter((c) => c.complete && !finished.has(c.requestId));
+    expect(lost, `${ctx}: answered requests without InferenceFinished`).toEqual([]);
+
+    // no nonce used twice: per escrow, InferenceStarted nonces strictly increase in log order
+    const last = new Map<string, number>();
+    for (const r of log) {
+      if (r.type !== 'InferenceStarted') continue;
+      const n = (r.data as { nonce: number }).nonce;
+      expect(n, `${ctx}: nonce reuse on ${r.streamId}`).toBeGreaterThan(last.get(r.streamId) ?? 0);
+      last.set(r.streamId, n);
+    }
+    // every started request ended exactly once (orphans are ended by the reconciler)
+    const ends = new Map<string, number>();
+    for (const r of log) if (r.type === 'InferenceFinished' || r.type === 'InferenceFailed') ends.set(`${r.streamId}/${(r.data as { requestId: string }).requestId}`, (ends.get(`${r.streamId}/${(r.data as { requestId: string }).requestId}`) ?? 0) + 1);
+    for (const r of log) if (r.type === 'InferenceStarted') expect(ends.get(`${r.streamId}/${(r.data as { requestId: string }).requestId}`), `${ctx}: request ended once`).toBe(1);
+
+    // rebuilt projections equal the live status
+    const rebuilt = Projections.rebuild(log).status.snapshot();
+    const live = (await api('/v1/status')).json;
+    for (const [k, v] of Object.entries(rebuilt)) expect(live[k], `${ctx}: /v1/status.${k}`).toEqual(v);
+
+    // creates: one outcome per intent; the chain holds exactly the escrows the log created
+    const created = log.filter((r) => r.type === 'EscrowCreated');
+    const intents = log.filter((r) => r.type === 'EscrowCreateRequested').map((r) => (r.data as { intentId: string }).intentId);
+    for (const id of intents) {
+      const outcomes = log.filter((r) => (r.type === 'EscrowCreated' || r.type === 'EscrowCreateFailed') && (r.data as { intentId?: string }).intentId === id);
+      expect(outcomes.length, `${ctx}: outcomes of intent ${id}`).toBe(1);
+    }
+    const ids = created.map((r) => (r.data as { escrowId: string }).escrowId);
+    expect(new Set(ids).size, `${ctx}: duplicate EscrowCreated`).toBe(ids.length);
+    let onChain = 0;
+    for (let id = 1; id <= ids.length + 3; id++) {
+      const r = await fetch(`${devnetUrl}/productscience/inference/inference/devshard_escrow/${id}`).then((x) => x.json() as Promise<{ found: boolean }>);
+      if (r.found) onChain++;
+    }
+    expect(onChain, `${ctx}: escrows on chain vs created in the log`).toBe(ids.length);
+
+    // settles: at most one EscrowSettled per escrow, never a refused duplicate settle
+    for (const id of ids) {
+      const stream = log.filter((r) => r.streamId === `escrow-${id}`);
+      expect(stream.filter((r) => r.type === 'EscrowSettled').length, `${ctx}: settled count of ${id}`).toBeLessThanOrEqual(1);
+      const refused = stream.filter((r) => r.type === 'EscrowSettleFailed' && /already/i.test(JSON.stringify(r.data)));
+      expect(refused, `${ctx}: a second settle was sent for ${id}`).toEqual([]);
+    }
+    return log;
+  }
+
+  let devnetUrl = '';
+
+  it('keeps every promise across several SIGKILLs', { timeout: 120_000 }, async () => {
+    const port = await freePort();
+    const devnetPort = await freePort();
+    base = `http://127.0.0.1:${port}`;
+    devnetUrl = `http://127.0.0.1:${devnetPort}`;
+    const env = {
+      DEVSHARD_PORT: String(port),
+      DEVNET_PORT: String(devnetPort),
+      DEVSHARD_STORAGE_DIR: storage,
+      DEVSHARD_PRIVATE_KEY: keys.privateKey,
+      DEVSHARD_API_KEYS: keys.apiKey,
+      DEVSHARD_ADMIN_API_KEY: keys.adminApiKey,
+      DEVSHARDS_JSON: '[]',
+      DEVNET_BLOCK_TIME_MS: '50',
+      DEVNET_TOKEN_DELAY_MS: '2',
+      GATEWAY_RECONCILE_INTERVAL_MS: '200',
+      LOG_LEVEL: 'warn',
+    };
+    await start(env); // the quick start creates a first escrow on the empty log
+    let log = readLog();
+    expect(log.some((r) => r.type === 'EscrowCreated')).toBe(true);
+
+    const cycle = async (name: string, during?: () => Promise<unknown>) => {
+      const stop = new AbortController();
+      const running = load(4, stop.signal);
+      await sleep(150 + rnd() * 500);
+      if (during) {
+        void during().catch(() => undefined);
+        await sleep(rnd() * 120); // kill somewhere inside the chain command
+      }
+      await kill();
+      stop.abort();
+      await running;
+      await start(env);
+      return checkInvariants(name);
+    };
+
+    // 1. plain chat load
+    log = await cycle('kill during chat');
+    // 2. kill during an escrow create (and chat)
+    log = await cycle('kill during create', () => api('/v1/admin/escrows', { amount: '10000000000', model_id: MODEL, private_key: keys.privateKey, chain_id: 'shardgate-devnet', register: true }));
+    const escrows = () => Projections.rebuild(readLog()).pool.all();
+    if (escrows().filter((e) => e.state === 'active').length < 2) {
+      expect((await api('/v1/admin/escrows', { amount: '10000000000', model_id: MODEL, private_key: keys.privateKey, chain_id: 'shardgate-devnet', register: true })).status).toBe(200);
+    }
+    // 3. kill during a settle (chat keeps running on the other escrow)
+    const first = escrows().find((e) => e.state === 'active')!.escrowId;
+    log = await cycle('kill during settle', async () => {
+      const f = await api(`/devshard/${first}/v1/finalize`, {});
+      if (f.status === 200) await api(`/v1/admin/devshards/${first}/settle`, {});
+    });
+    // 4. one more kill under load
+    log = await cycle('kill during chat again');
+
+    // finally: everything finalizes and settles; the hosts sign; money is conserved on chain
+    for (const e of escrows()) {
+      if (e.state === 'settled') continue;
+      if (e.state !== 'finalized' && e.state !== 'settleDeferred') expect((await api(`/devshard/${e.escrowId}/v1/finalize`, {})).status).toBe(200);
+      const s = await api(`/v1/admin/devshards/${e.escrowId}/settle`, {});
+      expect(s.status, `settle ${e.escrowId} (seed ${seed}): ${s.text}`).toBe(200);
+    }
+    log = await checkInvariants('after final settles');
+    for (const e of escrows()) {
+      expect(e.state).toBe('settled');
+      const chainEscrow = (await fetch(`${devnetUrl}/productscience/inference/inference/devshard_escrow/${e.escrowId}`).then((x) => x.json())) as { escrow: { settled: boolean; amount: string } };
+      expect(chainEscrow.escrow.settled).toBe(true);
+      const stream = log.filter((r) => r.streamId === `escrow-${e.escrowId}`);
+      const settled = stream.find((r) => r.type === 'EscrowSettled')!.data as { refund: string };
+      const spent = stream.filter((r) => r.type === 'InferenceFinished' || r.type === 'InferenceFailed').reduce((n, r) => n + BigInt((r.data as { cost: string }).cost), 0n);
+      const fees = BigInt(((stream.filter((r) => r.type === 'EscrowFinalized').at(-1)!.data as { settlement: { fees: string } }).settlement.fees));
+      expect(spent + fees + BigInt(settled.refund), `deposit of ${e.escrowId} conserved`).toBe(BigInt(chainEscrow.escrow.amount));
+    }
+    const answered = chats.filter((c) => c.complete).length;
+    expect(answered).toBeGreaterThan(10);
+    const orphans = log.filter((r) => r.type === 'InferenceFailed' && /restarted/.test((r.data as { reason: string }).reason));
+    const billed = orphans.filter((r) => (r.data as { cost: string }).cost !== '0');
+    console.log(`crash test (seed ${seed}): ${chats.length} chats, ${answered} complete answers, ${orphans.length} requests in flight at a kill (${billed.length} billed what the host completed), ${log.length} events`);
+    await kill();
+  });
+});
