@@ -57,6 +57,8 @@ export interface GatewayConfig {
     defaultMaxTokens: number;
     maxTokensCap: number;
     stallTimeoutMs: number;
+    /** Whole-answer deadline of a non-stream chat (GATEWAY_REQUEST_TIMEOUT_MS). */
+    requestTimeoutMs: number;
   };
   behaviour: {
     pocRequestMode: 'relaxed' | 'strict';
@@ -204,6 +206,7 @@ export function loadConfig(options: LoadConfigOptions = {}): GatewayConfig {
     defaultMaxTokens: int('GATEWAY_DEFAULT_MAX_TOKENS', 1),
     maxTokensCap: int('GATEWAY_MAX_TOKENS_CAP', 1),
     stallTimeoutMs: int('GATEWAY_STALL_TIMEOUT_MS', 1),
+    requestTimeoutMs: int('GATEWAY_REQUEST_TIMEOUT_MS', 1),
   };
   if (limits.defaultMaxTokens > limits.maxTokensCap) {
     warnings.push(`GATEWAY_DEFAULT_MAX_TOKENS (${limits.defaultMaxTokens}) is above GATEWAY_MAX_TOKENS_CAP (${limits.maxTokensCap}); requests get the cap.`);

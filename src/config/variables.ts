@@ -55,10 +55,12 @@ export const VARIABLES: readonly VariableSpec[] = [
   { name: 'GATEWAY_DEFAULT_MAX_TOKENS', group: 'limits', default: '3072', meaning: 'max_tokens applied to requests without one (initial value of the default_request_max_tokens setting).', init: 'reference' },
   { name: 'GATEWAY_MAX_TOKENS_CAP', group: 'limits', default: '4096', meaning: 'Upper cap on max_tokens (initial value of the request_max_tokens_cap setting).', init: 'reference' },
   { name: 'GATEWAY_STALL_TIMEOUT_MS', group: 'limits', default: '60000', meaning: 'A host stream silent this long is cancelled; what it delivered is billed.' },
+  { name: 'GATEWAY_REQUEST_TIMEOUT_MS', group: 'limits', default: '300000', meaning: 'A non-stream chat whose whole answer has not arrived after this long fails with 504; the host is not billed beyond what it reported.' },
   // behaviour
   { name: 'DEVSHARD_POC_REQUEST_MODE', group: 'behaviour', default: 'relaxed', meaning: 'Proof-of-Compute request mode: relaxed or strict.', init: 'reference' },
   { name: 'DEVSHARD_CAPACITY_AWARE_LIMITS', group: 'behaviour', default: 'on', meaning: 'Capacity-aware limits: on or off.', init: 'reference' },
   { name: 'GATEWAY_ROTATION_INTERVAL_MS', group: 'behaviour', default: '15000', meaning: 'Period of the escrow rotation task.' },
+  { name: 'GATEWAY_RECONCILE_INTERVAL_MS', group: 'behaviour', default: '5000', meaning: 'While a create or settle tx has an unknown outcome (node unreachable, not yet included), how often it is looked up by hash.' },
   { name: 'GATEWAY_BALANCE_CHECK_INTERVAL_MS', group: 'behaviour', default: '30000', meaning: 'Period of the escrow balance (depletion) check.' },
   // disabled
   { name: 'DEVSHARD_GATEWAY_DISABLED', group: 'disabled', default: 'false', meaning: 'Start disabled (non-admin routes answer 308). Bootstrap only: read when the event log is empty; afterwards use POST /v1/admin/settings.' },
