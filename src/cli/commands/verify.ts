@@ -19,10 +19,13 @@ export function registerVerify(program: Command): void {
       const result = await verifyLog(file, [projectionsCheck((r) => (projections = r))]);
       if (result.ok) {
         const head = result.lastHash ? `, last hash ${result.lastHash}` : '';
-        process.stdout.write(`ok: ${result.events} events verified in ${file}, last position ${result.lastPosition}${head}\n`);
-        if (projections?.checkpoint === 'equal') process.stdout.write(`ok: projections checkpoint at position ${projections.position} equals the rebuild (pool, settings, rotation, timeline)\n`);
-        else if (projections?.checkpoint === 'stale-version') process.stdout.write(`ok: projections checkpoint at position ${projections.position} has an older format; a gateway rebuilds it\n`);
-        else process.stdout.write('ok: no projections checkpoint stored yet\n');
+        const proj =
+          projections?.checkpoint === 'equal'
+            ? `; projections checkpoint at position ${projections.position} equals the rebuild (pool, settings, rotation, timeline)`
+            : projections?.checkpoint === 'stale-version'
+              ? `; projections checkpoint at position ${projections.position} has an older format (a gateway rebuilds it)`
+              : '; no projections checkpoint stored yet';
+        process.stdout.write(`ok: ${result.events} events verified in ${file}, last position ${result.lastPosition}${head}${proj}\n`);
         for (const w of result.warnings) process.stderr.write(`warning: ${w}\n`);
       } else {
         const where = result.position > 0 ? ` at position ${result.position}` : '';
