@@ -1,25 +1,52 @@
 /**
  * Request-path benchmark (not a test; part of `npm run bench`).
  *
- * Starts a zero-delay OpenAI-compatible host (the devnet's simulated OpenAI mount, token delay 0),
- * a **baseline** (bare fastify + undici proxy to that host) and — once wired — **the gateway** in
- * front of the same host, then drives every target, interleaved, with autocannon at fixed
- * concurrency levels and reports requests/s, p50 and p99 per level, plus the gateway/baseline
- * ratios when the gateway target is present. `--soak` adds a 1,000,000-request run with RSS samples.
+ * One zero-delay OpenAI-compatible host (the simulated OpenAI mount, token delay 0) and in front
+ * of it, in this process:
+ *  - **baseline**: a bare fastify + undici proxy;
+ *  - **gateway**: the real gateway (`startGateway`) in upstream mode (NETWORK_UPSTREAM_URL = that
+ *    host): auth, validation, access mode, limiter, routing, a durable nonce reservation
+ *    (InferenceStarted, synchronous=FULL, group commit), the call, usage (InferenceFinished).
+ *    The escrows live on the gateway's embedded devnet and are billed per request;
+ *  - **gateway-hosts** (reported apart, not in the ratios): the gateway in host-transport mode,
+ *    signed requests to the embedded devnet's simulated hosts (a secp256k1 signature per request).
  *
- * Targets are `{ name, url, close }`: adding the gateway is one more factory in `targets()`.
+ * The load generator runs in a child process (bench/load-worker.ts). Per concurrency level the
+ * targets run interleaved (autocannon, closed loop); then an open-loop run at a fixed 1,000 req/s
+ * with per-request latency measured in µs, and streamed time-to-first-byte at concurrency 1.
+ * `--soak` adds 1,000,000 requests on the gateway (RSS of this process sampled every 5 s) and the
+ * rebuild of every projection from the log the soak wrote.
  */
+import { fork, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
-import autocannon from 'autocannon';
 import { Pool } from 'undici';
+import { generateKeys, loadConfig } from '../src/config/index.js';
+import { openSqliteEventStore, type StoreStats } from '../src/events/sqlite-store.js';
+import { startGateway, type RunningGateway } from '../src/gateway/gateway.js';
+import { createLogger } from '../src/http/logger.js';
 import { registerSimulatedOpenAi } from '../src/network/simulated-hosts/index.js';
+import { Projections } from '../src/projections/index.js';
+import { ROUTING_STOP_NONCE } from '../src/machines/index.js';
+import type { AutocannonSummary, FixedRateSummary, Job, Percentiles } from './load-worker.js';
 
 export interface Target {
   name: string;
   /** Base URL; requests go to `${url}/v1/chat/completions`. */
   url: string;
   headers?: Record<string, string>;
+  /** Store counters (gateway targets). */
+  storeStats?: () => StoreStats;
   close(): Promise<void>;
+}
+
+export interface GatewayTarget extends Target {
+  gateway: RunningGateway;
+  storageDir: string;
+  /** Creates `n` more escrows for the bench model (each takes ROUTING_STOP_NONCE requests). */
+  addEscrows(n: number): Promise<void>;
 }
 
 export interface LevelResult {
@@ -30,6 +57,19 @@ export interface LevelResult {
   p99Ms: number;
   errors: number;
   non2xx: number;
+  /** Gateway targets: store commits and events during the run (group commit: events per commit). */
+  commits?: number;
+  events?: number;
+}
+
+export interface FixedRateResult extends FixedRateSummary {
+  target: string;
+  rate: number;
+}
+
+export interface TtfbResult extends Percentiles {
+  target: string;
+  errors: number;
 }
 
 export interface SoakResult {
@@ -37,9 +77,13 @@ export interface SoakResult {
   requests: number;
   seconds: number;
   requestsPerSec: number;
-  /** RSS (MiB) sampled every 5 s; growth after warm-up = (last − first after warm-up) / first. */
+  errors: number;
+  /** RSS (MiB) of the server process sampled every 5 s; growth after warm-up = (last − first after warm-up) / first. */
   rssMiB: number[];
+  heapUsedMiB: number[];
   rssGrowthAfterWarmup: number;
+  /** Rebuild of every projection from the soak's log. */
+  rebuild: { events: number; fileMiB: number; readSeconds: number; readEventsPerSec: number; rebuildSeconds: number; eventsPerSec: number };
 }
 
 export interface GatewayBenchOptions {
@@ -47,6 +91,13 @@ export interface GatewayBenchOptions {
   levels?: number[];
   /** Seconds per target and level (default 5), after a 1 s warm-up. */
   seconds?: number;
+  /** Fixed-rate run: rate (default 1,000 req/s) and seconds per target (default 10). */
+  fixedRate?: number;
+  fixedRateSeconds?: number;
+  /** Streamed requests per target for time-to-first-byte (default 500). */
+  ttfbRequests?: number;
+  /** Also run the gateway in host-transport mode (default true). */
+  hostMode?: boolean;
   /** Run the 1,000,000-request soak (default false). */
   soak?: boolean;
   soakRequests?: number;
@@ -55,13 +106,17 @@ export interface GatewayBenchOptions {
 
 export interface GatewayBenchResult {
   levels: LevelResult[];
-  /** Per level: gateway/baseline throughput ratio and added p50/p99 (ms); empty until the gateway target exists. */
+  /** Per level: gateway/baseline throughput ratio and added p50/p99 (ms), same run. */
   comparison: { connections: number; throughputRatio: number; addedP50Ms: number; addedP99Ms: number }[];
+  fixedRate: FixedRateResult[];
+  ttfb: TtfbResult[];
   soak?: SoakResult;
 }
 
 export const BENCH_MODEL = 'bench-model';
-const CHAT_BODY = JSON.stringify({ model: BENCH_MODEL, messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 16 });
+const CHAT = { model: BENCH_MODEL, messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 16 };
+const CHAT_BODY = JSON.stringify(CHAT);
+const STREAM_BODY = JSON.stringify({ ...CHAT, stream: true });
 
 const listen = async (app: FastifyInstance): Promise<string> => {
   const address = await app.listen({ host: '127.0.0.1', port: 0 });
@@ -76,7 +131,7 @@ export async function startHost(): Promise<Target> {
   return { name: 'host', url, close: () => app.close() };
 }
 
-/** The baseline: a bare fastify app proxying chat completions to the host with an undici pool. */
+/** The baseline: a bare fastify app proxying chat completions to the host with an undici pool (streams passed through). */
 export async function startBaseline(hostUrl: string): Promise<Target> {
   const pool = new Pool(hostUrl, { connections: 128, pipelining: 1 });
   const app = Fastify({ logger: false });
@@ -88,6 +143,7 @@ export async function startBaseline(hostUrl: string): Promise<Target> {
       body: JSON.stringify(request.body),
     });
     reply.code(res.statusCode).header('content-type', res.headers['content-type'] ?? 'application/json');
+    if ((request.body as { stream?: unknown }).stream === true) return reply.send(res.body);
     return reply.send(Buffer.from(await res.body.arrayBuffer()));
   });
   const url = await listen(app);
@@ -102,86 +158,220 @@ export async function startBaseline(hostUrl: string): Promise<Target> {
 }
 
 /**
- * The gateway in front of the same host.
- * TODO(gateway-bench): start it with `startGateway(config, { network, chain })` from
- * src/gateway/gateway.ts — a temp storage dir, access mode api_key (or the admin key in
- * `headers`), an escrow for BENCH_MODEL routed to `hostUrl` — and return it as a Target. Returning
- * a Target here is all `benchGateway` needs: the comparison rows appear by themselves.
+ * The real gateway on a temp storage dir with its embedded devnet (token delay 0): in `upstream`
+ * mode it forwards to `hostUrl` (NETWORK_UPSTREAM_URL), in `hosts` mode to the devnet's simulated
+ * hosts with signed requests. The bench model is switched to `api_key` access and called with a
+ * client key; `escrows` escrows are created through the admin API (the devnet creator is funded
+ * with 10^18 so no run depletes them).
  */
-export async function startGatewayTarget(_hostUrl: string): Promise<Target | undefined> {
-  return undefined;
+export async function startGatewayTarget(hostUrl: string, opts: { mode?: 'upstream' | 'hosts'; escrows?: number; name?: string } = {}): Promise<GatewayTarget> {
+  const mode = opts.mode ?? 'upstream';
+  const keys = generateKeys();
+  const storageDir = mkdtempSync(join(tmpdir(), 'shardgate-bench-'));
+  const env: Record<string, string> = {
+    DEVSHARD_PRIVATE_KEY: keys.privateKey,
+    DEVSHARD_API_KEYS: keys.apiKey,
+    DEVSHARD_ADMIN_API_KEY: keys.adminApiKey,
+    DEVSHARDS_JSON: '[]',
+    DEVSHARD_PORT: '0',
+    DEVSHARD_STORAGE_DIR: storageDir,
+    DEVSHARD_MODEL: BENCH_MODEL,
+    DEVNET_BLOCK_TIME_MS: '100',
+    DEVNET_TOKEN_DELAY_MS: '0',
+    DEVNET_CREATOR_FUNDS: '1000000000000000000',
+    LOG_LEVEL: 'warn',
+    GATEWAY_SHUTDOWN_TIMEOUT_MS: '5000',
+    ...(mode === 'upstream' ? { NETWORK_UPSTREAM_URL: `${hostUrl}/v1` } : {}),
+  };
+  const gateway = await startGateway(loadConfig({ env, cwd: storageDir }), { logger: createLogger({ level: 'warn' }), quickStartEscrow: false });
+  const admin = async (path: string, body: unknown) => {
+    const res = await fetch(gateway.url + path, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${keys.adminApiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    const text = await res.text();
+    if (res.status !== 200) throw new Error(`${path}: ${res.status} ${text}`);
+    return JSON.parse(text) as Record<string, unknown>;
+  };
+  const addEscrows = async (n: number) => {
+    for (let i = 0; i < n; i++) {
+      await admin('/v1/admin/escrows', { amount: '100000000000000', model_id: BENCH_MODEL, private_key: keys.privateKey, chain_id: 'shardgate-devnet', register: true });
+    }
+  };
+  try {
+    await admin('/v1/admin/settings', { model_limits: [{ model_id: BENCH_MODEL, access_mode: 'api_key' }] });
+    await addEscrows(opts.escrows ?? 1);
+  } catch (err) {
+    await gateway.stop();
+    throw err;
+  }
+  return {
+    name: opts.name ?? (mode === 'upstream' ? 'gateway' : 'gateway-hosts'),
+    url: gateway.url,
+    headers: { authorization: `Bearer ${keys.apiKey}` },
+    storeStats: () => gateway.store.stats(),
+    gateway,
+    storageDir,
+    addEscrows,
+    close: async () => {
+      await gateway.stop();
+      rmSync(storageDir, { recursive: true, force: true });
+    },
+  };
 }
 
-async function drive(target: Target, connections: number, seconds: number): Promise<LevelResult> {
-  const opts = {
-    url: `${target.url}/v1/chat/completions`,
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...target.headers },
-    body: CHAT_BODY,
-    connections,
-  };
-  await autocannon({ ...opts, duration: 1 }); // warm-up
-  const r = await autocannon({ ...opts, duration: seconds });
+/** The load generator process (bench/load-worker.ts). */
+class LoadWorker {
+  private readonly child: ChildProcess;
+  private next = 0;
+  private readonly waiting = new Map<number, { resolve(v: unknown): void; reject(e: Error): void }>();
+
+  constructor() {
+    this.child = fork(new URL('./load-worker.js', import.meta.url), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    this.child.on('message', (msg: { id: number; result?: unknown; error?: string }) => {
+      const w = this.waiting.get(msg.id);
+      this.waiting.delete(msg.id);
+      if (msg.error !== undefined) w?.reject(new Error(msg.error));
+      else w?.resolve(msg.result);
+    });
+    this.child.on('exit', (code) => {
+      for (const w of this.waiting.values()) w.reject(new Error(`load worker exited (${code})`));
+      this.waiting.clear();
+    });
+  }
+
+  run<T>(job: Job): Promise<T> {
+    const id = this.next++;
+    return new Promise<T>((resolve, reject) => {
+      this.waiting.set(id, { resolve: resolve as (v: unknown) => void, reject });
+      this.child.send({ id, job });
+    });
+  }
+
+  close(): void {
+    this.child.kill();
+  }
+}
+
+const request = (target: Target, body = CHAT_BODY) => ({
+  url: `${target.url}/v1/chat/completions`,
+  headers: { 'content-type': 'application/json', ...target.headers },
+  body,
+});
+
+async function drive(worker: LoadWorker, target: Target, connections: number, seconds: number): Promise<LevelResult> {
+  await worker.run({ kind: 'autocannon', ...request(target), connections, duration: 1 }); // warm-up
+  const before = target.storeStats?.();
+  const r = await worker.run<AutocannonSummary>({ kind: 'autocannon', ...request(target), connections, duration: seconds });
+  const after = target.storeStats?.();
   return {
     target: target.name,
     connections,
-    requestsPerSec: Math.round(r.requests.average),
-    p50Ms: r.latency.p50,
-    p99Ms: r.latency.p99,
-    errors: r.errors + r.timeouts,
+    requestsPerSec: r.requestsPerSec,
+    p50Ms: r.p50Ms,
+    p99Ms: r.p99Ms,
+    errors: r.errors,
     non2xx: r.non2xx,
+    ...(before && after ? { commits: after.commits - before.commits, events: after.events - before.events } : {}),
   };
 }
 
-async function soak(target: Target, requests: number, log: (line: string) => void): Promise<SoakResult> {
+const mib = (bytes: number) => Math.round((bytes / 2 ** 20) * 10) / 10;
+
+async function soak(worker: LoadWorker, target: GatewayTarget, requests: number, log: (line: string) => void): Promise<SoakResult> {
+  await target.addEscrows(Math.ceil(requests / (ROUTING_STOP_NONCE - 100)) + 1);
+  // Warm-up (JIT, pools, caches) before the first sample that counts.
+  await worker.run({ kind: 'autocannon', ...request(target), connections: 64, duration: 5 });
   const rssMiB: number[] = [];
-  const sample = () => rssMiB.push(Math.round((process.memoryUsage.rss() / 2 ** 20) * 10) / 10);
+  const heapUsedMiB: number[] = [];
+  const sample = () => {
+    const m = process.memoryUsage();
+    rssMiB.push(mib(m.rss));
+    heapUsedMiB.push(mib(m.heapUsed));
+  };
   sample();
   const timer = setInterval(sample, 5_000);
-  const t0 = process.hrtime.bigint();
+  let r: AutocannonSummary;
   try {
-    await autocannon({
-      url: `${target.url}/v1/chat/completions`,
-      method: 'POST',
-      headers: { 'content-type': 'application/json', ...target.headers },
-      body: CHAT_BODY,
-      connections: 64,
-      amount: requests,
-      timeout: 30,
-    });
+    r = await worker.run<AutocannonSummary>({ kind: 'autocannon', ...request(target), connections: 64, amount: requests });
   } finally {
     clearInterval(timer);
   }
   sample();
-  const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
-  const warm = rssMiB.slice(Math.min(2, rssMiB.length - 1));
+  // Skip the first 30 s after warm-up (allocator and heap settle), then compare last to first.
+  const warm = rssMiB.slice(Math.min(6, rssMiB.length - 1));
   const growth = warm.length > 1 ? (warm[warm.length - 1]! - warm[0]!) / warm[0]! : 0;
-  const result = { target: target.name, requests, seconds, requestsPerSec: Math.round(requests / seconds), rssMiB, rssGrowthAfterWarmup: Math.round(growth * 1000) / 1000 };
-  log(`soak ${target.name}: ${requests.toLocaleString('en')} requests in ${seconds.toFixed(0)} s (${result.requestsPerSec} req/s), RSS ${rssMiB[0]} → ${rssMiB[rssMiB.length - 1]} MiB, growth after warm-up ${(result.rssGrowthAfterWarmup * 100).toFixed(1)}%`);
-  return result;
+  log(`soak ${target.name}: ${requests.toLocaleString('en')} requests in ${r.seconds.toFixed(0)} s (${r.requestsPerSec} req/s, ${r.errors + r.non2xx} errors), RSS ${rssMiB[0]} → ${rssMiB[rssMiB.length - 1]} MiB, growth after warm-up ${(growth * 100).toFixed(1)}%`);
+
+  // Rebuild every projection from the soak's log (the gateway is stopped first: a cold read).
+  await target.gateway.stop();
+  const file = target.gateway.store.file;
+  const store = openSqliteEventStore(file);
+  try {
+    let t0 = process.hrtime.bigint();
+    let events = 0;
+    for (const _ of store.readAll()) events++;
+    const readSeconds = Number(process.hrtime.bigint() - t0) / 1e9;
+    t0 = process.hrtime.bigint();
+    const p = Projections.rebuild(store.readAll());
+    const rebuildSeconds = Number(process.hrtime.bigint() - t0) / 1e9;
+    void p;
+    const rebuild = {
+      events,
+      fileMiB: mib(statSync(file).size),
+      readSeconds,
+      readEventsPerSec: Math.round(events / readSeconds),
+      rebuildSeconds,
+      eventsPerSec: Math.round(events / rebuildSeconds),
+    };
+    log(`soak log: ${events.toLocaleString('en')} events (${rebuild.fileMiB} MiB); readAll ${readSeconds.toFixed(2)} s (${rebuild.readEventsPerSec.toLocaleString('en')}/s), readAll + rebuild of every projection ${rebuildSeconds.toFixed(2)} s (${rebuild.eventsPerSec.toLocaleString('en')} events/s)`);
+    return {
+      target: target.name,
+      requests,
+      seconds: r.seconds,
+      requestsPerSec: r.requestsPerSec,
+      errors: r.errors + r.non2xx,
+      rssMiB,
+      heapUsedMiB,
+      rssGrowthAfterWarmup: Math.round(growth * 1000) / 1000,
+      rebuild,
+    };
+  } finally {
+    await store.close();
+  }
 }
 
-/** Load generator and servers share this process (and the machine's cores): compare ratios, not absolutes. */
+/** Servers in this process, load from a child process; the 2 cores are shared, so compare ratios within one run. */
 export async function benchGateway(opts: GatewayBenchOptions = {}): Promise<GatewayBenchResult> {
   const levels = opts.levels ?? [1, 16, 64];
   const seconds = opts.seconds ?? 5;
+  const rate = opts.fixedRate ?? 1_000;
+  const rateSeconds = opts.fixedRateSeconds ?? 10;
+  const ttfbRequests = opts.ttfbRequests ?? 500;
   const log = opts.log ?? (() => {});
   const host = await startHost();
+  const worker = new LoadWorker();
   const targets: Target[] = [];
   try {
-    targets.push(await startBaseline(host.url));
-    const gateway = await startGatewayTarget(host.url);
-    if (gateway) targets.push(gateway);
-    else log('gateway target not wired yet (TODO in bench/gateway-bench.ts): baseline only');
+    const baseline = await startBaseline(host.url);
+    targets.push(baseline);
+    // Escrows for the default run: ~ (levels + warm-ups) x 6,000 req/s at most, plus fixed rate and streaming.
+    const planned = levels.length * (seconds + 1) * 6_000 + rate * rateSeconds * 2 + ttfbRequests * 2;
+    const gateway = await startGatewayTarget(host.url, { mode: 'upstream', escrows: Math.ceil(planned / ROUTING_STOP_NONCE) + 1 });
+    targets.push(gateway);
+    const hostMode = opts.hostMode !== false ? await startGatewayTarget(host.url, { mode: 'hosts', escrows: 3 }) : undefined;
+    if (hostMode) targets.push(hostMode);
 
     const results: LevelResult[] = [];
     for (const connections of levels) {
       for (const target of targets) {
-        const r = await drive(target, connections, seconds);
+        const r = await drive(worker, target, connections, seconds);
         results.push(r);
         log(
-          `${target.name.padEnd(9)} c=${String(connections).padStart(2)}: ${r.requestsPerSec.toLocaleString('en').padStart(7)} req/s, ` +
-            `p50 ${r.p50Ms} ms, p99 ${r.p99Ms} ms${r.errors || r.non2xx ? ` (${r.errors} errors, ${r.non2xx} non-2xx)` : ''}`,
+          `${target.name.padEnd(13)} c=${String(connections).padStart(2)}: ${r.requestsPerSec.toLocaleString('en').padStart(7)} req/s, ` +
+            `p50 ${r.p50Ms} ms, p99 ${r.p99Ms} ms${r.errors || r.non2xx ? ` (${r.errors} errors, ${r.non2xx} non-2xx)` : ''}` +
+            (r.commits !== undefined ? `; store: ${r.events} events in ${r.commits} commits (${(r.events! / Math.max(1, r.commits)).toFixed(1)}/commit)` : ''),
         );
       }
     }
@@ -193,11 +383,52 @@ export async function benchGateway(opts: GatewayBenchOptions = {}): Promise<Gate
     });
     for (const c of comparison) log(`c=${c.connections}: gateway/baseline ${c.throughputRatio}x, added p50 ${c.addedP50Ms} ms, p99 ${c.addedP99Ms} ms`);
 
+    // Open loop at a fixed rate, latency per request in µs; baseline and gateway interleaved twice.
+    const fixedRate: FixedRateResult[] = [];
+    for (const round of [0, 1]) {
+      for (const target of [baseline, gateway]) {
+        const r = await worker.run<FixedRateSummary>({ kind: 'fixed-rate', ...request(target), rate, seconds: rateSeconds / 2, connections: 64 });
+        if (round === 0) {
+          fixedRate.push({ target: target.name, rate, ...r });
+        } else {
+          // Keep the better (less disturbed) of the two rounds per target.
+          const i = fixedRate.findIndex((f) => f.target === target.name);
+          if (r.p99Ms < fixedRate[i]!.p99Ms) fixedRate[i] = { target: target.name, rate, ...r };
+        }
+      }
+    }
+    for (const r of fixedRate) log(`${r.target.padEnd(13)} @${rate}/s: achieved ${r.achievedRate}/s, p50 ${r.p50Ms} ms, p90 ${r.p90Ms} ms, p99 ${r.p99Ms} ms, max ${r.maxMs} ms${r.errors ? ` (${r.errors} errors)` : ''}`);
+
+    // Streaming time to first byte, sequential, interleaved in halves.
+    const ttfb: TtfbResult[] = [];
+    for (const round of [0, 1]) {
+      for (const target of [baseline, gateway]) {
+        const r = await worker.run<Percentiles & { errors: number }>({ kind: 'ttfb', ...request(target, STREAM_BODY), count: Math.ceil(ttfbRequests / 2) });
+        const i = ttfb.findIndex((t) => t.target === target.name);
+        if (round === 0 || r.p50Ms < ttfb[i]!.p50Ms) {
+          if (i >= 0) ttfb[i] = { target: target.name, ...r };
+          else ttfb.push({ target: target.name, ...r });
+        }
+      }
+    }
+    for (const r of ttfb) log(`${r.target.padEnd(13)} stream TTFB: p50 ${r.p50Ms} ms, p90 ${r.p90Ms} ms, p99 ${r.p99Ms} ms${r.errors ? ` (${r.errors} errors)` : ''}`);
+
     let soakResult: SoakResult | undefined;
-    if (opts.soak) soakResult = await soak(targets[targets.length - 1]!, opts.soakRequests ?? 1_000_000, log);
-    return { levels: results, comparison, ...(soakResult ? { soak: soakResult } : {}) };
+    if (opts.soak) soakResult = await soak(worker, gateway, opts.soakRequests ?? 1_000_000, log);
+    return { levels: results, comparison, fixedRate, ttfb, ...(soakResult ? { soak: soakResult } : {}) };
   } finally {
+    worker.close();
     for (const t of targets.reverse()) await t.close();
     await host.close();
   }
+}
+
+/** `node dist/bench/gateway-bench.js [--soak] [--quick]`: this part alone. */
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const args = new Set(process.argv.slice(2));
+  await benchGateway({
+    log: (l) => console.log(l),
+    soak: args.has('--soak'),
+    ...(args.has('--quick') ? { seconds: 2, levels: [1, 64], fixedRateSeconds: 4, ttfbRequests: 100 } : {}),
+  });
 }
