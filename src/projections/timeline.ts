@@ -4,7 +4,7 @@
  * Bounded per escrow (inference events dominate): the newest `limit` entries and a total count.
  */
 import { parseStreamId } from '../events/catalog.js';
-import type { RecordedEvent } from '../events/envelope.js';
+import type { Actor, RecordedEvent } from '../events/envelope.js';
 import { stateName } from '../machines/index.js';
 import { actorLabel } from './actor.js';
 import { EscrowPoolProjection } from './escrow-pool.js';
@@ -32,10 +32,45 @@ export interface TimelineState {
 
 export const DEFAULT_TIMELINE_LIMIT = 1_000;
 
-/** The escrow-timeline projection. */
+/**
+ * An entry as folded: the actor label is built when read (most entries are trimmed unread).
+ * Restored entries carry the label string already.
+ */
+interface StoredEntry extends Omit<TimelineEntry, 'actor'> {
+  actor: Actor | string | undefined;
+}
+
+interface StoredTimeline {
+  total: number;
+  entries: StoredEntry[];
+}
+
+/** The newest `limit` entries, labelled (a fresh copy). */
+function view(t: StoredTimeline, limit: number): Timeline {
+  const from = Math.max(0, t.entries.length - limit);
+  const entries: TimelineEntry[] = new Array(t.entries.length - from);
+  for (let i = from; i < t.entries.length; i++) {
+    const e = t.entries[i]!;
+    entries[i - from] = {
+      position: e.position,
+      time: e.time,
+      event: e.event,
+      actor: typeof e.actor === 'string' ? e.actor : actorLabel(e.actor),
+      state: e.state,
+      accepted: e.accepted,
+    };
+  }
+  return { total: t.total, entries };
+}
+
+/**
+ * The escrow-timeline projection. Entries are trimmed to `limit` only when they reach twice the
+ * limit (amortized O(1) per event instead of shifting a full array each time); readers see the
+ * newest `limit`.
+ */
 export class TimelineProjection {
-  private escrows = new Map<string, Timeline>();
-  private intents = new Map<string, Timeline>();
+  private escrows = new Map<string, StoredTimeline>();
+  private intents = new Map<string, StoredTimeline>();
   private readonly ownsPool: boolean;
   private readonly pool: EscrowPoolProjection;
 
@@ -67,21 +102,22 @@ export class TimelineProjection {
       position: record.position,
       time: record.time,
       event: record.type,
-      actor: actorLabel(record.metadata?.actor),
+      actor: record.metadata?.actor,
       state: snapshot ? stateName(snapshot.value) : '?',
       accepted,
     });
-    if (timeline.entries.length > this.limit) timeline.entries.splice(0, timeline.entries.length - this.limit);
+    if (timeline.entries.length >= 2 * this.limit) timeline.entries.splice(0, timeline.entries.length - this.limit);
   }
 
   /** One escrow's timeline (a copy). */
   of(escrowId: string): Timeline | undefined {
     const t = this.escrows.get(escrowId);
-    return t && structuredClone(t);
+    return t && view(t, this.limit);
   }
 
   snapshot(): TimelineState {
-    return structuredClone({ escrows: Object.fromEntries(this.escrows), intents: Object.fromEntries(this.intents) });
+    const all = (m: Map<string, StoredTimeline>) => Object.fromEntries([...m].map(([id, t]) => [id, view(t, this.limit)]));
+    return { escrows: all(this.escrows), intents: all(this.intents) };
   }
 
   restore(state: TimelineState): void {
