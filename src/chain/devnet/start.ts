@@ -76,6 +76,9 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
     async close() {
       chain.close();
       await app.close();
+      // Clients in this same process (tests) must see their keep-alive sockets closed before a
+      // new devnet may take the same port (the OS often hands the freed port out again at once).
+      await new Promise((r) => setTimeout(r, 20));
     },
   };
 }
