@@ -20,6 +20,8 @@ store.commitBatch = (b) => {
   orig(b);
   commitNs += process.hrtime.bigint() - t;
 };
+// Experiment only (never in the bench figures): what the fsync on the event loop costs.
+if (process.env.BENCH_EXPERIMENT_SYNC_NORMAL === '1') (gw.gateway.store as unknown as { db: { pragma(s: string): unknown } }).db.pragma('synchronous = NORMAL');
 const cpu0 = process.cpuUsage();
 const before = gw.storeStats!();
 const result = await new Promise((resolve) => {

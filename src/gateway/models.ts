@@ -7,7 +7,7 @@ import type { GatewayContext } from './context.js';
 export function servedModels(ctx: Pick<GatewayContext, 'config' | 'projections'>): string[] {
   const set = new Set<string>([ctx.config.model]);
   for (const m of ctx.projections.pool.models()) set.add(m);
-  const s = ctx.projections.settings.effective();
+  const s = ctx.projections.settings.current();
   for (const l of s.model_limits) set.add(l.model_id);
   for (const r of s.escrow_rotation.models) set.add(r.model_id);
   return [...set].filter(Boolean).sort();
@@ -15,6 +15,6 @@ export function servedModels(ctx: Pick<GatewayContext, 'config' | 'projections'>
 
 export function isServedModel(ctx: Pick<GatewayContext, 'config' | 'projections'>, model: string): boolean {
   if (model === ctx.config.model) return true;
-  if (ctx.projections.pool.routableOf(model).length > 0) return true;
+  if (ctx.projections.pool.hasRoutable(model)) return true;
   return servedModels(ctx).includes(model);
 }

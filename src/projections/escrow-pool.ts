@@ -159,6 +159,11 @@ export class EscrowPoolProjection {
     return this.intents.get(intentId);
   }
 
+  /** Whether any escrow of the model is routable (no allocation; the per-request check). */
+  hasRoutable(model: string): boolean {
+    return (this.routable.get(model)?.size ?? 0) > 0;
+  }
+
   /** Routable escrows of a model. */
   routableOf(model: string): PoolEscrow[] {
     return [...(this.routable.get(model) ?? [])].map((id) => summary(id, this.escrows.get(id)!));

@@ -25,15 +25,26 @@ export interface SettingsState {
 
 const clone = <T>(v: T): T => structuredClone(v);
 
+function deepFreeze<T>(v: T): T {
+  if (v && typeof v === 'object') {
+    for (const child of Object.values(v)) deepFreeze(child);
+    Object.freeze(v);
+  }
+  return v;
+}
+
 /** The effective-settings projection. */
 export class SettingsProjection {
   private base: GatewaySettings = clone(DEFAULT_SETTINGS);
   private readonly access = new Map<string, AccessModeSnapshot>();
   private disabledSnap: DisabledSnapshot = initialSnapshot(disabledMachine);
+  /** The effective document, computed once per change (hot-path reads share it, frozen). */
+  private cached: Readonly<GatewaySettings> | undefined;
 
   /** Folds one committed record (records of other streams are ignored). */
   apply(record: RecordedEvent): void {
     if (record.streamId !== settingsStream) return;
+    this.cached = undefined;
     const event = upcast(record);
     if (!event) return;
     switch (event.type) {
@@ -73,8 +84,20 @@ export class SettingsProjection {
     return [...this.access.keys()].sort();
   }
 
-  /** The effective settings document (GET-able; the merge base of the next POST). */
+  /** The effective settings document (GET-able; the merge base of the next POST); a copy the caller may change. */
   effective(): GatewaySettings {
+    return clone(this.current());
+  }
+
+  /**
+   * The effective settings as a shared, deeply frozen document: for per-request reads (kill
+   * switch, max_tokens defaults, served models), which must not pay a deep copy each time.
+   */
+  current(): Readonly<GatewaySettings> {
+    return (this.cached ??= deepFreeze(this.compute()));
+  }
+
+  private compute(): GatewaySettings {
     const s = clone(this.base);
     const modes = new Map(s.model_limits.map((l) => [l.model_id, l.access_mode] as const));
     for (const [model, snap] of this.access) modes.set(model, snap.value as AccessMode);
@@ -96,6 +119,7 @@ export class SettingsProjection {
   }
 
   restore(state: SettingsState): void {
+    this.cached = undefined;
     this.base = clone(state.base);
     this.access.clear();
     for (const [m, p] of Object.entries(state.access)) this.access.set(m, restoreState(accessModeMachine, p));

@@ -27,7 +27,7 @@ export function registerBrokerRoutes(app: FastifyInstance, ctx: GatewayContext, 
     { onRequest: auth.requireClientOrAdmin, config: { auth: 'client' as const }, schema: doc({ body: chatCompletionRequestSchema, summary: 'Create a chat completion' }) },
     async (request, reply) => {
       const started = process.hrtime.bigint();
-      const req = normalizeChatRequest(request.body, ctx.projections.settings.effective());
+      const req = normalizeChatRequest(request.body, ctx.projections.settings.current());
       request.logFields.model = req.model;
       request.logFields.stream = req.stream;
       const caller = request.auth?.kind === 'admin' ? { kind: 'admin' as const } : { kind: 'client' as const, keyId: request.auth?.keyId ?? 'unknown' };

@@ -10,7 +10,7 @@ import { registerStatusRoutes } from './status.js';
 /** Every route of the gateway, behind the kill switch (which admin routes bypass). */
 export function registerRoutes(app: FastifyInstance, ctx: GatewayContext): void {
   const auth = createAuthenticator({ adminApiKey: ctx.config.keys.adminApiKey, apiKeys: ctx.config.keys.apiKeys });
-  app.addHook('onRequest', disabledGate(() => ctx.projections.settings.effective().disabled));
+  app.addHook('onRequest', disabledGate(() => ctx.projections.settings.current().disabled));
   registerBrokerRoutes(app, ctx, auth);
   registerAdminRoutes(app, ctx, auth);
   registerStatusRoutes(app, ctx, auth);
