@@ -8,7 +8,7 @@
  * Run it on an otherwise idle machine: wall-clock figures follow the load (CPU-second rates are
  * printed beside them where it matters).
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, platform, release, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -85,21 +85,86 @@ function markdown(date: Date, m: string, store?: StoreBenchResult, proj?: Projec
     );
   }
   if (gw) {
+    const row = (name: string, c: number) => gw.levels.find((r) => r.target === name && r.connections === c);
+    const c64 = gw.comparison.find((c) => c.connections === 64);
+    const fb = gw.fixedRate.find((r) => r.target === 'baseline');
+    const fg = gw.fixedRate.find((r) => r.target === 'gateway');
+    const tb = gw.ttfb.find((r) => r.target === 'baseline');
+    const tg = gw.ttfb.find((r) => r.target === 'gateway');
+    const d = (a: number, b: number) => (Math.round((a - b) * 1000) / 1000).toString();
     lines.push(
-      '## Request path (non-streamed chat completion, zero-delay host)',
+      '## Request path (chat completion, zero-delay host)',
       '',
-      'Host: the simulated OpenAI mount, token delay 0. Baseline: bare fastify + undici proxy. Load: autocannon, same process.',
+      'Host: the simulated OpenAI mount (token delay 0). **baseline**: bare fastify + undici proxy. **gateway**: the real gateway ' +
+        '(`startGateway`) in upstream mode (NETWORK_UPSTREAM_URL = the same host): client-key auth, validation, access mode, limiter, ' +
+        'routing over escrows created on its embedded devnet, durable nonce reservation (InferenceStarted, WAL synchronous=FULL, group commit), ' +
+        'usage (InferenceFinished), LOG_LEVEL=warn. **gateway-hosts**: the same gateway in host-transport mode (signed requests to the devnet\'s ' +
+        'simulated hosts; each request pays a secp256k1 signature, ~650 µs, and the host verifies it in this same process) — not part of the ratios. ' +
+        'Servers share one process; the load generator (autocannon, closed loop) runs in a child process; targets interleaved per level.',
       '',
-      '| target | connections | requests/s | p50 ms | p99 ms | errors |',
-      '|---|---:|---:|---:|---:|---:|',
-      ...gw.levels.map((r) => `| ${r.target} | ${r.connections} | ${fmt(r.requestsPerSec)} | ${r.p50Ms} | ${r.p99Ms} | ${r.errors + r.non2xx} |`),
+      '| target | connections | requests/s | p50 ms | p99 ms | errors | store events / commits |',
+      '|---|---:|---:|---:|---:|---:|---:|',
+      ...gw.levels.map(
+        (r) => `| ${r.target} | ${r.connections} | ${fmt(r.requestsPerSec)} | ${r.p50Ms} | ${r.p99Ms} | ${r.errors + r.non2xx} | ${r.commits !== undefined ? `${fmt(r.events!)} / ${fmt(r.commits)} (${(r.events! / Math.max(1, r.commits)).toFixed(1)} per commit)` : ''} |`,
+      ),
       '',
-      ...(gw.comparison.length
-        ? ['| connections | gateway/baseline | added p50 ms | added p99 ms |', '|---:|---:|---:|---:|', ...gw.comparison.map((c) => `| ${c.connections} | ${c.throughputRatio} | ${c.addedP50Ms} | ${c.addedP99Ms} |`), '']
-        : ['The gateway target is not wired into the bench yet (TODO in bench/gateway-bench.ts).', '']),
+      '| connections | gateway/baseline throughput | added p50 ms | added p99 ms |',
+      '|---:|---:|---:|---:|',
+      ...gw.comparison.map((c) => `| ${c.connections} | ${c.throughputRatio} | ${c.addedP50Ms} | ${c.addedP99Ms} |`),
+      '',
+      'autocannon reports latency in whole milliseconds; the fixed-rate run below measures each request in µs.',
+      '',
+      ...(fb && fg
+        ? [
+            `### Fixed rate (${fmt(fb.rate)} requests/s, open loop, 64 connections, latency per request via process.hrtime in the load process)`,
+            '',
+            '| target | achieved/s | p50 ms | p90 ms | p99 ms | max ms | errors |',
+            '|---|---:|---:|---:|---:|---:|---:|',
+            ...gw.fixedRate.map((r) => `| ${r.target} | ${fmt(r.achievedRate)} | ${r.p50Ms} | ${r.p90Ms} | ${r.p99Ms} | ${r.maxMs} | ${r.errors} |`),
+            '',
+            `Added by the gateway: p50 ${d(fg.p50Ms, fb.p50Ms)} ms, p99 ${d(fg.p99Ms, fb.p99Ms)} ms.`,
+            '',
+          ]
+        : []),
+      ...(tb && tg
+        ? [
+            '### Streaming time to first byte (`stream: true`, one connection, sequential; first SSE frame)',
+            '',
+            '| target | requests | p50 ms | p90 ms | p99 ms |',
+            '|---|---:|---:|---:|---:|',
+            ...gw.ttfb.map((r) => `| ${r.target} | ${r.count} | ${r.p50Ms} | ${r.p90Ms} | ${r.p99Ms} |`),
+            '',
+            `Added by the gateway: p50 ${d(tg.p50Ms, tb.p50Ms)} ms, p99 ${d(tg.p99Ms, tb.p99Ms)} ms.`,
+            '',
+          ]
+        : []),
       ...(gw.soak
-        ? [`Soak (${gw.soak.target}): ${fmt(gw.soak.requests)} requests in ${gw.soak.seconds.toFixed(0)} s; RSS MiB every 5 s: ${gw.soak.rssMiB.join(', ')}; growth after warm-up ${(gw.soak.rssGrowthAfterWarmup * 100).toFixed(1)}%.`, '']
+        ? [
+            `### Soak (${gw.soak.target}, 64 connections)`,
+            '',
+            `${fmt(gw.soak.requests)} requests in ${gw.soak.seconds.toFixed(0)} s (${fmt(gw.soak.requestsPerSec)} req/s, ${gw.soak.errors} errors). ` +
+              `RSS of the server process (gateway + host + baseline + devnet), MiB every 5 s after a 5 s warm-up: ${gw.soak.rssMiB.join(', ')}. ` +
+              `Heap used MiB: ${gw.soak.heapUsedMiB.join(', ')}. RSS growth after warm-up (from the 30 s sample to the end): **${(gw.soak.rssGrowthAfterWarmup * 100).toFixed(1)}%**.`,
+            '',
+            `Rebuild from the soak's log (${fmt(gw.soak.rebuild.events)} events, ${gw.soak.rebuild.fileMiB} MiB, gateway stopped): readAll alone ${gw.soak.rebuild.readSeconds.toFixed(2)} s ` +
+              `(${fmt(gw.soak.rebuild.readEventsPerSec)} events/s); readAll + \`Projections.rebuild\` of every projection ${gw.soak.rebuild.rebuildSeconds.toFixed(2)} s (**${fmt(gw.soak.rebuild.eventsPerSec)} events/s**).`,
+            '',
+          ]
         : ['Soak: not run (`npm run bench -- --soak`).', '']),
+    );
+    const rssOk = gw.soak ? gw.soak.rssGrowthAfterWarmup < 0.1 : undefined;
+    const met = (ok: boolean | undefined) => (ok === undefined ? 'not measured' : ok ? 'met' : 'NOT met');
+    lines.push(
+      '### Targets (issue 7), this run',
+      '',
+      '| target | measured | status |',
+      '|---|---|---|',
+      `| throughput ≥ 0.8 × bare proxy at 64 connections | ${c64 ? `${c64.throughputRatio}x (${fmt(row('gateway', 64)?.requestsPerSec ?? 0)} vs ${fmt(row('baseline', 64)?.requestsPerSec ?? 0)} req/s)` : '-'} | ${met(c64 ? c64.throughputRatio >= 0.8 : undefined)} |`,
+      `| added p99 ≤ 1 ms at 1,000 req/s | ${fb && fg ? `${d(fg.p99Ms, fb.p99Ms)} ms` : '-'} | ${met(fb && fg ? fg.p99Ms - fb.p99Ms <= 1 : undefined)} |`,
+      `| streaming TTFB overhead ≤ 1 ms (p50) | ${tb && tg ? `${d(tg.p50Ms, tb.p50Ms)} ms` : '-'} | ${met(tb && tg ? tg.p50Ms - tb.p50Ms <= 1 : undefined)} |`,
+      `| RSS growth < 10% after warm-up over 1,000,000 requests | ${gw.soak ? `${(gw.soak.rssGrowthAfterWarmup * 100).toFixed(1)}%` : '-'} | ${met(rssOk)} |`,
+      `| rebuild ≥ 500,000 events/s | ${proj ? `${fmt(proj.rebuild.eventsPerSec)} events/s (in-memory log)` : '-'}${gw.soak ? `; ${fmt(gw.soak.rebuild.eventsPerSec)} events/s from the soak's SQLite log` : ''} | ${met(proj ? proj.rebuild.eventsPerSec >= 500_000 : undefined)} |`,
+      '',
     );
   }
   if (errors.length) lines.push('## Failures', '', ...errors.map((e) => '```\n' + e + '\n```'), '');
@@ -114,10 +179,20 @@ const store = await section('event store', () =>
   benchStore({ log, ...(quick ? { groupAppends: 10_000, perAppends: 500, rebuildEvents: 50_000 } : {}) }),
 );
 const proj = await section('projections', () => benchProjections({ log, ...(quick ? { events: 100_000, foldEvents: 20_000, repeats: 1 } : {}) }));
-const gw = await section('request path', () => benchGateway({ log, soak, ...(quick ? { seconds: 1, levels: [1, 16] } : {}) }));
+const gw = await section('request path', () => benchGateway({ log, soak, ...(quick ? { seconds: 1, levels: [1, 64], fixedRateSeconds: 2, ttfbRequests: 100, soakRequests: 50_000 } : {}) }));
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const out = join(root, 'docs', 'benchmarks.md');
 mkdirSync(dirname(out), { recursive: true });
-writeFileSync(out, markdown(date, m, store.result, proj.result, gw.result, [store.error, proj.error, gw.error].filter((e): e is string => !!e)));
+// Everything from the hand-written marker on is kept as it is.
+const MARKER = '<!-- hand-written below: kept by npm run bench -->';
+let kept = '';
+try {
+  const previous = readFileSync(out, 'utf8');
+  const at = previous.indexOf(MARKER);
+  if (at >= 0) kept = previous.slice(at);
+} catch {
+  /* first run */
+}
+writeFileSync(out, markdown(date, m, store.result, proj.result, gw.result, [store.error, proj.error, gw.error].filter((e): e is string => !!e)) + (kept ? `\n${kept}` : ''));
 console.log(`\nwrote ${out} (total ${(store.seconds + proj.seconds + gw.seconds).toFixed(0)} s)`);

@@ -111,6 +111,10 @@ export function createHttpApp(options: HttpAppOptions = {}): FastifyInstance {
       const status = res.statusCode;
       const aborted = !res.writableFinished;
       const route = request.routeOptions.url ?? '(unmatched)';
+      options.metrics?.httpRequests.inc({ method: request.method, route, status });
+      // The line is only built when its level is on (LOG_LEVEL=warn skips it per request).
+      const level = status >= 500 ? 'error' : 'info';
+      if (!logger.isLevelEnabled(level)) return;
       const line = {
         reqId: request.id,
         method: request.method,
@@ -121,9 +125,7 @@ export function createHttpApp(options: HttpAppOptions = {}): FastifyInstance {
         ...(aborted ? { client_aborted: true } : {}),
         ...request.logFields,
       };
-      options.metrics?.httpRequests.inc({ method: request.method, route, status });
-      if (status >= 500) logger.error(line, 'request');
-      else logger.info(line, 'request');
+      logger[level](line, 'request');
     };
     // Raw events, not onResponse: they also fire for hijacked (SSE) replies and client aborts.
     reply.raw.once('finish', logLine);
