@@ -20,6 +20,10 @@ export interface CreateEscrowCommand {
   register: boolean;
   origin: CreateOrigin;
   metadata: EventMetadata;
+  /** A create decided earlier (rotation) names its intent id in advance; default: a fresh one. */
+  intentId?: string;
+  /** The epoch the decision was made in; default: the chain's current epoch. */
+  epoch?: number;
 }
 
 export type CreateEscrowOutcome =
@@ -28,8 +32,8 @@ export type CreateEscrowOutcome =
 
 export async function createEscrow(ctx: GatewayContext, cmd: CreateEscrowCommand): Promise<CreateEscrowOutcome> {
   const creator = await ctx.keyring.add(cmd.privateKeyHex);
-  const intentId = randomUUID();
-  const epoch = (await ctx.chain.epoch()).epochIndex;
+  const intentId = cmd.intentId ?? randomUUID();
+  const epoch = cmd.epoch ?? (await ctx.chain.epoch()).epochIndex;
   let prepared;
   try {
     prepared = await ctx.chain.prepareCreateEscrow(cmd.privateKeyHex, cmd.amount, cmd.model);
@@ -105,8 +109,12 @@ function registerWanted(ctx: GatewayContext, intentId: string): boolean {
   return first?.type === 'EscrowCreateRequested' ? first.data.register : true;
 }
 
-async function recordCreateFailed(ctx: GatewayContext, intentId: string, error: unknown, txHash: string | undefined, metadata: EventMetadata): Promise<void> {
-  const intent = ctx.engine.intent(intentId)!.context;
+/** Records a create intent's failure with the chain's reason. */
+export async function recordCreateFailed(ctx: GatewayContext, intentId: string, error: unknown, txHash: string | undefined, metadata: EventMetadata): Promise<void> {
+  // Idempotent: an intent whose outcome is already recorded (or that was never recorded) is left as is.
+  const snapshot = ctx.engine.intent(intentId);
+  if (!snapshot || snapshot.value !== 'creating') return;
+  const intent = snapshot.context;
   await ctx.engine.decideEscrow('intent', intentId, [
     newEvent(
       'EscrowCreateFailed',

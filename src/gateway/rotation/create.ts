@@ -5,15 +5,14 @@
  * every decided id in one of four states (absent, pending, failed, created) and never creates twice:
  * absent → create now under the same id; pending → ask the chain by hash; failed / created → done.
  *
- * Same steps as escrows/create.ts `createEscrow`, which picks its own intent id.
  */
-import { newEvent, type CreateOrigin, type EscrowRole, type KeySource } from '../../events/catalog.js';
+import type { CreateOrigin, EscrowRole, KeySource } from '../../events/catalog.js';
 import type { EventMetadata } from '../../events/envelope.js';
 import { createIntentStream } from '../../events/catalog.js';
 import type { TxOutcome } from '../../chain/port.js';
 import type { GatewayContext } from '../context.js';
-import { chainErrorInfo, outcomeUnknown } from '../escrows/chain-errors.js';
-import { resolveCreate, type CreateEscrowOutcome } from '../escrows/create.js';
+import { outcomeUnknown } from '../escrows/chain-errors.js';
+import { createEscrow, recordCreateFailed, resolveCreate, type CreateEscrowOutcome } from '../escrows/create.js';
 
 export interface DecidedCreate {
   intentId: string;
@@ -54,43 +53,8 @@ export function intentFailure(ctx: GatewayContext, intentId: string) {
 }
 
 /** Creates the escrow of a decided intent id (write-ahead intent, broadcast, outcome). */
-export async function createDecided(ctx: GatewayContext, cmd: DecidedCreate): Promise<CreateEscrowOutcome> {
-  const { intentId } = cmd;
-  const creator = await ctx.keyring.add(cmd.privateKeyHex);
-  let prepared;
-  try {
-    prepared = await ctx.chain.prepareCreateEscrow(cmd.privateKeyHex, cmd.amount, cmd.model);
-  } catch (error) {
-    return { ok: false, intentId, error, pending: false };
-  }
-  await ctx.engine.decideEscrow('intent', intentId, [
-    newEvent(
-      'EscrowCreateRequested',
-      {
-        intentId,
-        model: cmd.model,
-        amount: cmd.amount.toString(),
-        creator,
-        keySource: cmd.keySource,
-        role: cmd.role,
-        epoch: cmd.epoch,
-        register: true,
-        origin: cmd.origin,
-        txHash: prepared.txHash,
-        txBytes: prepared.txBytes,
-      },
-      cmd.metadata,
-    ),
-  ]);
-  let outcome: TxOutcome;
-  try {
-    outcome = await ctx.chain.broadcast(prepared);
-  } catch (error) {
-    if (outcomeUnknown(error)) return { ok: false, intentId, txHash: prepared.txHash, error, pending: true };
-    await recordFailed(ctx, intentId, error, prepared.txHash, cmd.metadata);
-    return { ok: false, intentId, txHash: prepared.txHash, error, pending: false };
-  }
-  return resolveCreate(ctx, intentId, outcome, cmd.metadata);
+export function createDecided(ctx: GatewayContext, cmd: DecidedCreate): Promise<CreateEscrowOutcome> {
+  return createEscrow(ctx, { ...cmd, register: true });
 }
 
 /**
@@ -107,25 +71,13 @@ export async function resolvePendingCreate(ctx: GatewayContext, intentId: string
     if (!outcome && txBytes) outcome = await ctx.chain.broadcast({ txHash, txBytes, creator });
   } catch (error) {
     if (outcomeUnknown(error)) return undefined;
-    await recordFailed(ctx, intentId, error, txHash, metadata);
+    await recordCreateFailed(ctx, intentId, error, txHash, metadata);
     return { ok: false, intentId, txHash, error, pending: false };
   }
   if (!outcome) {
     const error = new Error('the chain has no such tx and its bytes were not recorded');
-    await recordFailed(ctx, intentId, error, txHash, metadata);
+    await recordCreateFailed(ctx, intentId, error, txHash, metadata);
     return { ok: false, intentId, txHash, error, pending: false };
   }
   return resolveCreate(ctx, intentId, outcome, metadata);
-}
-
-async function recordFailed(ctx: GatewayContext, intentId: string, error: unknown, txHash: string | undefined, metadata: EventMetadata): Promise<void> {
-  const intent = ctx.engine.intent(intentId)?.context;
-  if (!intent || ctx.engine.intent(intentId)?.value !== 'creating') return;
-  await ctx.engine.decideEscrow('intent', intentId, [
-    newEvent(
-      'EscrowCreateFailed',
-      { intentId, model: intent.model ?? '', role: intent.role, epoch: intent.epoch ?? 0, error: chainErrorInfo(error), ...(txHash ? { txHash } : {}) },
-      metadata,
-    ),
-  ]);
 }
