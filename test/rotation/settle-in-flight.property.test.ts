@@ -44,7 +44,8 @@ describe('rotation settle vs in-flight requests', () => {
           const id = await createEscrowViaApi(gw, '1000000000');
           const chats = requests.map(async (q) => {
             await sleep(q.at);
-            return gw.call('/v1/chat/completions', { key: 'client', body: { model: MODEL, messages: [{ role: 'user', content: 'count slowly' }], max_tokens: q.tokens } });
+            // Streamed, so the host paces tokens (DEVNET_TOKEN_DELAY_MS) and requests overlap the settle.
+            return gw.call('/v1/chat/completions', { key: 'client', body: { model: MODEL, stream: true, messages: [{ role: 'user', content: 'count slowly' }], max_tokens: q.tokens } });
           });
           await sleep(settleAt);
           const answer = await finalizeAndSettle(gw.ctx, id, 'DEVSHARD_PRIVATE_KEY', 'rotation', ROTATION_META);
