@@ -25,7 +25,12 @@ export async function runServe(opts: ServeOptions): Promise<void> {
   const embedded = !env.NODE_RPC;
   if (!envFile && existsSync(DEFAULT_ENV_FILE)) envFile = DEFAULT_ENV_FILE;
   if (!envFile && embedded && !env.DEVSHARD_ADMIN_API_KEY) {
-    await runInit({ file: DEFAULT_ENV_FILE }, (line) => process.stderr.write(`${line}\n`));
+    // Only init's first line: serve prints its own how-to-call below.
+    let first = true;
+    await runInit({ file: DEFAULT_ENV_FILE }, (line) => {
+      if (first) process.stderr.write(`${line}\n`);
+      first = false;
+    });
     envFile = DEFAULT_ENV_FILE;
   }
   let config;
