@@ -65,6 +65,8 @@ export interface GatewayConfig {
     capacityAwareLimits: boolean;
     rotationIntervalMs: number;
     balanceCheckIntervalMs: number;
+    /** GATEWAY_RECONCILE_INTERVAL_MS. */
+    reconcileIntervalMs: number;
   };
   /** DEVSHARD_GATEWAY_DISABLED*: applied only when the event log is empty. */
   disabledBootstrap: { enabled: boolean; message: string | undefined; newUrl: string | undefined };
@@ -219,6 +221,7 @@ export function loadConfig(options: LoadConfigOptions = {}): GatewayConfig {
     capacityAwareLimits: bool('DEVSHARD_CAPACITY_AWARE_LIMITS'),
     rotationIntervalMs: int('GATEWAY_ROTATION_INTERVAL_MS', 100),
     balanceCheckIntervalMs: int('GATEWAY_BALANCE_CHECK_INTERVAL_MS', 100),
+    reconcileIntervalMs: int('GATEWAY_RECONCILE_INTERVAL_MS', 100),
   };
 
   const disabledBootstrap = {

@@ -126,7 +126,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
   const report = await reconcile(ctx);
   if (report.creates.length || report.settles.length || report.orphanedRequests) logger.info({ reconcile: report }, 'reconciled recorded chain intents');
   // Outcomes still unknown (node unreachable, tx not yet included) are asked for by hash until known.
-  const stopIntentReconciler = startIntentReconciler(ctx, Number(config.env.GATEWAY_RECONCILE_INTERVAL_MS || 5_000));
+  const stopIntentReconciler = startIntentReconciler(ctx, config.behaviour.reconcileIntervalMs);
   await drain.resumeDeferred(ctx);
   await bootstrap(ctx, { quickStartEscrow: options.quickStartEscrow === true && devnet !== undefined && emptyLog });
   const rotation = startRotation(ctx);
