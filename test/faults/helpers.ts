@@ -6,16 +6,13 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
-import pino from 'pino';
 import { createCosmosChainClient, type CosmosChainClient } from '../../src/chain/cosmos-client.js';
 import { startDevnet, type Devnet } from '../../src/chain/devnet/index.js';
 import { generateKeys, loadConfig } from '../../src/config/index.js';
 import { escrowStream } from '../../src/events/catalog.js';
 import type { RecordedEvent } from '../../src/events/envelope.js';
 import { startGateway, type RunningGateway } from '../../src/gateway/gateway.js';
-import { REDACT_PATHS } from '../../src/http/logger.js';
-import type { TestGateway } from '../helpers/gateway.js';
+import { capturingLogger, httpCaller, type TestGateway } from '../helpers/gateway.js';
 
 export { MODEL, createEscrowViaApi } from '../helpers/gateway.js';
 
@@ -68,16 +65,8 @@ export async function startFaultGateway(opts: FaultGatewayOptions = {}): Promise
     broadcastTimeoutMs: opts.broadcastTimeoutMs ?? 2_000,
     requestTimeoutMs: opts.requestTimeoutMs ?? 1_500,
   });
-  const logs: string[] = [];
-  const sink = new Writable({
-    write(chunk, _enc, cb) {
-      logs.push(...String(chunk).split('\n').filter(Boolean));
-      cb();
-    },
-  });
-  const logger = pino({ level: env.LOG_LEVEL, redact: { paths: [...REDACT_PATHS], censor: '[redacted]' } }, sink);
+  const { logger, logs } = await capturingLogger(env.LOG_LEVEL!);
   const gw: RunningGateway = await startGateway(config, { logger, chain: chainClient });
-  const keyOf = (k: string | undefined) => (k === 'admin' ? keys.adminApiKey : k === 'client' ? keys.apiKey : k === 'none' || k === undefined ? undefined : k);
   const t: FaultGateway = {
     ...gw,
     devnet,
@@ -86,25 +75,7 @@ export async function startFaultGateway(opts: FaultGatewayOptions = {}): Promise
     storageDir,
     env,
     logs,
-    async call(path, init = {}) {
-      const key = keyOf(init.key ?? 'admin');
-      const headers: Record<string, string> = { ...(init.headers ?? {}) };
-      if (key) headers.authorization = `Bearer ${key}`;
-      let body: string | undefined;
-      if (init.body !== undefined) {
-        body = typeof init.body === 'string' ? init.body : JSON.stringify(init.body);
-        headers['content-type'] ??= 'application/json';
-      }
-      const res = await fetch(gw.url + path, { method: init.method ?? (body ? 'POST' : 'GET'), headers, body, redirect: 'manual' });
-      const text = await res.text();
-      let json: any;
-      try {
-        json = text ? JSON.parse(text) : undefined;
-      } catch {
-        json = undefined;
-      }
-      return { status: res.status, headers: res.headers, text, json };
-    },
+    call: httpCaller(gw.url, keys),
     async restart() {
       await gw.stop();
       chainClient.close();

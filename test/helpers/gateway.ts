@@ -19,7 +19,7 @@ export interface TestGateway extends RunningGateway {
   /** Every log line the gateway wrote (JSON strings). */
   logs: string[];
   /** fetch against the gateway with a key kind. */
-  call(path: string, init?: { method?: string; body?: unknown; key?: 'admin' | 'client' | 'none' | string; headers?: Record<string, string> }): Promise<{ status: number; headers: Headers; text: string; json: any }>;
+  call(path: string, init?: CallInit): Promise<CallResult>;
   /** Restart on the same storage (and the same devnet state file). */
   restart(): Promise<TestGateway>;
 }
@@ -30,6 +30,46 @@ export interface TestGatewayOptions {
   keys?: ReturnType<typeof generateKeys>;
   quickStartEscrow?: boolean;
   devnet?: GatewayOptions['devnet'];
+}
+
+export type CallInit = { method?: string; body?: unknown; key?: 'admin' | 'client' | 'none' | string; headers?: Record<string, string> };
+export type CallResult = { status: number; headers: Headers; text: string; json: any };
+
+/** A pino logger whose lines (JSON strings) are collected in `logs`, redacted like production. */
+export async function capturingLogger(level: string): Promise<{ logger: pino.Logger; logs: string[] }> {
+  const logs: string[] = [];
+  const sink = new Writable({
+    write(chunk, _enc, cb) {
+      logs.push(...String(chunk).split('\n').filter(Boolean));
+      cb();
+    },
+  });
+  const { REDACT_PATHS } = await import('../../src/http/logger.js');
+  return { logger: pino({ level, redact: { paths: [...REDACT_PATHS], censor: '[redacted]' } }, sink), logs };
+}
+
+/** fetch against a gateway with a key kind ('admin' by default), answering status, text and JSON. */
+export function httpCaller(baseUrl: string, keys: { adminApiKey: string; apiKey: string }) {
+  const keyOf = (k: string | undefined) => (k === 'admin' ? keys.adminApiKey : k === 'client' ? keys.apiKey : k === 'none' || k === undefined ? undefined : k);
+  return async (path: string, init: CallInit = {}): Promise<CallResult> => {
+    const key = keyOf(init.key ?? 'admin');
+    const headers: Record<string, string> = { ...(init.headers ?? {}) };
+    if (key) headers.authorization = `Bearer ${key}`;
+    let body: string | undefined;
+    if (init.body !== undefined) {
+      body = typeof init.body === 'string' ? init.body : JSON.stringify(init.body);
+      headers['content-type'] ??= 'application/json';
+    }
+    const res = await fetch(baseUrl + path, { method: init.method ?? (body ? 'POST' : 'GET'), headers, body, redirect: 'manual' });
+    const text = await res.text();
+    let json: any;
+    try {
+      json = text ? JSON.parse(text) : undefined;
+    } catch {
+      json = undefined;
+    }
+    return { status: res.status, headers: res.headers, text, json };
+  };
 }
 
 export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<TestGateway> {
@@ -48,43 +88,16 @@ export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<T
     GATEWAY_SHUTDOWN_TIMEOUT_MS: '5000',
     ...opts.env,
   };
-  const logs: string[] = [];
-  const sink = new Writable({
-    write(chunk, _enc, cb) {
-      logs.push(...String(chunk).split('\n').filter(Boolean));
-      cb();
-    },
-  });
-  const { REDACT_PATHS } = await import('../../src/http/logger.js');
-  const logger = pino({ level: env.LOG_LEVEL, redact: { paths: [...REDACT_PATHS], censor: '[redacted]' } }, sink);
+  const { logger, logs } = await capturingLogger(env.LOG_LEVEL!);
   const config = loadConfig({ env, cwd: storageDir });
   const gw = await startGateway(config, { logger, quickStartEscrow: opts.quickStartEscrow ?? false, ...(opts.devnet ? { devnet: opts.devnet } : {}) });
-  const keyOf = (k: string | undefined) => (k === 'admin' ? keys.adminApiKey : k === 'client' ? keys.apiKey : k === 'none' || k === undefined ? undefined : k);
   const t: TestGateway = {
     ...gw,
     keys,
     storageDir,
     env,
     logs,
-    async call(path, init = {}) {
-      const key = keyOf(init.key ?? 'admin');
-      const headers: Record<string, string> = { ...(init.headers ?? {}) };
-      if (key) headers.authorization = `Bearer ${key}`;
-      let body: string | undefined;
-      if (init.body !== undefined) {
-        body = typeof init.body === 'string' ? init.body : JSON.stringify(init.body);
-        headers['content-type'] ??= 'application/json';
-      }
-      const res = await fetch(gw.url + path, { method: init.method ?? (body ? 'POST' : 'GET'), headers, body, redirect: 'manual' });
-      const text = await res.text();
-      let json: any;
-      try {
-        json = text ? JSON.parse(text) : undefined;
-      } catch {
-        json = undefined;
-      }
-      return { status: res.status, headers: res.headers, text, json };
-    },
+    call: httpCaller(gw.url, keys),
     async restart() {
       await gw.stop();
       return startTestGateway({ ...opts, storageDir, keys, quickStartEscrow: false });
