@@ -21,6 +21,8 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { Pool } from 'undici';
 import { generateKeys, loadConfig } from '../src/config/index.js';
@@ -81,7 +83,10 @@ export interface SoakResult {
   /** RSS (MiB) of the server process sampled every 5 s; growth after warm-up = (last − first after warm-up) / first. */
   rssMiB: number[];
   heapUsedMiB: number[];
+  /** (last − first after warm-up) / first over the raw 5 s samples (follows the GC sawtooth). */
   rssGrowthAfterWarmup: number;
+  /** RSS and heap after a forced full GC, 60 s into the soak and at its end; growth between them. */
+  afterGc?: { warmRssMiB: number; endRssMiB: number; warmHeapMiB: number; endHeapMiB: number; rssGrowth: number };
   /** Rebuild of every projection from the soak's log. */
   rebuild: { events: number; fileMiB: number; readSeconds: number; readEventsPerSec: number; rebuildSeconds: number; eventsPerSec: number };
 }
@@ -279,6 +284,16 @@ async function drive(worker: LoadWorker, target: Target, connections: number, se
 
 const mib = (bytes: number) => Math.round((bytes / 2 ** 20) * 10) / 10;
 
+/** A full GC on demand for the soak's memory samples (V8 flag set at run time; no CLI flag needed). */
+const gc: (() => void) | undefined = (() => {
+  try {
+    setFlagsFromString('--expose-gc');
+    return runInNewContext('gc') as () => void;
+  } catch {
+    return undefined;
+  }
+})();
+
 async function soak(worker: LoadWorker, target: GatewayTarget, requests: number, log: (line: string) => void): Promise<SoakResult> {
   await target.addEscrows(Math.ceil(requests / (ROUTING_STOP_NONCE - 100)) + 1);
   // Warm-up (JIT, pools, caches) before the first sample that counts.
@@ -290,15 +305,28 @@ async function soak(worker: LoadWorker, target: GatewayTarget, requests: number,
     rssMiB.push(mib(m.rss));
     heapUsedMiB.push(mib(m.heapUsed));
   };
+  const gcSample = () => {
+    gc?.();
+    const m = process.memoryUsage();
+    return { rss: mib(m.rss), heap: mib(m.heapUsed) };
+  };
   sample();
   const timer = setInterval(sample, 5_000);
+  let warmGc: { rss: number; heap: number } | undefined;
+  const warmTimer = setTimeout(() => (warmGc = gcSample()), 60_000);
   let r: AutocannonSummary;
   try {
     r = await worker.run<AutocannonSummary>({ kind: 'autocannon', ...request(target), connections: 64, amount: requests });
   } finally {
     clearInterval(timer);
+    clearTimeout(warmTimer);
   }
   sample();
+  const endGc = gcSample();
+  const afterGc = warmGc && gc
+    ? { warmRssMiB: warmGc.rss, endRssMiB: endGc.rss, warmHeapMiB: warmGc.heap, endHeapMiB: endGc.heap, rssGrowth: Math.round(((endGc.rss - warmGc.rss) / warmGc.rss) * 1000) / 1000 }
+    : undefined;
+  if (afterGc) log(`soak after full GC: RSS ${afterGc.warmRssMiB} MiB at 60 s → ${afterGc.endRssMiB} MiB at the end (${(afterGc.rssGrowth * 100).toFixed(1)}%), heap used ${afterGc.warmHeapMiB} → ${afterGc.endHeapMiB} MiB`);
   // Skip the first 30 s after warm-up (allocator and heap settle), then compare last to first.
   const warm = rssMiB.slice(Math.min(6, rssMiB.length - 1));
   const growth = warm.length > 1 ? (warm[warm.length - 1]! - warm[0]!) / warm[0]! : 0;
@@ -335,6 +363,7 @@ async function soak(worker: LoadWorker, target: GatewayTarget, requests: number,
       rssMiB,
       heapUsedMiB,
       rssGrowthAfterWarmup: Math.round(growth * 1000) / 1000,
+      ...(afterGc ? { afterGc } : {}),
       rebuild,
     };
   } finally {

@@ -11,6 +11,7 @@ import { eventHash } from './hash.js';
 import { ensureGuards } from './guards.js';
 import { migrate } from './migrations.js';
 import { EVENT_COLUMNS, decodeRow, type EventRow } from './rows.js';
+import { SqliteWriter, type WriteReply } from './sqlite-writer.js';
 
 export { eventsFile } from './storage-path.js';
 export type { Checkpoint, CheckpointStore, CommitListener, CommitNotifier } from './capabilities.js';
@@ -24,6 +25,12 @@ export interface SqliteEventStoreOptions {
   now?: () => Date;
   /** Called when an onCommit listener throws; the store carries on regardless. */
   onListenerError?: (error: unknown) => void;
+  /**
+   * Write group commits from a worker thread (default true for a file): the fsync then no longer
+   * blocks the event loop, and appends arriving meanwhile form the next batch. Same durability
+   * (synchronous=FULL) and the same order: listeners run and appends resolve once it is on disk.
+   */
+  writerThread?: boolean;
 }
 
 export interface StoreStats {
@@ -73,7 +80,18 @@ export function openSqliteEventStore(filePath: string, opts: SqliteEventStoreOpt
     db.close();
     throw error;
   }
-  return new SqliteEventStore(db, filePath, opts);
+  return new SqliteEventStore(db, filePath, { ...opts, writerThread: filePath !== ':memory:' && opts.writerThread !== false, busyTimeoutMs: opts.busyTimeoutMs ?? 5_000 });
+}
+
+/** A batch prepared on the main thread and being written by the writer thread. */
+interface InFlightBatch {
+  id: number;
+  batch: PendingAppend[];
+  outcomes: (AppendResult | Error)[];
+  committed: RecordedEvent[];
+  heads: Map<string, number>;
+  pos: number;
+  hash: string;
 }
 
 /**
@@ -90,6 +108,9 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
 
   private queue: PendingAppend[] = [];
   private flushHandle: NodeJS.Immediate | undefined;
+  private readonly writer: SqliteWriter | undefined;
+  private inFlight: InFlightBatch | undefined;
+  private batchIds = 0;
   private closed = false;
   /** True while commit listeners and subscribers run; see appendNow. */
   private notifying = false;
@@ -148,6 +169,7 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
     const tail = this.stmt.tail.get() as [number, string] | undefined;
     this.lastPos = tail?.[0] ?? 0;
     this.lastHash = tail?.[1] ?? '';
+    this.writer = opts.writerThread ? new SqliteWriter(file, opts.busyTimeoutMs ?? 5_000, (reply) => this.written(reply)) : undefined;
   }
 
   /**
@@ -326,6 +348,7 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
   async close(): Promise<void> {
     if (this.closed) return;
     this.drain();
+    this.writer?.close();
     this.closed = true;
     this.committed$.complete();
     this.db.close();
@@ -336,6 +359,11 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
   private flush(): void {
     this.flushHandle = undefined;
     if (this.closed || this.queue.length === 0) return;
+    if (this.writer) {
+      // One batch on the writer thread at a time; what queues meanwhile is the next batch.
+      if (!this.inFlight) this.sendBatch(this.takeBatch());
+      return;
+    }
     this.commitBatch(this.takeBatch());
     // Leftovers (over maxBatchEvents) go next turn, letting this batch's callers run first.
     if (this.queue.length > 0) this.flushHandle = setImmediate(() => this.flush());
@@ -343,6 +371,7 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
 
   /** Commits everything queued, now. */
   private drain(): void {
+    this.writer?.waitSync();
     if (this.flushHandle) clearImmediate(this.flushHandle);
     this.flushHandle = undefined;
     while (this.queue.length > 0) this.commitBatch(this.takeBatch());
@@ -433,6 +462,11 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
       return;
     }
 
+    this.finishCommit(batch, outcomes, committed, heads, pos, hash);
+  }
+
+  /** After the commit is on disk: caches, counters, listeners (in position order), then callers. */
+  private finishCommit(batch: PendingAppend[], outcomes: (AppendResult | Error)[], committed: RecordedEvent[], heads: Map<string, number>, pos: number, hash: string): void {
     this.lastPos = pos;
     this.lastHash = hash;
     for (const [streamId, version] of heads) this.versions.set(streamId, version);
@@ -463,6 +497,67 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
         batch[i]!.resolve(outcome);
       }
     }
+  }
+
+  /**
+   * Writer-thread path: decides versions, positions and hashes here (this process is the only
+   * writer; a foreign commit makes the writer refuse the batch, which is then redone in-thread),
+   * and hands the rows to the writer thread.
+   */
+  private sendBatch(batch: PendingAppend[]): void {
+    const time = this.now().toISOString();
+    const outcomes: (AppendResult | Error)[] = [];
+    const committed: RecordedEvent[] = [];
+    const heads = new Map<string, number>();
+    const rows: unknown[][] = [];
+    let pos = this.lastPos;
+    let hash = this.lastHash;
+    for (const item of batch) {
+      const actual = heads.get(item.streamId) ?? this.committedVersion(item.streamId);
+      if (!versionMatches(item.expected, actual)) {
+        outcomes.push(new WrongExpectedVersionError(item.streamId, item.expected, actual));
+        continue;
+      }
+      const records: RecordedEvent[] = [];
+      let version = actual;
+      for (const e of item.events) {
+        version++;
+        pos++;
+        const prevHash = hash;
+        hash = eventHash(prevHash, { position: pos, streamId: item.streamId, streamVersion: version, type: e.type, schemaVersion: e.schemaVersion, dataJson: e.dataJson, metadataJson: e.metadataJson, time });
+        rows.push([pos, item.streamId, version, e.type, e.schemaVersion, e.dataJson, e.metadataJson, time, prevHash, hash]);
+        records.push({
+          position: pos,
+          streamId: item.streamId,
+          streamVersion: version,
+          type: e.type,
+          schemaVersion: e.schemaVersion,
+          data: JSON.parse(e.dataJson),
+          metadata: JSON.parse(e.metadataJson),
+          time,
+          prevHash,
+          hash,
+        });
+      }
+      if (version !== actual) heads.set(item.streamId, version);
+      committed.push(...records);
+      outcomes.push({ nextExpectedVersion: version, positions: records.map((r) => r.position), records });
+    }
+    const id = ++this.batchIds;
+    this.inFlight = { id, batch, outcomes, committed, heads, pos, hash };
+    this.writer!.write({ id, lastPos: this.lastPos, lastHash: this.lastHash, rows, heads: [...heads] });
+  }
+
+  /** The writer thread answered the batch under way. */
+  private written(reply: WriteReply): void {
+    const f = this.inFlight;
+    if (!f || f.id !== reply.id) return;
+    this.inFlight = undefined;
+    if (reply.ok) this.finishCommit(f.batch, f.outcomes, f.committed, f.heads, f.pos, f.hash);
+    // Another connection wrote first, or a row failed: redo the batch in-thread, which reloads the
+    // tail and isolates a failing append exactly as before.
+    else this.commitBatch(f.batch);
+    if (this.queue.length > 0 && !this.closed) this.flushHandle ??= setImmediate(() => this.flush());
   }
 
   /** Inside the write transaction: if another connection appended, reload what we cached. */
