@@ -126,7 +126,8 @@ describe('chain faults', () => {
     } finally {
       faults().holdMempool = false;
     }
-    await waitFor(() => gw.ctx.engine.escrow(id)?.value === 'settled', 'the settle to be reconciled');
+    // The projection, not the engine: the engine's decided state runs one commit ahead of the log.
+    await waitFor(() => gw.ctx.projections.pool.escrow(id)?.value === 'settled', 'the settle to be reconciled');
     expect(settleTxsOnChain(gw.devnet, id)).toBe(1);
     expect(streamTypes(gw, id).filter((t) => t === 'EscrowSettleRequested')).toHaveLength(1);
     expect(streamTypes(gw, id).filter((t) => t === 'EscrowSettled')).toHaveLength(1);
@@ -163,7 +164,7 @@ describe('chain faults', () => {
       faults().dropBroadcastResponse = false;
     }
     expect([200, 202]).toContain(r.status);
-    await waitFor(() => gw.ctx.engine.escrow(id)?.value === 'settled', 'settled');
+    await waitFor(() => gw.ctx.projections.pool.escrow(id)?.value === 'settled', 'settled');
     expect(settleTxsOnChain(gw.devnet, id)).toBe(1);
     expect(streamTypes(gw, id).filter((t) => t === 'EscrowSettled')).toHaveLength(1);
     // settling again is answered from the log, nothing is sent

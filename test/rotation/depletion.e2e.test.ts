@@ -42,7 +42,7 @@ describe('depletion on a fast devnet', () => {
     await g.call('/v1/admin/settings', { body: { model_limits: [{ model_id: MODEL, access_mode: 'api_key' }] } });
     g.ctx.depletionThreshold = 999_990_000n;
     expect((await chatOnce(g)).status).toBe(200);
-    await waitFor('depleted', () => g.ctx.engine.escrow(old)?.value === 'depleted', 5_000);
+    await waitFor('depleted', () => g.ctx.projections.pool.escrow(old)?.value === 'depleted', 5_000);
     await new Promise((r) => setTimeout(r, 700));
     expect(ofType(g, 'DepletionReplacementDecided')).toEqual([]);
     expect(ofType(g, 'EscrowCreated')).toHaveLength(1);

@@ -52,7 +52,7 @@ describe('rotation settle vs in-flight requests', () => {
           expect(['settled', 'deferred']).toContain(answer.status);
           if (answer.status === 'deferred') deferred++;
           await Promise.all(chats);
-          await waitFor(`escrow ${id} settled`, () => gw.ctx.engine.escrow(id)?.value === 'settled', 10_000);
+          await waitFor(`escrow ${id} settled`, () => gw.ctx.projections.pool.escrow(id)?.value === 'settled', 10_000);
           const atSettle = inFlightAtSettleRequests(gw, id);
           expect(atSettle.length).toBeGreaterThan(0);
           expect(atSettle.every((n) => n === 0)).toBe(true);
