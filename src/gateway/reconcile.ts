@@ -21,12 +21,11 @@
 import { createHash } from 'node:crypto';
 import { createIntentStream, escrowStream, newEvent } from '../events/catalog.js';
 import type { EventMetadata, NewEvent } from '../events/envelope.js';
-import type { PreparedTx, TxOutcome } from '../chain/port.js';
 import { collectSignaturesDetailed } from '../network/collect-signatures.js';
 import type { GatewayContext } from './context.js';
-import { busyWith } from './escrows/broadcast.js';
-import { chainErrorInfo, outcomeUnknown } from './escrows/chain-errors.js';
-import { resolveCreate } from './escrows/create.js';
+import { busyWith, recordedTxOutcome } from './escrows/broadcast.js';
+import { chainErrorInfo } from './escrows/chain-errors.js';
+import { resolvePendingCreate } from './escrows/create.js';
 import { resolveSettle } from './escrows/lifecycle.js';
 
 const META: EventMetadata = { actor: { kind: 'reconciler' } };
@@ -56,23 +55,8 @@ export async function reconcileIntents(ctx: GatewayContext, report: ReconcileRep
     if (busy.has(p.txHash)) continue;
     await ctx.engine.serial(createIntentStream(p.intentId), async () => {
       if (ctx.engine.intent(p.intentId)?.value !== 'creating') return;
-      const first = ctx.engine.readStream(createIntentStream(p.intentId))[0];
-      const txBytes = first?.type === 'EscrowCreateRequested' ? first.data.txBytes : undefined;
-      const creator = first?.type === 'EscrowCreateRequested' ? first.data.creator : '';
-      const outcome = await outcomeOf(ctx, { txHash: p.txHash, txBytes: txBytes ?? '', creator });
-      if (outcome === 'unknown') {
-        report.creates.push({ intentId: p.intentId, result: 'unknown' });
-        return;
-      }
-      if ('error' in outcome) {
-        await ctx.engine.decideEscrow('intent', p.intentId, [
-          newEvent('EscrowCreateFailed', { intentId: p.intentId, model: p.model, role: p.role, epoch: p.epoch, error: chainErrorInfo(outcome.error), txHash: p.txHash }, META),
-        ]);
-        report.creates.push({ intentId: p.intentId, result: 'failed' });
-        return;
-      }
-      const r = await resolveCreate(ctx, p.intentId, outcome, META);
-      report.creates.push({ intentId: p.intentId, result: r.ok ? 'created' : 'failed' });
+      const r = await resolvePendingCreate(ctx, p.intentId, META);
+      report.creates.push({ intentId: p.intentId, result: r === undefined ? 'unknown' : r.ok ? 'created' : 'failed' });
     });
   }
 
@@ -84,7 +68,7 @@ export async function reconcileIntents(ctx: GatewayContext, report: ReconcileRep
       const recs = ctx.engine.readStream(escrowStream(e.escrowId));
       const req = [...recs].reverse().find((r) => r.type === 'EscrowSettleRequested');
       if (req?.type !== 'EscrowSettleRequested' || busy.has(req.data.txHash)) return;
-      const outcome = await outcomeOf(ctx, { txHash: req.data.txHash, txBytes: req.data.txBytes ?? '', creator: snap.context.creator ?? '' });
+      const outcome = await recordedTxOutcome(ctx, { txHash: req.data.txHash, txBytes: req.data.txBytes ?? '', creator: snap.context.creator ?? '' });
       if (outcome === 'unknown') {
         report.settles.push({ escrowId: e.escrowId, result: 'unknown' });
       } else if ('error' in outcome) {
@@ -196,18 +180,3 @@ async function endOrphans(ctx: GatewayContext, escrowId: string, report: Reconci
   report.orphanedRequests += events.length;
 }
 
-/** The tx's outcome: looked up by hash, else re-broadcast from its recorded bytes. */
-async function outcomeOf(ctx: GatewayContext, tx: PreparedTx): Promise<TxOutcome | { error: unknown } | 'unknown'> {
-  try {
-    const found = await ctx.chain.findTx(tx.txHash);
-    if (found) return found;
-  } catch {
-    return 'unknown';
-  }
-  if (!tx.txBytes) return { error: new Error('the chain has no such tx and its bytes were not recorded') };
-  try {
-    return await ctx.chain.broadcast(tx);
-  } catch (error) {
-    return outcomeUnknown(error) ? 'unknown' : { error };
-  }
-}

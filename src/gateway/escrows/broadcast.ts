@@ -56,3 +56,22 @@ export async function broadcastByHash(ctx: GatewayContext, tx: PreparedTx, optio
     busy.delete(tx.txHash);
   }
 }
+
+/**
+ * The outcome of a recorded tx: looked up by hash, else its recorded bytes broadcast again (same
+ * hash, so it cannot act twice). 'unknown' while the chain cannot tell; `{ error }` when it refuses.
+ */
+export async function recordedTxOutcome(ctx: GatewayContext, tx: PreparedTx): Promise<TxOutcome | { error: unknown } | 'unknown'> {
+  try {
+    const found = await ctx.chain.findTx(tx.txHash);
+    if (found) return found;
+  } catch {
+    return 'unknown';
+  }
+  if (!tx.txBytes) return { error: new Error('the chain has no such tx and its bytes were not recorded') };
+  try {
+    return await ctx.chain.broadcast(tx);
+  } catch (error) {
+    return outcomeUnknown(error) ? 'unknown' : { error };
+  }
+}

@@ -4,12 +4,13 @@
  * asking the chain for the hash (reconcile.ts), never by guessing.
  */
 import { randomUUID } from 'node:crypto';
-import { newEvent, type CreateOrigin, type EscrowRole, type KeySource, type SlotInfo } from '../../events/catalog.js';
+import { createIntentStream, newEvent, type CreateOrigin, type EscrowRole, type KeySource, type SlotInfo } from '../../events/catalog.js';
 import type { EventMetadata } from '../../events/envelope.js';
 import type { ChainEscrow, TxOutcome } from '../../chain/port.js';
 import type { GatewayContext } from '../context.js';
 import { broadcastByHash } from './broadcast.js';
 import { chainErrorInfo, outcomeUnknown } from './chain-errors.js';
+import { recordedTxOutcome } from './broadcast.js';
 
 export interface CreateEscrowCommand {
   privateKeyHex: string;
@@ -129,4 +130,21 @@ export async function recordCreateFailed(ctx: GatewayContext, intentId: string, 
       metadata,
     ),
   ]);
+}
+
+/**
+ * A create intent whose outcome is not recorded yet (crash, lost answer): its outcome from the
+ * chain by hash (or a re-broadcast of the recorded bytes), then recorded. Undefined while unknown.
+ */
+export async function resolvePendingCreate(ctx: GatewayContext, intentId: string, metadata: EventMetadata): Promise<CreateEscrowOutcome | undefined> {
+  const first = ctx.engine.readStream(createIntentStream(intentId))[0];
+  if (first?.type !== 'EscrowCreateRequested' || ctx.engine.intent(intentId)?.value !== 'creating') return undefined;
+  const { txHash, txBytes, creator } = first.data;
+  const outcome = await recordedTxOutcome(ctx, { txHash, txBytes: txBytes ?? '', creator });
+  if (outcome === 'unknown') return undefined;
+  if ('error' in outcome) {
+    await recordCreateFailed(ctx, intentId, outcome.error, txHash, metadata);
+    return { ok: false, intentId, txHash, error: outcome.error, pending: false };
+  }
+  return resolveCreate(ctx, intentId, outcome, metadata);
 }

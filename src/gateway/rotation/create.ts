@@ -9,10 +9,10 @@
 import type { CreateOrigin, EscrowRole, KeySource } from '../../events/catalog.js';
 import type { EventMetadata } from '../../events/envelope.js';
 import { createIntentStream } from '../../events/catalog.js';
-import type { TxOutcome } from '../../chain/port.js';
 import type { GatewayContext } from '../context.js';
-import { outcomeUnknown } from '../escrows/chain-errors.js';
-import { createEscrow, recordCreateFailed, resolveCreate, type CreateEscrowOutcome } from '../escrows/create.js';
+import { createEscrow, type CreateEscrowOutcome } from '../escrows/create.js';
+
+export { resolvePendingCreate } from '../escrows/create.js';
 
 export interface DecidedCreate {
   intentId: string;
@@ -57,27 +57,3 @@ export function createDecided(ctx: GatewayContext, cmd: DecidedCreate): Promise<
   return createEscrow(ctx, { ...cmd, register: true });
 }
 
-/**
- * An intent whose broadcast outcome was unknown: look the tx up by hash, else broadcast the
- * recorded bytes again (same hash, so it cannot create twice). Undefined while still unknown.
- */
-export async function resolvePendingCreate(ctx: GatewayContext, intentId: string, metadata: EventMetadata): Promise<CreateEscrowOutcome | undefined> {
-  const first = ctx.engine.readStream(createIntentStream(intentId))[0];
-  if (first?.type !== 'EscrowCreateRequested') return undefined;
-  const { txHash, txBytes, creator } = first.data;
-  let outcome: TxOutcome | null = null;
-  try {
-    outcome = await ctx.chain.findTx(txHash);
-    if (!outcome && txBytes) outcome = await ctx.chain.broadcast({ txHash, txBytes, creator });
-  } catch (error) {
-    if (outcomeUnknown(error)) return undefined;
-    await recordCreateFailed(ctx, intentId, error, txHash, metadata);
-    return { ok: false, intentId, txHash, error, pending: false };
-  }
-  if (!outcome) {
-    const error = new Error('the chain has no such tx and its bytes were not recorded');
-    await recordCreateFailed(ctx, intentId, error, txHash, metadata);
-    return { ok: false, intentId, txHash, error, pending: false };
-  }
-  return resolveCreate(ctx, intentId, outcome, metadata);
-}
