@@ -60,6 +60,18 @@ interface PendingAppend {
   reject(error: unknown): void;
 }
 
+/**
+ * Seals one event at its place in the log: the hash-chained row to store, and the record callers
+ * get, parsed back from the stored text so live records look exactly like replayed ones.
+ */
+function seal(e: PreparedEvent, streamId: string, position: number, streamVersion: number, time: string, prevHash: string): { row: [number, string, number, string, number, string, string, string, string, string]; record: RecordedEvent } {
+  const hash = eventHash(prevHash, { position, streamId, streamVersion, type: e.type, schemaVersion: e.schemaVersion, dataJson: e.dataJson, metadataJson: e.metadataJson, time });
+  return {
+    row: [position, streamId, streamVersion, e.type, e.schemaVersion, e.dataJson, e.metadataJson, time, prevHash, hash],
+    record: { position, streamId, streamVersion, type: e.type, schemaVersion: e.schemaVersion, data: JSON.parse(e.dataJson), metadata: JSON.parse(e.metadataJson), time, prevHash, hash },
+  };
+}
+
 /** Rows per page when reading: big enough to amortize the query, small enough to stay lazy. */
 const PAGE_SIZE = 2_000;
 
@@ -415,32 +427,10 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
         for (const e of item.events) {
           version++;
           pos++;
-          const row = {
-            position: pos,
-            streamId: item.streamId,
-            streamVersion: version,
-            type: e.type,
-            schemaVersion: e.schemaVersion,
-            dataJson: e.dataJson,
-            metadataJson: e.metadataJson,
-            time,
-          };
-          const prevHash = hash;
-          hash = eventHash(prevHash, row);
-          this.stmt.insert.run(pos, item.streamId, version, e.type, e.schemaVersion, e.dataJson, e.metadataJson, time, prevHash, hash);
-          // Parsed back from the stored text so live records look exactly like replayed ones.
-          records.push({
-            position: pos,
-            streamId: item.streamId,
-            streamVersion: version,
-            type: e.type,
-            schemaVersion: e.schemaVersion,
-            data: JSON.parse(e.dataJson),
-            metadata: JSON.parse(e.metadataJson),
-            time,
-            prevHash,
-            hash,
-          });
+          const sealed = seal(e, item.streamId, pos, version, time, hash);
+          hash = sealed.record.hash;
+          this.stmt.insert.run(...sealed.row);
+          records.push(sealed.record);
         }
         failing = -1;
         if (version !== actual) heads.set(item.streamId, version);
@@ -523,21 +513,10 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
       for (const e of item.events) {
         version++;
         pos++;
-        const prevHash = hash;
-        hash = eventHash(prevHash, { position: pos, streamId: item.streamId, streamVersion: version, type: e.type, schemaVersion: e.schemaVersion, dataJson: e.dataJson, metadataJson: e.metadataJson, time });
-        rows.push([pos, item.streamId, version, e.type, e.schemaVersion, e.dataJson, e.metadataJson, time, prevHash, hash]);
-        records.push({
-          position: pos,
-          streamId: item.streamId,
-          streamVersion: version,
-          type: e.type,
-          schemaVersion: e.schemaVersion,
-          data: JSON.parse(e.dataJson),
-          metadata: JSON.parse(e.metadataJson),
-          time,
-          prevHash,
-          hash,
-        });
+        const sealed = seal(e, item.streamId, pos, version, time, hash);
+        hash = sealed.record.hash;
+        rows.push(sealed.row);
+        records.push(sealed.record);
       }
       if (version !== actual) heads.set(item.streamId, version);
       committed.push(...records);
