@@ -12,7 +12,7 @@ import { generateKeys, loadConfig } from '../../src/config/index.js';
 import { escrowStream } from '../../src/events/catalog.js';
 import type { RecordedEvent } from '../../src/events/envelope.js';
 import { startGateway, type RunningGateway } from '../../src/gateway/gateway.js';
-import { capturingLogger, httpCaller, type TestGateway } from '../helpers/gateway.js';
+import { capturingLogger, httpCaller, testGatewayEnv, type TestGateway } from '../helpers/gateway.js';
 
 export { MODEL, createEscrowViaApi } from '../helpers/gateway.js';
 
@@ -38,20 +38,7 @@ export interface FaultGatewayOptions {
 export async function startFaultGateway(opts: FaultGatewayOptions = {}): Promise<FaultGateway> {
   const keys = opts.keys ?? generateKeys();
   const storageDir = opts.storageDir ?? mkdtempSync(join(tmpdir(), 'shardgate-faults-'));
-  const env: Record<string, string> = {
-    DEVSHARD_PRIVATE_KEY: keys.privateKey,
-    DEVSHARD_API_KEYS: keys.apiKey,
-    DEVSHARD_ADMIN_API_KEY: keys.adminApiKey,
-    DEVSHARDS_JSON: '[]',
-    DEVSHARD_PORT: '0',
-    DEVSHARD_STORAGE_DIR: storageDir,
-    DEVNET_BLOCK_TIME_MS: '50',
-    DEVNET_TOKEN_DELAY_MS: '0',
-    LOG_LEVEL: 'info',
-    GATEWAY_SHUTDOWN_TIMEOUT_MS: '3000',
-    GATEWAY_RECONCILE_INTERVAL_MS: '200',
-    ...opts.env,
-  };
+  const env = testGatewayEnv(keys, storageDir, { GATEWAY_SHUTDOWN_TIMEOUT_MS: '3000', GATEWAY_RECONCILE_INTERVAL_MS: '200', ...opts.env });
   const config = loadConfig({ env, cwd: storageDir });
   const devnet =
     opts.devnet ??

@@ -72,10 +72,9 @@ export function httpCaller(baseUrl: string, keys: { adminApiKey: string; apiKey:
   };
 }
 
-export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<TestGateway> {
-  const keys = opts.keys ?? generateKeys();
-  const storageDir = opts.storageDir ?? mkdtempSync(join(tmpdir(), 'shardgate-test-'));
-  const env: Record<string, string> = {
+/** The environment of a test gateway: generated keys, empty pool, ephemeral port, fast devnet. */
+export function testGatewayEnv(keys: ReturnType<typeof generateKeys>, storageDir: string, overrides: Record<string, string> = {}): Record<string, string> {
+  return {
     DEVSHARD_PRIVATE_KEY: keys.privateKey,
     DEVSHARD_API_KEYS: keys.apiKey,
     DEVSHARD_ADMIN_API_KEY: keys.adminApiKey,
@@ -85,9 +84,14 @@ export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<T
     DEVNET_BLOCK_TIME_MS: '50',
     DEVNET_TOKEN_DELAY_MS: '0',
     LOG_LEVEL: 'info',
-    GATEWAY_SHUTDOWN_TIMEOUT_MS: '5000',
-    ...opts.env,
+    ...overrides,
   };
+}
+
+export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<TestGateway> {
+  const keys = opts.keys ?? generateKeys();
+  const storageDir = opts.storageDir ?? mkdtempSync(join(tmpdir(), 'shardgate-test-'));
+  const env = testGatewayEnv(keys, storageDir, { GATEWAY_SHUTDOWN_TIMEOUT_MS: '5000', ...opts.env });
   const { logger, logs } = await capturingLogger(env.LOG_LEVEL!);
   const config = loadConfig({ env, cwd: storageDir });
   const gw = await startGateway(config, { logger, quickStartEscrow: opts.quickStartEscrow ?? false, ...(opts.devnet ? { devnet: opts.devnet } : {}) });
