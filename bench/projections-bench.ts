@@ -88,39 +88,44 @@ interface Lane {
   inFlight: { requestId: string; nonce: number }[];
 }
 
+/** One generated event, before the store gives it a position, version, time and hash. */
+export interface GeneratedEvent {
+  streamId: string;
+  event: CatalogEvent;
+  metadata: EventMetadata;
+}
+
+export interface GenerateOptions extends Pick<ProjectionsBenchOptions, 'models' | 'escrowsPerModel' | 'inFlight'> {
+  /**
+   * Request id of the n-th request (default `req-<n>`). The gateway uses `req-<uuid>`; the SQLite
+   * rebuild bench passes that shape so rows are as long as the soak's.
+   */
+  requestId?: (n: number) => string;
+  /** Client key id on inference events (default `key-1`). */
+  keyId?: string;
+}
+
 /**
- * A log of realistic shape: per model `escrowsPerModel` escrows take chat concurrently, each with
+ * Events of realistic shape: per model `escrowsPerModel` escrows take chat concurrently, each with
  * about `inFlight` requests in flight (started, then finished — 2% fail — in random order). An
  * escrow reaching the routing stop is stopped, drained, finalized, settled and replaced by a new
- * one created through a creation intent. A few settings events are sprinkled in.
+ * one created through a creation intent. A few settings events are sprinkled in. Yields exactly
+ * `events` events (streamed, so a multi-million-event SQLite log need not sit in memory).
  */
-export function generateLog(events: number, opts: Pick<ProjectionsBenchOptions, 'models' | 'escrowsPerModel' | 'inFlight'> = {}): { records: RecordedEvent[]; escrows: number } {
+export function* generateEvents(events: number, opts: GenerateOptions = {}): Generator<GeneratedEvent, { escrows: number }> {
   const models = opts.models ?? 2;
   const perModel = opts.escrowsPerModel ?? 2;
   const window = opts.inFlight ?? 16;
+  const requestIdOf = opts.requestId ?? ((n: number) => `req-${n}`);
+  const keyId = opts.keyId ?? 'key-1';
   const rand = prng(7);
-  const records: RecordedEvent[] = [];
-  const versions = new Map<string, number>();
-  const t0 = Date.UTC(2026, 0, 1);
   let escrowCount = 0;
   let requests = 0;
+  let emitted = 0;
+  const out: GeneratedEvent[] = [];
 
   const push = (streamId: string, event: CatalogEvent, metadata: EventMetadata = { actor: { kind: 'admin' } }): void => {
-    const v = (versions.get(streamId) ?? -1) + 1;
-    versions.set(streamId, v);
-    const position = records.length + 1;
-    records.push({
-      position,
-      streamId,
-      streamVersion: v,
-      type: event.type,
-      schemaVersion: 1,
-      data: event.data,
-      metadata,
-      time: new Date(t0 + position).toISOString(),
-      prevHash: '',
-      hash: '',
-    });
+    out.push({ streamId, event, metadata });
   };
 
   const createEscrow = (model: string): Lane => {
@@ -142,7 +147,7 @@ export function generateLog(events: number, opts: Pick<ProjectionsBenchOptions, 
 
   const finish = (lane: Lane, index: number): void => {
     const [r] = lane.inFlight.splice(index, 1);
-    const meta = { actor: { kind: 'client' as const, keyId: 'key-1' }, requestId: r!.requestId, correlationId: r!.requestId };
+    const meta = { actor: { kind: 'client' as const, keyId }, requestId: r!.requestId, correlationId: r!.requestId };
     if (rand() < 0.02) {
       push(escrowStream(lane.escrowId), { type: 'InferenceFailed', data: { requestId: r!.requestId, nonce: r!.nonce, reason: 'upstream 502', usage, cost: '0' } }, meta);
     } else {
@@ -172,7 +177,14 @@ export function generateLog(events: number, opts: Pick<ProjectionsBenchOptions, 
   }
 
   let tick = 0;
-  while (records.length < events) {
+  for (;;) {
+    for (const e of out) {
+      if (emitted >= events) return { escrows: escrowCount };
+      emitted++;
+      yield e;
+    }
+    out.length = 0;
+    if (emitted >= events) return { escrows: escrowCount };
     const i = tick++ % lanes.length;
     const lane = lanes[i]!;
     if (lane.nonce + 1 >= ROUTING_STOP_NONCE) {
@@ -181,17 +193,43 @@ export function generateLog(events: number, opts: Pick<ProjectionsBenchOptions, 
       continue;
     }
     if (lane.inFlight.length >= window) finish(lane, Math.floor(rand() * lane.inFlight.length));
-    const requestId = `req-${++requests}`;
+    const requestId = requestIdOf(++requests);
     lane.nonce += 1;
     lane.inFlight.push({ requestId, nonce: lane.nonce });
     push(escrowStream(lane.escrowId), {
       type: 'InferenceStarted',
-      data: { requestId, nonce: lane.nonce, clientKeyId: 'key-1', reservedCost: '100000', inputTokens: 512, maxTokens: 1024 },
-    }, { actor: { kind: 'client', keyId: 'key-1' }, requestId, correlationId: requestId });
+      data: { requestId, nonce: lane.nonce, clientKeyId: keyId, reservedCost: '100000', inputTokens: 512, maxTokens: 1024 },
+    }, { actor: { kind: 'client', keyId }, requestId, correlationId: requestId });
     if (tick % 100_000 === 0) push(settingsStream, { type: 'ModelAccessModeChanged', data: { model: lane.model, mode: 'api_key', previous: 'api_key' } });
   }
-  records.length = events;
-  return { records, escrows: escrowCount };
+}
+
+/** `generateEvents` as an in-memory log of recorded events (positions 1.., no hashes). */
+export function generateLog(events: number, opts: GenerateOptions = {}): { records: RecordedEvent[]; escrows: number } {
+  const records: RecordedEvent[] = [];
+  const versions = new Map<string, number>();
+  const t0 = Date.UTC(2026, 0, 1);
+  const it = generateEvents(events, opts);
+  for (;;) {
+    const next = it.next();
+    if (next.done) return { records, escrows: next.value.escrows };
+    const { streamId, event, metadata } = next.value;
+    const v = (versions.get(streamId) ?? -1) + 1;
+    versions.set(streamId, v);
+    const position = records.length + 1;
+    records.push({
+      position,
+      streamId,
+      streamVersion: v,
+      type: event.type,
+      schemaVersion: 1,
+      data: event.data,
+      metadata,
+      time: new Date(t0 + position).toISOString(),
+      prevHash: '',
+      hash: '',
+    });
+  }
 }
 
 const now = () => process.hrtime.bigint();
