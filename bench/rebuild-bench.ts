@@ -109,6 +109,12 @@ export const MEASUREMENTS: Record<string, Run> = {
     return n;
   },
   'readAll + rebuild': (store) => Projections.rebuild(store.readAll()).position,
+  readAllForFold: (store) => {
+    let n = 0;
+    for (const _ of store.readAllForFold()) n++;
+    return n;
+  },
+  'readAllForFold + rebuild': (store) => Projections.rebuild(store.readAllForFold()).position,
 };
 
 function time(name: string, run: Run, store: SqliteEventStore): Measurement {

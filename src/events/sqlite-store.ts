@@ -11,6 +11,7 @@ import { eventHash } from './hash.js';
 import { ensureGuards } from './guards.js';
 import { migrate } from './migrations.js';
 import { EVENT_COLUMNS, decodeRow, type EventRow } from './rows.js';
+import { FOLD_COLUMNS, StoredRecord, type FoldRow, type HashLoader } from './fold-read.js';
 import { SqliteWriter, type WriteReply } from './sqlite-writer.js';
 
 export { eventsFile } from './storage-path.js';
@@ -74,6 +75,8 @@ function seal(e: PreparedEvent, streamId: string, position: number, streamVersio
 
 /** Rows per page when reading: big enough to amortize the query, small enough to stay lazy. */
 const PAGE_SIZE = 2_000;
+/** The fold read's connection maps this much of the file (SQLite caps it at its compile-time maximum, ~2 GiB). */
+const FOLD_MMAP_BYTES = 2 ** 31;
 
 /**
  * Opens (creating if needed, mode 700 for the directory) and migrates an event log.
@@ -133,6 +136,8 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
   private readonly listeners = new Set<CommitListener>();
   private readonly committed$ = new Subject<RecordedEvent[]>();
   private readonly counters: StoreStats = { commits: 0, appends: 0, events: 0, conflicts: 0 };
+  /** readAllForFold's own read-only connection (opened on first use; the main one for `:memory:`). */
+  private foldReader: { db: Database.Database; page: Database.Statement; hashes: HashLoader } | undefined;
 
   private readonly stmt: {
     begin: Database.Statement;
@@ -255,6 +260,39 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
     }
   }
 
+  /**
+   * Every event after `afterPosition`, in order, for folding (projection rebuild and catch-up):
+   * the same events as `readAll`, as StoredRecords — `metadata` parsed on first read, `prevHash`
+   * and `hash` loaded on first read (while the store is open). Read in pages through a read-only,
+   * memory-mapped connection of its own. See fold-read.ts for why and what it saves.
+   */
+  *readAllForFold(afterPosition = 0): Generator<StoredRecord> {
+    const { page, hashes } = (this.foldReader ??= this.openFoldReader());
+    let after = afterPosition;
+    while (!this.closed) {
+      const rows = page.all(after, PAGE_SIZE) as FoldRow[];
+      for (let i = 0; i < rows.length; i++) yield new StoredRecord(rows[i]!, hashes);
+      if (rows.length < PAGE_SIZE) return;
+      after = rows[rows.length - 1]![0];
+    }
+  }
+
+  private openFoldReader(): NonNullable<SqliteEventStore['foldReader']> {
+    const hashAt = this.db.prepare('SELECT prev_hash, hash FROM events WHERE position = ?').raw();
+    const hashes: HashLoader = (position) => {
+      const row = hashAt.get(position) as [string, string] | undefined;
+      if (!row) throw new Error(`no event at position ${position}`);
+      return { prevHash: row[0], hash: row[1] };
+    };
+    let db = this.db;
+    if (this.file !== ':memory:') {
+      db = new Database(this.file, { readonly: true, fileMustExist: true });
+      db.pragma(`mmap_size = ${FOLD_MMAP_BYTES}`);
+    }
+    const page = db.prepare(`SELECT ${FOLD_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?`).raw();
+    return { db, page, hashes };
+  }
+
   lastPosition(): number {
     return this.lastPos;
   }
@@ -363,6 +401,7 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
     this.writer?.close();
     this.closed = true;
     this.committed$.complete();
+    if (this.foldReader && this.foldReader.db !== this.db) this.foldReader.db.close();
     this.db.close();
   }
 

@@ -64,6 +64,45 @@ describe('reads', () => {
   });
 });
 
+describe('readAllForFold', () => {
+  it('yields the records readAll yields (metadata parsed and hashes loaded on demand), across pages and from a position', async () => {
+    await seed(4_500, 2);
+    store.appendNow('meta', [{ type: 'x', data: { a: 1 }, metadata: { actor: { kind: 'client', keyId: 'k1' }, requestId: 'r1', correlationId: 'c1' } }], { expectedVersion: 'any' });
+    const plain = [...store.readAll()];
+    const fold = [...store.readAllForFold()];
+    expect(fold.length).toBe(4_501);
+    expect(fold.map((r) => ({ ...r.toRecord() }))).toEqual(plain);
+    expect(JSON.parse(JSON.stringify(fold))).toEqual(JSON.parse(JSON.stringify(plain)));
+    const last = fold[fold.length - 1]!;
+    expect([last.metadata, last.prevHash, last.hash]).toEqual([plain[4_500]!.metadata, plain[4_500]!.prevHash, plain[4_500]!.hash]);
+    expect(last.metadataJson).toBe('{"actor":{"keyId":"k1","kind":"client"},"correlationId":"c1","requestId":"r1"}');
+    expect([...store.readAllForFold(4_499)].map((r) => r.position)).toEqual([4_500, 4_501]);
+    expect([...store.readAllForFold(4_501)]).toEqual([]);
+  });
+
+  it('sees commits made after it was first used, and appends can commit mid-iteration', async () => {
+    await seed(10, 1);
+    expect([...store.readAllForFold()].length).toBe(10);
+    await store.append('late', [ev()], { expectedVersion: 'any' });
+    expect([...store.readAllForFold()].length).toBe(11);
+    await seed(4_000, 1);
+    let count = 0;
+    for (const e of store.readAllForFold()) {
+      count++;
+      expect(e.position).toBe(count);
+      if (count === 2_500) store.appendNow('late', [ev()], { expectedVersion: 'any' });
+    }
+    expect(count).toBe(4_012);
+  });
+
+  it('works on an in-memory store', async () => {
+    const mem = openSqliteEventStore(':memory:');
+    await mem.append('s', [ev('x', { n: 1 })], { expectedVersion: 'any' });
+    expect([...mem.readAllForFold()].map((r) => r.toRecord())).toEqual([...mem.readAll()]);
+    await mem.close();
+  });
+});
+
 describe('subscribe', () => {
   it('catches up from a position, then goes live', async () => {
     await seed(5);
