@@ -22,6 +22,9 @@ import {
 } from '../machines/index.js';
 import { stepEscrowFast } from '../machines/escrow-fast.js';
 
+/** A parsed stream id (the aggregate parses each record's once and hands it to every projection). */
+export type StreamRef = ReturnType<typeof parseStreamId>;
+
 /** What the router needs of one routable escrow. */
 export interface PoolEscrow {
   escrowId: string;
@@ -78,8 +81,7 @@ export class EscrowPoolProjection {
    * Folds one committed record. Returns the escrow (or intent) snapshot after it, or undefined
    * when the record is not an escrow event. Events the machine refuses leave the state unchanged.
    */
-  apply(record: RecordedEvent): { id: string; snapshot: EscrowSnapshot; accepted: boolean } | undefined {
-    const stream = parseStreamId(record.streamId);
+  apply(record: RecordedEvent, stream: StreamRef = parseStreamId(record.streamId)): { id: string; snapshot: EscrowSnapshot; accepted: boolean } | undefined {
     if (stream.kind !== 'escrow' && stream.kind !== 'create-intent') return undefined;
     const event = upcast(record);
     if (!event) return undefined;

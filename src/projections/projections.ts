@@ -3,6 +3,7 @@
  * its commit (store.onCommit), checkpoints now and then, and on start restores the checkpoint and
  * catches up from its position. Rebuilding from position 0 gives the same snapshot as live.
  */
+import { parseStreamId } from '../events/catalog.js';
 import type { RecordedEvent } from '../events/envelope.js';
 import type { EscrowInput } from '../machines/index.js';
 import { EscrowPoolProjection, type EscrowPoolState } from './escrow-pool.js';
@@ -62,10 +63,11 @@ export class Projections {
   /** Folds one committed record into every projection; records at or before `position` are skipped. */
   apply(record: RecordedEvent): void {
     if (record.position <= this.position) return;
-    const result = this.pool.apply(record);
+    const stream = parseStreamId(record.streamId);
+    const result = this.pool.apply(record, stream);
     this.settings.apply(record);
-    this.rotation.apply(record);
-    this.timeline.apply(record, result);
+    this.rotation.apply(record, stream);
+    this.timeline.apply(record, result, stream);
     this.position = record.position;
   }
 

@@ -5,6 +5,7 @@
  */
 import { parseStreamId, upcast, type ChainErrorInfo, type EscrowRole } from '../events/catalog.js';
 import type { RecordedEvent } from '../events/envelope.js';
+import type { StreamRef } from './escrow-pool.js';
 import {
   initialSnapshot,
   persistState,
@@ -49,13 +50,17 @@ export class RotationDebugProjection {
   private outcomes: Record<string, { settled: number; settleFailed: number }> = {};
   private latest: RotationDebugEntry[] = [];
 
-  apply(record: RecordedEvent): void {
-    const stream = parseStreamId(record.streamId);
+  apply(record: RecordedEvent, stream: StreamRef = parseStreamId(record.streamId)): void {
+    // Most records are inference events of escrow streams: leave before upcasting them
+    // (upcasting keeps the type, so testing the record's type first is the same test).
+    if (stream.kind === 'escrow') {
+      if (record.type !== 'EscrowSettled' && record.type !== 'EscrowSettleFailed') return;
+      if (this.settling[stream.id] === undefined) return;
+    } else if (stream.kind !== 'rotation') return;
     const event = upcast(record);
     if (!event) return;
     if (stream.kind === 'escrow' && (event.type === 'EscrowSettled' || event.type === 'EscrowSettleFailed')) {
-      const model = this.settling[stream.id];
-      if (model === undefined) return;
+      const model = this.settling[stream.id]!;
       const o = (this.outcomes[model] ??= { settled: 0, settleFailed: 0 });
       if (event.type === 'EscrowSettled') {
         o.settled += 1;

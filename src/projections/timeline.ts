@@ -4,10 +4,11 @@
  * Bounded per escrow (inference events dominate): the newest `limit` entries and a total count.
  */
 import { parseStreamId } from '../events/catalog.js';
-import type { Actor, RecordedEvent } from '../events/envelope.js';
+import type { Actor, EventMetadata, RecordedEvent } from '../events/envelope.js';
+import { metadataJsonOf } from '../events/fold-read.js';
 import { stateName } from '../machines/index.js';
 import { actorLabel } from './actor.js';
-import { EscrowPoolProjection } from './escrow-pool.js';
+import { EscrowPoolProjection, type StreamRef } from './escrow-pool.js';
 
 export interface TimelineEntry {
   position: number;
@@ -34,10 +35,20 @@ export const DEFAULT_TIMELINE_LIMIT = 1_000;
 
 /**
  * An entry as folded: the actor label is built when read (most entries are trimmed unread).
- * Restored entries carry the label string already.
+ * Restored entries carry the label string already. A record read for folding (StoredRecord) has
+ * its metadata still as text: the entry keeps that text (`meta`) and parses it only when read.
  */
 interface StoredEntry extends Omit<TimelineEntry, 'actor'> {
   actor: Actor | string | undefined;
+  meta?: string;
+}
+
+/** The entry's actor label; computed once, then kept in place of what it came from. */
+function labelOf(e: StoredEntry): string {
+  if (typeof e.actor === 'string') return e.actor;
+  const actor = e.meta !== undefined ? (JSON.parse(e.meta) as EventMetadata | undefined)?.actor : e.actor;
+  e.meta = undefined;
+  return (e.actor = actorLabel(actor));
 }
 
 interface StoredTimeline {
@@ -55,7 +66,7 @@ function view(t: StoredTimeline, limit: number): Timeline {
       position: e.position,
       time: e.time,
       event: e.event,
-      actor: typeof e.actor === 'string' ? e.actor : actorLabel(e.actor),
+      actor: labelOf(e),
       state: e.state,
       accepted: e.accepted,
     };
@@ -83,8 +94,7 @@ export class TimelineProjection {
     this.pool = pool ?? new EscrowPoolProjection();
   }
 
-  apply(record: RecordedEvent, result = this.ownsPool ? this.pool.apply(record) : undefined): void {
-    const stream = parseStreamId(record.streamId);
+  apply(record: RecordedEvent, result = this.ownsPool ? this.pool.apply(record) : undefined, stream: StreamRef = parseStreamId(record.streamId)): void {
     if (stream.kind !== 'escrow' && stream.kind !== 'create-intent') return;
     const snapshot = result?.snapshot ?? (stream.kind === 'escrow' ? this.pool.escrow(stream.id) : this.pool.intent(stream.id));
     const accepted = result?.accepted ?? true;
@@ -98,13 +108,15 @@ export class TimelineProjection {
       map.set(stream.id, timeline);
     }
     timeline.total += 1;
+    const meta = metadataJsonOf(record);
     timeline.entries.push({
       position: record.position,
       time: record.time,
       event: record.type,
-      actor: record.metadata?.actor,
+      actor: meta === undefined ? record.metadata?.actor : undefined,
       state: snapshot ? stateName(snapshot.value) : '?',
       accepted,
+      meta,
     });
     if (timeline.entries.length >= 2 * this.limit) timeline.entries.splice(0, timeline.entries.length - this.limit);
   }
