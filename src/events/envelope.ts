@@ -10,6 +10,7 @@ export type Actor =
   | { kind: 'rotation-task' }
   | { kind: 'depletion-check' }
   | { kind: 'startup' }
+  | { kind: 'shutdown' }
   | { kind: 'reconciler' };
 
 export interface EventMetadata {

@@ -1,7 +1,13 @@
 /**
- * One chat request through the engine: admit (access mode, limits), pick an escrow, durably reserve
- * a nonce (InferenceStarted) before anything leaves, call the network, and account the usage
- * (InferenceFinished / InferenceFailed) before the client gets the last byte.
+ * One chat request through the engine: admit (access mode, limits), pick an escrow, take the next
+ * nonce, which is durably reserved (NoncesReserved, in blocks) before anything leaves, record the
+ * start (InferenceStarted), call the network, and account the usage (InferenceFinished /
+ * InferenceFailed).
+ *
+ * Start and end are decided synchronously (the statechart can refuse them) and committed with the
+ * next group commit; the client does not wait for that fsync. A crash in that window (about one
+ * commit, ~1-3 ms) loses no money and reuses no nonce: the start-up reconciler skips the previous
+ * run's reserved nonces and bills what the hosts report they served beyond the log (reconcile.ts).
  */
 import { randomUUID } from 'node:crypto';
 import { newEvent } from '../events/catalog.js';
@@ -26,7 +32,10 @@ export interface ChatSession {
   escrowId: string;
   nonce: number;
   result: ChatResult;
-  /** Records the outcome; resolves once it is durable. Safe to call once; later calls are no-ops. */
+  /**
+   * Records the outcome: decided at once (committed with the next group commit, not awaited).
+   * Safe to call once; later calls are no-ops.
+   */
   end(outcome: { usage: Usage; error?: string }): Promise<void>;
 }
 
@@ -76,6 +85,7 @@ async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<Ch
   const refused = new Set<string>();
   for (let attempt = 0; ; attempt++) {
     const picked = pickEscrow(ctx, req.model, reservedCost, refused);
+    if (!picked && refused.size > 0) throw noneAvailable(req.model);
     if (!picked) throw noCapacity(ctx, req.model, reservedCost);
     const snapshot = ctx.engine.escrow(picked.escrowId)!;
     const c = snapshot.context;
@@ -86,8 +96,10 @@ async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<Ch
       throw errors.unavailable(`No escrow of model '${req.model}' can be used: its creator key is not loaded (set DEVSHARD_PRIVATE_KEY).`, NO_CAPACITY_RETRY_S, 'creator_key_unavailable');
     }
     const nonce = c.nonce + 1;
+    let reservation: Promise<unknown> | undefined;
     let startedAt: Promise<unknown>;
     try {
+      reservation = ctx.nonces.ensure(picked.escrowId, nonce, metadata);
       startedAt = ctx.engine.decideEscrow('escrow', picked.escrowId, [
         newEvent(
           'InferenceStarted',
@@ -106,12 +118,15 @@ async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<Ch
       if (err instanceof TransitionRefused) {
         refused.add(picked.escrowId);
         if (attempt < 8) continue;
-        throw errors.unavailable(`No escrow of model '${req.model}' could take the request right now; retry shortly.`, 1, 'no_escrow_available');
+        throw noneAvailable(req.model);
       }
       throw err;
     }
-    await startedAt; // durable before the request leaves (DESIGN.md principle 6)
     const escrowId = picked.escrowId;
+    startedAt.catch((err: unknown) => ctx.logger.error({ err, escrow_id: escrowId, nonce }, 'could not record the start of a request'));
+    // The nonce's reservation is durable before the request leaves (DESIGN.md principle 6); the
+    // start itself commits with the next group commit.
+    if (reservation) await reservation;
     if (nonce + 1 >= c.routingStop) stopRouting(ctx, escrowId, nonce, c.routingStop);
 
     let ended = false;
@@ -131,8 +146,13 @@ async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<Ch
         outcome.error === undefined
           ? newEvent('InferenceFinished', { requestId, nonce, usage, cost: cost.toString() }, metadata)
           : newEvent('InferenceFailed', { requestId, nonce, reason: outcome.error.slice(0, 500), usage, cost: cost.toString() }, metadata);
-      await ctx.engine.decideEscrow('escrow', escrowId, [event]);
-      ctx.afterRequest(escrowId);
+      const failed = (err: unknown) => ctx.logger.error({ err, escrow_id: escrowId, nonce }, 'could not record the end of a request; a restart bills what the host served');
+      try {
+        ctx.engine.decideEscrow('escrow', escrowId, [event]).then(() => ctx.afterRequest(escrowId), failed);
+      } catch (err) {
+        // The answer is already on its way; what the host served is recovered at the next start.
+        failed(err);
+      }
     };
 
     const hostUrl = slots[nonce % slots.length]!.url;
@@ -168,6 +188,10 @@ function stopRouting(ctx: GatewayContext, escrowId: string, nonce: number, routi
     (err) => ctx.logger.error({ err, escrow_id: escrowId }, 'could not record the routing stop'),
   );
 }
+
+/** Every escrow the pool offered was refused by its statechart (finalizing, reservation, unwritable). */
+const noneAvailable = (model: string): ApiError =>
+  errors.unavailable(`No escrow of model '${model}' could take the request right now; retry shortly.`, 1, 'no_escrow_available');
 
 function noCapacity(ctx: GatewayContext, model: string, need: bigint): ApiError {
   const routable = ctx.projections.pool.routableOf(model);

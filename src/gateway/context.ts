@@ -12,10 +12,13 @@ import type { Projections } from '../projections/index.js';
 import type { ChainInfo } from './chain-info.js';
 import type { Engine } from './engine.js';
 import type { Keyring } from './keyring.js';
+import type { NonceLeases } from './nonce-lease.js';
 
 export interface GatewayContext {
   config: GatewayConfig;
   engine: Engine;
+  /** Nonce reservations in blocks, taken ahead of use by the chat path. */
+  nonces: NonceLeases;
   projections: Projections;
   chain: ChainPort;
   chainInfo: ChainInfo;

@@ -9,6 +9,7 @@
 import type { NewEvent, RecordedEvent } from '../events/envelope.js';
 import { escrowStream, createIntentStream, upcast, type CatalogEvent } from '../events/catalog.js';
 import type { SqliteEventStore } from '../events/sqlite-store.js';
+import { WrongExpectedVersionError } from '../events/errors.js';
 import { stepEscrowFast } from '../machines/escrow-fast.js';
 import { escrowMachine, initialSnapshot, stateName, type EscrowInput, type EscrowSnapshot } from '../machines/index.js';
 import type { Projections } from '../projections/index.js';
@@ -35,6 +36,15 @@ interface Pending {
 export class Engine {
   private readonly pending = new Map<string, Pending>();
   private readonly versions = new Map<string, number>();
+  /** Appends not yet committed (chat records its start and end without waiting for them). */
+  private readonly appending = new Set<Promise<unknown>>();
+  /**
+   * Escrow streams whose append failed for a reason other than a version conflict (the disk, the
+   * store closed). Requests leave before their start commits, so a nonce may already be out without
+   * a record: deciding again from committed state could hand it out twice. Such an escrow takes no
+   * further event until a restart, whose reconciler skips its reserved nonces.
+   */
+  private readonly unwritable = new Map<string, string>();
 
   constructor(
     readonly store: SqliteEventStore,
@@ -75,6 +85,8 @@ export class Engine {
    */
   decideEscrow(kind: 'escrow' | 'intent', id: string, events: NewEvent[], base?: EscrowSnapshot): Promise<RecordedEvent[]> {
     const streamId = kind === 'escrow' ? escrowStream(id) : createIntentStream(id);
+    const broken = this.unwritable.get(streamId);
+    if (broken !== undefined) throw new TransitionRefused(id, events[0]?.type ?? 'event', `unwritable since an append failed (${broken}); restart the gateway`);
     let snapshot =
       (kind === 'escrow' ? this.escrow(id) : this.intent(id)) ?? base ?? initialSnapshot(escrowMachine, this.escrowInput);
     for (const e of events) {
@@ -87,6 +99,7 @@ export class Engine {
 
   /** Would the escrow accept this event now? */
   canEscrow(id: string, event: CatalogEvent): boolean {
+    if (this.unwritable.has(escrowStream(id))) return false;
     const s = this.escrow(id);
     return !!s && stepEscrowFast(s, event as never).accepted;
   }
@@ -97,12 +110,16 @@ export class Engine {
     const p: Pending = { snapshot, version: expectedVersion + events.length, uncommitted: (entry?.uncommitted ?? 0) + 1 };
     this.pending.set(streamId, p);
     try {
-      const result = await this.store.append(streamId, events, { expectedVersion });
+      const result = await this.track(this.store.append(streamId, events, { expectedVersion }));
       return result.records;
     } catch (err) {
-      // A failed append leaves the decided state ahead of the log: drop it so the next decision
-      // starts again from committed state (the projections).
+      // A failed append leaves the decided state ahead of the log. After a version conflict nothing
+      // left: the next decision starts again from committed state (the projections). Otherwise the
+      // stream is set aside (see `unwritable`).
       this.pending.delete(streamId);
+      if (!(err instanceof WrongExpectedVersionError) && streamId.startsWith('escrow-') && !streamId.startsWith('escrow-create-') && !this.unwritable.has(streamId)) {
+        this.unwritable.set(streamId, err instanceof Error ? err.message : String(err));
+      }
       throw err;
     } finally {
       const cur = this.pending.get(streamId);
@@ -113,8 +130,20 @@ export class Engine {
   /** Appends to a non-escrow stream (settings, rotation) with an exact expected version. */
   async append(streamId: string, events: NewEvent[]): Promise<RecordedEvent[]> {
     const expectedVersion = this.version(streamId);
-    const result = await this.store.append(streamId, events, { expectedVersion });
+    const result = await this.track(this.store.append(streamId, events, { expectedVersion }));
     return result.records;
+  }
+
+  private track<T>(p: Promise<T>): Promise<T> {
+    this.appending.add(p);
+    const done = () => this.appending.delete(p);
+    p.then(done, done);
+    return p;
+  }
+
+  /** Resolves once every append decided so far (and any decided meanwhile) has committed or failed. */
+  async idle(): Promise<void> {
+    while (this.appending.size > 0) await Promise.allSettled([...this.appending]);
   }
 
   private readonly queues = new Map<string, Promise<unknown>>();

@@ -24,9 +24,10 @@ import { Projections } from '../projections/index.js';
 import { registerRoutes } from '../http/routes/index.js';
 import { ChainInfo } from './chain-info.js';
 import type { GatewayContext } from './context.js';
+import { NonceLeases } from './nonce-lease.js';
 import { Engine } from './engine.js';
 import { Keyring } from './keyring.js';
-import { reconcile, startIntentReconciler } from './reconcile.js';
+import { reconcile, releaseUnusedNonces, startIntentReconciler } from './reconcile.js';
 import { createDrainReactor } from './reactors.js';
 import { bootstrap } from './bootstrap.js';
 import { onRequestEnded, startDepletionCheck, startRotation } from './rotation/index.js';
@@ -107,6 +108,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
   const ctx: GatewayContext = {
     config,
     engine,
+    nonces: new NonceLeases({ engine, projections, logger }),
     projections,
     chain,
     chainInfo,
@@ -124,7 +126,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
 
   if (emptyLog) await bootstrapDisabled(ctx);
   const report = await reconcile(ctx);
-  if (report.creates.length || report.settles.length || report.orphanedRequests) logger.info({ reconcile: report }, 'reconciled recorded chain intents');
+  if (report.creates.length || report.settles.length || report.orphanedRequests || report.noncesSkipped.length) logger.info({ reconcile: report }, 'reconciled recorded chain intents');
   // Outcomes still unknown (node unreachable, tx not yet included) are asked for by hash until known.
   const stopIntentReconciler = startIntentReconciler(ctx, config.behaviour.reconcileIntervalMs);
   await drain.resumeDeferred(ctx);
@@ -157,6 +159,10 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
       await rotation.stop();
       depletion.stop();
       await drain.idle();
+      // Nothing in flight: no reserved nonce beyond the last start can have been used.
+      if (limiter.counts().active_requests === 0) {
+        await releaseUnusedNonces(ctx).catch((err: unknown) => logger.warn({ err }, 'could not record the unused nonce reservations; the next start skips them'));
+      }
       projections.checkpoint(store);
       detach();
       await store.close();

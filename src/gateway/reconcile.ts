@@ -5,14 +5,19 @@
  *    the recorded bytes again (same hash: it cannot create twice); the outcome is then recorded;
  *  - an escrow in `settling`: the same with its settle tx;
  *  - requests in flight when the process died (orphans): they can no longer end here, so they are
- *    recorded as failed and their reservations released. What they cost is asked of the hosts,
- *    not guessed: the host may have served an orphan completely before the gateway died, and it
- *    will refuse to sign a settlement that bills less than it completed. So for each slot with
- *    orphans the gateway offers its own figure for the slot (what its log already bills there);
- *    a host that refuses with `cost_mismatch` says what it served, and the difference up to the
- *    host's confirmed (completed) cost is billed to that slot's orphans, never more than each
- *    one's reservation (which the balance guaranteed). A host that cannot be asked leaves the
- *    orphans at cost 0; settle then reports the host's refusal.
+ *    recorded as failed and their reservations released;
+ *  - nonces the previous run reserved beyond the last recorded start (NoncesReserved): a request may
+ *    have used one while its InferenceStarted was still committing, so they are recorded as skipped
+ *    (NoncesSkipped) and the next request takes the one after. A clean stop releases its unused ones
+ *    itself (`releaseUnusedNonces`), so this happens after a crash only.
+ *  What orphans and unrecorded requests cost is asked of the hosts, not guessed: a host may have
+ *  served them before the gateway died, and it will refuse to sign a settlement that bills less than
+ *  it completed. So for each slot concerned the gateway offers its own figure (what its log already
+ *  bills there); a host that refuses with `cost_mismatch` says what it served, and the difference
+ *  up to the host's confirmed (completed) cost is billed to that slot's orphans, never more than
+ *  each one's reservation (which the balance guaranteed), and what remains, when the slot executed
+ *  skipped nonces, as UsageRecovered. Nothing is billed beyond the unspent deposit. A host that
+ *  cannot be asked leaves them at cost 0; settle then reports the host's refusal.
  *
  * The create/settle part also runs in the background (`startIntentReconciler`) so an outcome that
  * was unknown when the command answered (node unreachable, tx not yet included) gets recorded
@@ -36,20 +41,48 @@ export interface ReconcileReport {
   orphanedRequests: number;
   /** Orphans billed with what their host reports it served. */
   orphansBilled: { escrowId: string; nonce: number; cost: string }[];
+  /** Reserved nonces of the previous run recorded as skipped. */
+  noncesSkipped: { escrowId: string; from: number; upTo: number }[];
+  /** Usage hosts reported beyond the log on slots that executed skipped nonces. */
+  usageRecovered: { escrowId: string; slotId: number; cost: string }[];
+}
+
+const emptyReport = (): ReconcileReport => ({ creates: [], settles: [], orphanedRequests: 0, orphansBilled: [], noncesSkipped: [], usageRecovered: [] });
+
+/** The nonces reserved beyond the last recorded start, if the escrow's state lets them be skipped. */
+function unusedReservation(ctx: GatewayContext, escrowId: string): { from: number; upTo: number } | undefined {
+  const snap = ctx.engine.escrow(escrowId);
+  const c = snap?.context;
+  if (!c || c.nonceReserved == null || c.nonceReserved <= c.nonce) return undefined;
+  const range = { from: c.nonce + 1, upTo: c.nonceReserved };
+  return ctx.engine.canEscrow(escrowId, { type: 'NoncesSkipped', data: { ...range, reason: '' } }) ? range : undefined;
+}
+
+/**
+ * At a clean stop, once nothing is in flight: every start is recorded, so each escrow's reservation
+ * is cut back to its last used nonce (NoncesReleased) and the next run continues right after it.
+ */
+export async function releaseUnusedNonces(ctx: GatewayContext): Promise<void> {
+  for (const e of ctx.projections.pool.all()) {
+    const snap = ctx.engine.escrow(e.escrowId);
+    if (!snap || snap.context.inFlight > 0) continue;
+    const event = newEvent('NoncesReleased', { upTo: snap.context.nonce }, { actor: { kind: 'shutdown' } });
+    if (ctx.engine.canEscrow(e.escrowId, event)) await ctx.engine.decideEscrow('escrow', e.escrowId, [event]);
+  }
 }
 
 export async function reconcile(ctx: GatewayContext): Promise<ReconcileReport> {
-  const report: ReconcileReport = { creates: [], settles: [], orphanedRequests: 0, orphansBilled: [] };
+  const report = emptyReport();
   for (const e of ctx.projections.pool.all()) {
     const snap = ctx.engine.escrow(e.escrowId);
-    if (snap && Object.keys(snap.context.pending).length > 0) await endOrphans(ctx, e.escrowId, report);
+    if (snap && (Object.keys(snap.context.pending).length > 0 || unusedReservation(ctx, e.escrowId))) await endCrashedRequests(ctx, e.escrowId, report);
   }
   await reconcileIntents(ctx, report);
   return report;
 }
 
 /** Create intents without outcome and escrows in `settling`: outcome by hash (or re-broadcast). */
-export async function reconcileIntents(ctx: GatewayContext, report: ReconcileReport = { creates: [], settles: [], orphanedRequests: 0, orphansBilled: [] }): Promise<ReconcileReport> {
+export async function reconcileIntents(ctx: GatewayContext, report: ReconcileReport = emptyReport()): Promise<ReconcileReport> {
   const busy = busyWith(ctx);
   for (const p of ctx.projections.pool.pending()) {
     if (busy.has(p.txHash)) continue;
@@ -112,10 +145,14 @@ export function startIntentReconciler(ctx: GatewayContext, intervalMs: number): 
   };
 }
 
-/** Ends the requests in flight when the process died, billed with what their hosts served. */
-async function endOrphans(ctx: GatewayContext, escrowId: string, report: ReconcileReport): Promise<void> {
+/**
+ * Ends the requests in flight when the process died and skips the nonces it had reserved, billed
+ * with what their hosts served.
+ */
+async function endCrashedRequests(ctx: GatewayContext, escrowId: string, report: ReconcileReport): Promise<void> {
   const snap = ctx.engine.escrow(escrowId)!;
   const c = snap.context;
+  const skip = unusedReservation(ctx, escrowId);
   const slots = c.slots;
   const started = new Map<string, { nonce: number; reserved: bigint }>();
   const known = new Map<number, bigint>(); // slot index -> cost the log already bills there
@@ -125,17 +162,26 @@ async function endOrphans(ctx: GatewayContext, escrowId: string, report: Reconci
       const i = r.data.nonce % slots.length;
       known.set(i, (known.get(i) ?? 0n) + BigInt(r.data.cost));
     }
+    if (r.type === 'UsageRecovered') {
+      const i = slots.findIndex((s) => s.slotId === r.data.slotId);
+      if (i >= 0) known.set(i, (known.get(i) ?? 0n) + BigInt(r.data.cost));
+    }
   }
   const orphans = Object.keys(c.pending)
     .map((requestId) => ({ requestId, nonce: started.get(requestId)?.nonce ?? 0, reserved: BigInt(c.pending[requestId] ?? started.get(requestId)?.reserved ?? 0n), cost: 0n }))
     .sort((a, b) => a.nonce - b.nonce);
 
+  const recovered: { slotId: number; cost: bigint }[] = [];
   if (slots.length > 0) {
     const bySlot = new Map<number, typeof orphans>();
     for (const o of orphans) {
       const i = o.nonce % slots.length;
       bySlot.set(i, [...(bySlot.get(i) ?? []), o]);
     }
+    // slots that executed one of the skipped nonces (an unrecorded request may have run there)
+    const skippedSlots = new Set<number>();
+    if (skip) for (let n = skip.from; n <= skip.upTo && skippedSlots.size < slots.length; n++) skippedSlots.add(n % slots.length);
+    for (const i of skippedSlots) if (!bySlot.has(i)) bySlot.set(i, []);
     const hostStats = slots.map((s, i) => ({ slotId: s.slotId, missed: 0, invalid: 0, cost: known.get(i) ?? 0n, requests: 0 }));
     const probeRoot = createHash('sha256').update(`shardgate/orphan-probe/${escrowId}/${c.nonce}`).digest('hex');
     const asked = [...bySlot.keys()].map((i) => ({ slotId: slots[i]!.slotId, url: slots[i]!.url }));
@@ -154,6 +200,12 @@ async function endOrphans(ctx: GatewayContext, escrowId: string, report: Reconci
         let cost = extra < o.reserved ? extra : o.reserved;
         if (cost > balance) cost = balance;
         o.cost = cost;
+        extra -= cost;
+        balance -= cost;
+      }
+      if (extra > 0n && skippedSlots.has(i) && balance > 0n) {
+        const cost = extra < balance ? extra : balance;
+        recovered.push({ slotId: f.slotId, cost });
         extra -= cost;
         balance -= cost;
       }
@@ -176,7 +228,15 @@ async function endOrphans(ctx: GatewayContext, escrowId: string, report: Reconci
       META,
     );
   });
-  await ctx.engine.decideEscrow('escrow', escrowId, events);
   report.orphanedRequests += events.length;
+  if (skip) {
+    events.push(newEvent('NoncesSkipped', { ...skip, reason: 'reserved by the previous run, which stopped without recording whether they were used' }, META));
+    report.noncesSkipped.push({ escrowId, ...skip });
+  }
+  for (const r of recovered) {
+    events.push(newEvent('UsageRecovered', { slotId: r.slotId, cost: r.cost.toString(), reason: 'served by the host for requests the log did not record before the gateway stopped' }, META));
+    report.usageRecovered.push({ escrowId, slotId: r.slotId, cost: r.cost.toString() });
+  }
+  await ctx.engine.decideEscrow('escrow', escrowId, events);
 }
 

@@ -147,6 +147,7 @@ class FastContext {
   declare balance: EscrowContext['balance'];
   declare reserved: EscrowContext['reserved'];
   declare nonce: EscrowContext['nonce'];
+  declare nonceReserved: EscrowContext['nonceReserved'];
   declare inFlight: EscrowContext['inFlight'];
   declare readonly pending: EscrowContext['pending'];
   declare routingStop: EscrowContext['routingStop'];
@@ -177,6 +178,7 @@ class FastContext {
     this.balance = u.balance ?? c.balance;
     this.reserved = u.reserved ?? c.reserved;
     this.nonce = u.nonce ?? c.nonce;
+    this.nonceReserved = c.nonceReserved;
     this.inFlight = u.inFlight ?? c.inFlight;
     Object.defineProperty(this, 'pending', FastContext.#accessor);
     this.routingStop = c.routingStop;

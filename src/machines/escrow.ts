@@ -34,6 +34,11 @@ export interface EscrowContext {
   reserved: Amount;
   /** Last used nonce (0 = none yet). */
   nonce: number;
+  /**
+   * Highest durably reserved nonce (NoncesReserved); a request may only use a nonce up to it.
+   * null for an escrow whose log predates reservations (then only `nonce` orders requests).
+   */
+  nonceReserved: number | null;
   inFlight: number;
   /** requestId → reserved cost, so each end releases exactly its own reservation once. */
   pending: Record<string, Amount>;
@@ -65,9 +70,13 @@ export const hasReservation = (pending: Record<string, Amount>, requestId: strin
  * (`pending` is the representation, not the rule) and return the counters to merge into context.
  */
 
-/** A fresh nonce above the last one, below the routing stop, not already pending, and the reservation is covered. */
+/** A fresh nonce above the last one, reserved, below the routing stop, not already pending, and the reservation is covered. */
 export const canStartRequest = (context: EscrowContext, d: StartData, alreadyPending: boolean): boolean =>
-  d.nonce > context.nonce && d.nonce < context.routingStop && !alreadyPending && lte(add(context.reserved, d.reservedCost), context.balance);
+  d.nonce > context.nonce &&
+  (context.nonceReserved == null || d.nonce <= context.nonceReserved) &&
+  d.nonce < context.routingStop &&
+  !alreadyPending &&
+  lte(add(context.reserved, d.reservedCost), context.balance);
 
 /** The request is in flight here (has a reservation) and its cost fits the unspent deposit (balance stays ≥ 0). */
 export const canEndRequest = (context: EscrowContext, d: EndData, reservation: Amount | undefined): boolean =>
@@ -90,10 +99,16 @@ export const endRequestUpdate = (
   return { inFlight: context.inFlight - 1, reserved: sub(context.reserved, reservation), spent, balance: sub(context.deposit, spent) };
 };
 
-/** Ends of requests are accepted wherever requests may still be in flight (they drain). */
+/**
+ * Ends of requests are accepted wherever requests may still be in flight (they drain); so are the
+ * start-up records of a previous run's reserved nonces and of usage hosts served beyond the log.
+ */
 const drain = {
   InferenceFinished: { guard: 'canEndRequest', actions: 'endRequest' },
   InferenceFailed: { guard: 'canEndRequest', actions: 'endRequest' },
+  NoncesSkipped: { guard: 'canSkipNonces', actions: 'skipNonces' },
+  NoncesReleased: { guard: 'canReleaseNonces', actions: 'releaseNonces' },
+  UsageRecovered: { guard: 'canRecoverUsage', actions: 'recoverUsage' },
 } as const;
 
 /** The escrow statechart. */
@@ -114,6 +129,28 @@ export const escrowMachine = setup({
       assertEvent(event, ['InferenceFinished', 'InferenceFailed']);
       const { requestId } = event.data;
       return canEndRequest(context, event.data, hasReservation(context.pending, requestId) ? context.pending[requestId] : undefined);
+    },
+    /** A reservation beyond both the last reservation and the last used nonce, below the routing stop. */
+    canReserveNonces: ({ context, event }) => {
+      assertEvent(event, 'NoncesReserved');
+      const { upTo } = event.data;
+      return upTo > Math.max(context.nonce, context.nonceReserved ?? 0) && upTo < context.routingStop;
+    },
+    /** Skips exactly to a reservation the log holds, above the last used nonce. */
+    canSkipNonces: ({ context, event }) => {
+      assertEvent(event, 'NoncesSkipped');
+      const d = event.data;
+      return d.from === context.nonce + 1 && d.upTo >= d.from && context.nonceReserved != null && d.upTo <= context.nonceReserved;
+    },
+    /** Nothing in flight and a reservation beyond the last used nonce, which it is cut back to. */
+    canReleaseNonces: ({ context, event }) => {
+      assertEvent(event, 'NoncesReleased');
+      return context.inFlight === 0 && event.data.upTo === context.nonce && context.nonceReserved != null && context.nonceReserved > context.nonce;
+    },
+    /** Recovered usage fits the unspent deposit (balance stays ≥ 0). */
+    canRecoverUsage: ({ context, event }) => {
+      assertEvent(event, 'UsageRecovered');
+      return lte(event.data.cost, context.balance);
     },
     /** No further nonce is usable below the routing stop. */
     atRoutingStop: ({ context }) => context.nonce + 1 >= context.routingStop,
@@ -169,6 +206,23 @@ export const escrowMachine = setup({
       const d = event.data;
       return { ...startRequestUpdate(context, d), pending: { ...context.pending, [d.requestId]: d.reservedCost } };
     }),
+    reserveNonces: assign(({ event }) => {
+      assertEvent(event, 'NoncesReserved');
+      return { nonceReserved: event.data.upTo };
+    }),
+    skipNonces: assign(({ event }) => {
+      assertEvent(event, 'NoncesSkipped');
+      return { nonce: event.data.upTo };
+    }),
+    releaseNonces: assign(({ event }) => {
+      assertEvent(event, 'NoncesReleased');
+      return { nonceReserved: event.data.upTo };
+    }),
+    recoverUsage: assign(({ context, event }) => {
+      assertEvent(event, 'UsageRecovered');
+      const spent = add(context.spent, event.data.cost);
+      return { spent, balance: sub(context.deposit, spent) };
+    }),
     endRequest: assign(({ context, event }) => {
       assertEvent(event, ['InferenceFinished', 'InferenceFailed']);
       const { [event.data.requestId]: reservation = '0', ...pending } = context.pending;
@@ -199,6 +253,7 @@ export const escrowMachine = setup({
     balance: '0',
     reserved: '0',
     nonce: 0,
+    nonceReserved: null,
     inFlight: 0,
     pending: {},
     routingStop: input?.routingStop ?? ROUTING_STOP_NONCE,
@@ -242,6 +297,7 @@ export const escrowMachine = setup({
     /** Routable: takes new chat. */
     active: {
       on: {
+        NoncesReserved: { guard: 'canReserveNonces', actions: 'reserveNonces' },
         InferenceStarted: { guard: 'canStartRequest', actions: 'startRequest' },
         ...drain,
         EscrowDepleted: 'depleted',
@@ -258,10 +314,12 @@ export const escrowMachine = setup({
         EscrowDeactivated: 'deactivated',
       },
     },
-    /** Nonce at the routing stop: no new chat. */
+    /** Nonce at the routing stop: no new chat (and no reserved nonce left to skip: reservations end below the stop). */
     routingStopped: {
       on: {
-        ...drain,
+        InferenceFinished: drain.InferenceFinished,
+        InferenceFailed: drain.InferenceFailed,
+        UsageRecovered: drain.UsageRecovered,
         EscrowDepleted: 'depleted',
         EscrowFinalized: { target: 'finalized', actions: 'finalize' },
         EscrowDeactivated: 'deactivated',

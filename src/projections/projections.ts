@@ -13,7 +13,7 @@ import { StatusProjection } from './status.js';
 import { TimelineProjection, type TimelineState } from './timeline.js';
 
 /** Bump when the checkpoint shape or a fold changes: an old checkpoint is then ignored (rebuild). */
-export const PROJECTIONS_CHECKPOINT_VERSION = 1;
+export const PROJECTIONS_CHECKPOINT_VERSION = 2;
 /** Checkpoint name in the store. */
 export const PROJECTIONS_CHECKPOINT = 'projections';
 

@@ -48,8 +48,12 @@ export async function capturingLogger(level: string): Promise<{ logger: pino.Log
   return { logger: pino({ level, redact: { paths: [...REDACT_PATHS], censor: '[redacted]' } }, sink), logs };
 }
 
-/** fetch against a gateway with a key kind ('admin' by default), answering status, text and JSON. */
-export function httpCaller(baseUrl: string, keys: { adminApiKey: string; apiKey: string }) {
+/**
+ * fetch against a gateway with a key kind ('admin' by default), answering status, text and JSON.
+ * `recorded`, when given, is awaited after each answer: a chat's start and end commit with the group
+ * commit after the response (src/gateway/chat.ts), and tests look at the log once they have.
+ */
+export function httpCaller(baseUrl: string, keys: { adminApiKey: string; apiKey: string }, recorded?: () => Promise<void>) {
   const keyOf = (k: string | undefined) => (k === 'admin' ? keys.adminApiKey : k === 'client' ? keys.apiKey : k === 'none' || k === undefined ? undefined : k);
   return async (path: string, init: CallInit = {}): Promise<CallResult> => {
     const key = keyOf(init.key ?? 'admin');
@@ -62,6 +66,7 @@ export function httpCaller(baseUrl: string, keys: { adminApiKey: string; apiKey:
     }
     const res = await fetch(baseUrl + path, { method: init.method ?? (body ? 'POST' : 'GET'), headers, body, redirect: 'manual' });
     const text = await res.text();
+    await recorded?.();
     let json: any;
     try {
       json = text ? JSON.parse(text) : undefined;
@@ -101,7 +106,7 @@ export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<T
     storageDir,
     env,
     logs,
-    call: httpCaller(gw.url, keys),
+    call: httpCaller(gw.url, keys, () => gw.ctx.engine.idle()),
     async restart() {
       await gw.stop();
       return startTestGateway({ ...opts, storageDir, keys, quickStartEscrow: false });

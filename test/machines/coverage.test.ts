@@ -36,6 +36,9 @@ const escrowEvents = (s: EscrowSnapshot) => {
     ev.registered(),
     ev.imported(),
     ev.activated(),
+    ev.noncesReserved(Math.max(c.nonce, c.nonceReserved ?? 0) + 1),
+    ...(c.nonceReserved != null && c.nonceReserved > c.nonce ? [ev.noncesSkipped(c.nonce + 1, c.nonceReserved), ev.noncesReleased(c.nonce)] : []),
+    ev.usageRecovered('10'),
     ev.started(`r${c.nonce + 1}`, c.nonce + 1, '100'),
     ...(pending ? [ev.finished(pending, c.nonce, '50'), ev.failed(pending, c.nonce, '0')] : []),
     ev.depleted(),
@@ -74,7 +77,7 @@ const plans: Record<keyof typeof machines, { events: (s: any) => readonly any[];
     events: escrowEvents,
     input: { routingStop: 3 },
     serialize: (s: EscrowSnapshot) =>
-      JSON.stringify([s.value, s.context.inFlight > 0, s.context.settled, s.context.nonce + 1 >= s.context.routingStop]),
+      JSON.stringify([s.value, s.context.inFlight > 0, s.context.settled, s.context.nonce + 1 >= s.context.routingStop, (s.context.nonceReserved ?? 0) > s.context.nonce]),
   },
   accessMode: {
     events: () => [ev.accessMode('m1', 'api_key'), ev.accessMode('m1', 'admin_only')],

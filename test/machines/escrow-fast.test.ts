@@ -18,6 +18,10 @@ const event: fc.Arbitrary<EscrowEvent> = fc.oneof(
   { weight: 6, arbitrary: fc.tuple(requestId, fc.integer({ min: 0, max: 30 }), amount).map(([id, nonce, cost]) => ev.started(id, nonce, cost)) },
   { weight: 4, arbitrary: fc.tuple(requestId, fc.nat(30), amount).map(([id, nonce, cost]) => ev.finished(id, nonce, cost)) },
   { weight: 2, arbitrary: fc.tuple(requestId, fc.nat(30), amount).map(([id, nonce, cost]) => ev.failed(id, nonce, cost)) },
+  { weight: 2, arbitrary: fc.integer({ min: 0, max: 40 }).map((upTo) => ev.noncesReserved(upTo)) },
+  { weight: 1, arbitrary: fc.tuple(fc.integer({ min: 0, max: 30 }), fc.integer({ min: 0, max: 40 })).map(([from, upTo]) => ev.noncesSkipped(from, upTo)) },
+  { weight: 1, arbitrary: amount.map((cost) => ev.usageRecovered(cost)) },
+  { weight: 1, arbitrary: fc.integer({ min: 0, max: 40 }).map((upTo) => ev.noncesReleased(upTo)) },
   {
     weight: 3,
     arbitrary: fc.constantFrom<EscrowEvent>(

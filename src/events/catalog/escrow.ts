@@ -63,7 +63,29 @@ export interface EscrowEventData {
     active: false;
   };
   EscrowActivated: { escrowId: string };
-  /** A nonce is durably reserved before the request leaves (DESIGN.md principle 6). */
+  /**
+   * Nonces up to `upTo` may be used by requests (DESIGN.md principle 6): a request leaves only once a
+   * reservation covering its nonce is durable, so a crash can never lead to a nonce being used twice.
+   * Taken in blocks ahead of use, so a chat request does not wait for an fsync of its own.
+   */
+  NoncesReserved: { upTo: number };
+  /**
+   * Recorded at start-up: the previous run reserved nonces up to `upTo` and may have used any of them
+   * without its InferenceStarted reaching the log; the next request uses `upTo + 1`.
+   */
+  NoncesSkipped: { from: number; upTo: number; reason: string };
+  /**
+   * A clean stop with nothing in flight: every started request is recorded, so the reservation ends
+   * at the last used nonce (`upTo`) and the next run continues right after it.
+   */
+  NoncesReleased: { upTo: number };
+  /**
+   * Usage a host reports it served on this escrow beyond what the log bills (requests whose start or
+   * end a crash kept out of the log), billed after a restart to the host's slot. `cost` never
+   * exceeds the unspent deposit (the reconciler clamps).
+   */
+  UsageRecovered: { slotId: number; cost: Amount; reason: string };
+  /** A request's start: its nonce is within a durable reservation (NoncesReserved) before it leaves. */
   InferenceStarted: {
     requestId: string;
     nonce: number;

@@ -34,6 +34,11 @@ export async function buildSettlement(ctx: GatewayContext, escrowId: string): Pr
       stat.cost += BigInt(r.data.cost);
       stat.requests += 1;
     }
+    // billed after a crash to the slot whose host reported serving it (reconcile.ts)
+    if (r.type === 'UsageRecovered') {
+      const stat = stats.find((s) => s.slotId === r.data.slotId);
+      if (stat) stat.cost += BigInt(r.data.cost);
+    }
   }
   const hostStats = stats.map((s) => ({ ...s, cost: s.cost.toString() }));
   const fees = '0';

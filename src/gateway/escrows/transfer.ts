@@ -62,7 +62,8 @@ export async function importEscrow(ctx: GatewayContext, body: ImportBody, metada
       }
     }
     const folded = foldEscrow(body.events.map((e) => ({ type: e.type, data: e.data })) as never);
-    nonce = folded.context.nonce;
+    // Nonces the source reserved may have been used there without a recorded start: continue past them.
+    nonce = Math.max(folded.context.nonce, folded.context.nonceReserved ?? 0);
     spent = folded.context.spent;
   } else {
     if (!Number.isSafeInteger(body.escrow.nonce) || (body.escrow.nonce as number) < 0) {

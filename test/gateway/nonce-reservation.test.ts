@@ -1,0 +1,125 @@
+/**
+ * Nonces are reserved durably in blocks before requests use them (src/gateway/nonce-lease.ts), and a
+ * chat's start and end commit after its answer. So:
+ *  - every InferenceStarted nonce is covered by a NoncesReserved recorded before it, and a block
+ *    serves many requests (no fsync per request in front of the host call);
+ *  - a clean stop gives the unused nonces back (NoncesReleased): the next run continues right after
+ *    the last used nonce (restart.test.ts checks the numbers);
+ *  - when the log stops taking writes after answers went out (the disk fails, the process dies before
+ *    the commit), the escrow takes no further request in this run, and the next start skips every
+ *    reserved nonce (no answered nonce is used twice) and bills what the hosts served beyond the log
+ *    (UsageRecovered), so the hosts sign the settlement and the deposit is conserved on chain.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RecordedEvent } from '../../src/events/envelope.js';
+import { NONCE_BLOCK } from '../../src/gateway/nonce-lease.js';
+import { createEscrowViaApi, disposeTestGateway, httpCaller, MODEL, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+
+const chatBody = (content: string, stream = false) => ({ model: MODEL, messages: [{ role: 'user', content }], max_tokens: 10, stream });
+
+function escrowLog(gw: TestGateway, escrowId: string): RecordedEvent[] {
+  return gw.store.readStream(`escrow-${escrowId}`);
+}
+
+describe('nonce reservations', () => {
+  let gw: TestGateway;
+  let escrowId: string;
+
+  beforeAll(async () => {
+    gw = await startTestGateway();
+    escrowId = await createEscrowViaApi(gw);
+  });
+  afterAll(() => disposeTestGateway(gw));
+
+  it('every started nonce is within a reservation recorded before it; one block serves many requests', async () => {
+    const n = NONCE_BLOCK / 2 + 40; // crosses the half-block mark, so a second block is taken ahead of need
+    for (let i = 0; i < n; i += 8) {
+      const rs = await Promise.all(Array.from({ length: Math.min(8, n - i) }, (_, k) => gw.call('/v1/chat/completions', { body: chatBody(`r${i + k}`, k % 2 === 0) })));
+      for (const r of rs) expect(r.status, r.text).toBe(200);
+    }
+    const log = escrowLog(gw, escrowId);
+    let reserved = 0;
+    let last = 0;
+    for (const r of log) {
+      if (r.type === 'NoncesReserved') reserved = (r.data as { upTo: number }).upTo;
+      if (r.type === 'InferenceStarted') {
+        const nonce = (r.data as { nonce: number }).nonce;
+        expect(nonce).toBeGreaterThan(last);
+        expect(nonce, `nonce ${nonce} used beyond the reservation`).toBeLessThanOrEqual(reserved);
+        last = nonce;
+      }
+    }
+    expect(last).toBe(n);
+    const blocks = log.filter((r) => r.type === 'NoncesReserved').map((r) => (r.data as { upTo: number }).upTo);
+    expect(blocks).toEqual([NONCE_BLOCK, 2 * NONCE_BLOCK]);
+    // the reservation is caused by a request: its metadata names it
+    expect(log.find((r) => r.type === 'NoncesReserved')!.metadata.actor).toEqual({ kind: 'admin' });
+  });
+});
+
+describe('the log stops taking writes after answers went out', () => {
+  let gw: TestGateway;
+  let escrowId: string;
+
+  beforeAll(async () => {
+    gw = await startTestGateway();
+    escrowId = await createEscrowViaApi(gw);
+  });
+  afterAll(() => disposeTestGateway(gw));
+
+  it('the escrow takes no further request; the next start skips the reserved nonces and bills what the hosts served; settle conserves the deposit', { timeout: 60_000 }, async () => {
+    for (let i = 0; i < 5; i++) expect((await gw.call('/v1/chat/completions', { body: chatBody(`before ${i}`) })).status).toBe(200);
+    const spentBefore = BigInt((await gw.call(`/v1/admin/devshards/${escrowId}`)).json.spent);
+
+    // From now on every append fails (as if the disk went away; a kill before the commit loses the
+    // same events). Calls no longer wait for the log, which will not catch up.
+    // The failure surfaces a little later, as a commit would: both requests below go out first.
+    gw.store.append = () => new Promise((_, reject) => setTimeout(() => reject(new Error('simulated disk failure')), 300));
+    const raw = httpCaller(gw.url, gw.keys);
+    const answered = await Promise.all([raw('/v1/chat/completions', { body: chatBody('lost 1') }), raw('/v1/chat/completions', { body: chatBody('lost 2') })]);
+    for (const r of answered) expect(r.status, r.text).toBe(200);
+    const lostNonces = answered.map((r) => Number(r.headers.get('x-devshard-nonce')));
+    expect(lostNonces.sort()).toEqual([6, 7]);
+    const served = answered.reduce((n, r) => n + r.json.usage.total_tokens, 0);
+    expect(served).toBeGreaterThan(0);
+
+    // Once the failure is known the escrow is set aside: handing out nonces again from the committed
+    // state could reuse 6 or 7.
+    await new Promise((r) => setTimeout(r, 500));
+    const refused = await raw('/v1/chat/completions', { body: chatBody('after the failure') });
+    expect(refused.status).toBe(503);
+    expect(refused.json.error.code).toBe('no_escrow_available');
+
+    gw = await gw.restart();
+    const log = escrowLog(gw, escrowId);
+    const types = log.map((r) => r.type);
+    expect(types).not.toContain('NoncesReleased');
+    const skip = log.find((r) => r.type === 'NoncesSkipped')!.data as { from: number; upTo: number };
+    expect(skip).toMatchObject({ from: 6, upTo: NONCE_BLOCK });
+    const recovered = log.filter((r) => r.type === 'UsageRecovered').map((r) => r.data as { slotId: number; cost: string });
+    expect(recovered.length).toBeGreaterThan(0);
+    const recoveredCost = recovered.reduce((n, r) => n + BigInt(r.cost), 0n);
+    const price = BigInt(gw.ctx.chainInfo.tokenPrice);
+    expect(recoveredCost).toBe(BigInt(served) * price);
+
+    // The next request takes the nonce after the skipped block; nothing answered is used twice.
+    const next = await gw.call('/v1/chat/completions', { body: chatBody('after restart') });
+    expect(next.status, next.text).toBe(200);
+    expect(Number(next.headers.get('x-devshard-nonce'))).toBe(NONCE_BLOCK + 1);
+
+    const view = (await gw.call(`/v1/admin/devshards/${escrowId}`)).json;
+    expect(BigInt(view.spent)).toBeGreaterThan(spentBefore + recoveredCost - 1n);
+
+    // The hosts sign only when each slot is billed what they served, lost requests included.
+    const f = await gw.call(`/devshard/${escrowId}/v1/finalize`, { method: 'POST' });
+    expect(f.status, f.text).toBe(200);
+    const s = await gw.call(`/v1/admin/devshards/${escrowId}/settle`, { body: { private_key_env: 'DEVSHARD_PRIVATE_KEY' } });
+    expect(s.status, s.text).toBe(200);
+    expect(s.json.settled).toBe(true);
+    const onChain = gw.devnet!.chain.state.escrows[escrowId]!;
+    const settlement = (escrowLog(gw, escrowId).filter((r) => r.type === 'EscrowFinalized').at(-1)!.data as { settlement: { fees: string; hostStats: { cost: string }[] } }).settlement;
+    const hostCosts = settlement.hostStats.reduce((n, h) => n + BigInt(h.cost), 0n);
+    expect(hostCosts).toBe(BigInt((await gw.call(`/v1/admin/devshards/${escrowId}`)).json.spent));
+    expect(hostCosts + BigInt(settlement.fees) + onChain.refund!).toBe(onChain.amount);
+  });
+});
