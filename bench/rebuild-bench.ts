@@ -111,10 +111,16 @@ export const MEASUREMENTS: Record<string, Run> = {
   'readAll + rebuild': (store) => Projections.rebuild(store.readAll()).position,
   readAllForFold: (store) => {
     let n = 0;
-    for (const _ of store.readAllForFold()) n++;
+    for (const _ of store.readAllForFold(0, { thread: false })) n++;
     return n;
   },
-  'readAllForFold + rebuild': (store) => Projections.rebuild(store.readAllForFold()).position,
+  'readAllForFold + rebuild': (store) => Projections.rebuild(store.readAllForFold(0, { thread: false })).position,
+  'readAllForFold(thread)': (store) => {
+    let n = 0;
+    for (const _ of store.readAllForFold(0, { thread: true })) n++;
+    return n;
+  },
+  'readAllForFold(thread) + rebuild': (store) => Projections.rebuild(store.readAllForFold(0, { thread: true })).position,
 };
 
 function time(name: string, run: Run, store: SqliteEventStore): Measurement {

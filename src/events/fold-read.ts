@@ -50,16 +50,21 @@ export class StoredRecord implements RecordedEvent {
   #hashes: { prevHash: string; hash: string } | undefined;
   readonly #loadHashes: HashLoader;
 
-  constructor(row: FoldRow, loadHashes: HashLoader) {
-    this.position = row[0];
-    this.streamId = row[1];
-    this.streamVersion = row[2];
-    this.type = row[3];
-    this.schemaVersion = row[4];
-    this.data = JSON.parse(row[5]);
-    this.time = row[7];
-    this.metadataJson = row[6];
+  constructor(position: number, streamId: string, streamVersion: number, type: string, schemaVersion: number, data: unknown, metadataJson: string, time: string, loadHashes: HashLoader) {
+    this.position = position;
+    this.streamId = streamId;
+    this.streamVersion = streamVersion;
+    this.type = type;
+    this.schemaVersion = schemaVersion;
+    this.data = data;
+    this.time = time;
+    this.metadataJson = metadataJson;
     this.#loadHashes = loadHashes;
+  }
+
+  /** The record of a FOLD_COLUMNS row (parses `data`). */
+  static fromRow(row: FoldRow, loadHashes: HashLoader): StoredRecord {
+    return new StoredRecord(row[0], row[1], row[2], row[3], row[4], JSON.parse(row[5]), row[6], row[7], loadHashes);
   }
 
   get metadata(): EventMetadata {

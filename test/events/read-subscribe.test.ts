@@ -95,6 +95,22 @@ describe('readAllForFold', () => {
     expect(count).toBe(4_012);
   });
 
+  it('on a reader thread: the same records, across pages, from a position; stopping early stops it', async () => {
+    await seed(4_500, 3);
+    store.appendNow('meta', [{ type: 'x', data: { s: 'é ✓ \u2028' }, metadata: { actor: { kind: 'client', keyId: 'ключ-✓' } } }], { expectedVersion: 'any' });
+    const plain = [...store.readAll()];
+    const fold = [...store.readAllForFold(0, { thread: true })];
+    expect(fold.map((r) => r.toRecord())).toEqual(plain);
+    expect([...store.readAllForFold(4_499, { thread: true })].map((r) => r.position)).toEqual([4_500, 4_501]);
+    expect([...store.readAllForFold(4_501, { thread: true })]).toEqual([]);
+    let n = 0;
+    for (const r of store.readAllForFold(0, { thread: true })) {
+      if (++n === 10) break;
+      expect(r.position).toBe(n);
+    }
+    expect([...store.readAllForFold(2_000, { thread: true })].length).toBe(2_501);
+  });
+
   it('works on an in-memory store', async () => {
     const mem = openSqliteEventStore(':memory:');
     await mem.append('s', [ev('x', { n: 1 })], { expectedVersion: 'any' });
