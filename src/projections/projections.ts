@@ -39,6 +39,8 @@ export interface ProjectionsOptions {
 /** The part of the SQLite store the projections use (structural, so tests can fake it). */
 export interface CheckpointingStore {
   readAll(afterPosition?: number, limit?: number): Iterable<RecordedEvent>;
+  /** The same events as readAll, cheaper to fold (SqliteEventStore.readAllForFold); used for catch-up when present. */
+  readAllForFold?(afterPosition?: number): Iterable<RecordedEvent>;
   onCommit(listener: (records: RecordedEvent[]) => void): () => void;
   saveCheckpoint(name: string, position: number, state: unknown): void;
   loadCheckpoint<S = unknown>(name: string): { position: number; state: S } | undefined;
@@ -114,9 +116,17 @@ export class Projections {
     return p;
   }
 
-  /** Rebuilt from the whole log (position 0). */
+  /**
+   * Rebuilt from the whole log (position 0). For a SQLite store pass `store.readAllForFold()`
+   * (or use `rebuildFrom`): the same records, read at less cost.
+   */
   static rebuild(records: Iterable<RecordedEvent>, options?: ProjectionsOptions): Projections {
     return new Projections(options).applyAll(records);
+  }
+
+  /** Rebuilt from a store's whole log, through its fold read path when it has one. */
+  static rebuildFrom(store: Pick<CheckpointingStore, 'readAll' | 'readAllForFold'>, options?: ProjectionsOptions): Projections {
+    return Projections.rebuild(store.readAllForFold ? store.readAllForFold(0) : store.readAll(0), options);
   }
 
   /**
@@ -127,7 +137,7 @@ export class Projections {
   static follow(store: CheckpointingStore, options?: ProjectionsOptions): { projections: Projections; detach: () => void } {
     const cp = store.loadCheckpoint<ProjectionsState>(PROJECTIONS_CHECKPOINT);
     const projections = (cp && Projections.fromCheckpoint(cp, options)) || new Projections(options);
-    projections.applyAll(store.readAll(projections.position));
+    projections.applyAll(store.readAllForFold ? store.readAllForFold(projections.position) : store.readAll(projections.position));
     const detach = store.onCommit((records) => projections.applyAll(records));
     return { projections, detach };
   }

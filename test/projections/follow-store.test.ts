@@ -46,6 +46,8 @@ describe('projections following the SQLite store', () => {
     const plain = Projections.rebuild(store.readAll());
     expect(fold.snapshot()).toEqual(plain.snapshot());
     expect(fold.timeline.of('e1')?.entries.map((x) => x.actor)).toEqual(['admin', 'admin', 'client:k7']);
+    expect(Projections.rebuild(store.readAllForFold(0, { thread: true })).snapshot()).toEqual(plain.snapshot());
+    expect(Projections.rebuildFrom(store).snapshot()).toEqual(plain.snapshot());
     // A checkpoint taken from it restores to the same state.
     expect(Projections.fromCheckpoint(JSON.parse(JSON.stringify(fold.toCheckpoint())))!.snapshot()).toEqual(plain.snapshot());
     await store.close();
