@@ -26,6 +26,8 @@ export interface ChatCommand {
   requestId: string;
   /** Aborted when the client goes away. */
   signal: AbortSignal;
+  /** The controller of `signal`, lent to the transport (one controller per request). */
+  controller?: AbortController;
 }
 
 export interface ChatSession {
@@ -157,7 +159,7 @@ async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<Ch
 
     const hostUrl = slots[nonce % slots.length]!.url;
     try {
-      const result = await ctx.network.chat({ escrowId, nonce, hostUrl, body: req.body, signer, signal: cmd.signal });
+      const result = await ctx.network.chat({ escrowId, nonce, hostUrl, body: req.body, signer, signal: cmd.signal, ...(cmd.controller ? { controller: cmd.controller } : {}) });
       return { escrowId, nonce, result, end };
     } catch (err) {
       const usage = err instanceof HostError && err.usageSoFar ? err.usageSoFar : ZERO_USAGE;

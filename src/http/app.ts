@@ -14,6 +14,7 @@ import type { IncomingMessage } from 'node:http';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { Logger } from 'pino';
 import { installErrorHandlers, isEmptyEscrowPath, sendEmptyNotFound } from './errors.js';
+import { lazyChildLoggerFactory } from './lazy-child-logger.js';
 import { createLogger } from './logger.js';
 import type { GatewayMetrics } from './metrics.js';
 import { OpenApiCollector, type FastifySchemaWithDocs } from './openapi.js';
@@ -71,6 +72,7 @@ export function createHttpApp(options: HttpAppOptions = {}): FastifyInstance {
     loggerInstance: logger as FastifyBaseLogger,
     bodyLimit,
     genReqId,
+    childLoggerFactory: lazyChildLoggerFactory,
     // Our own single line per request replaces fastify's incoming/completed pair.
     logController: new LogController({ disableRequestLogging: true }),
     trustProxy: options.trustProxy ?? false,

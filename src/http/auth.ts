@@ -4,7 +4,7 @@
  * is known to the rest of the system only by a key id (`key-` + 8 hex of sha256(key)): that is what
  * goes into events and logs, never the key.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { hash, timingSafeEqual } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, errors, sendApiError } from './errors.js';
 
@@ -27,7 +27,8 @@ declare module 'fastify' {
   }
 }
 
-const sha256 = (s: string): Buffer => createHash('sha256').update(s, 'utf8').digest();
+// One-shot hash: about half the cost of createHash().update().digest() per request.
+const sha256 = (s: string): Buffer => hash('sha256', s, 'buffer') as unknown as Buffer;
 
 /** Stable, non-secret id of a key for logs and events. */
 export function keyId(key: string): string {

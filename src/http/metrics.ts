@@ -18,10 +18,20 @@ function formatValue(v: number): string {
   return String(v);
 }
 
+/** Series key: the label values in name order, NUL-separated (a NUL inside a value becomes U+FFFD). */
 function labelKey(labels: Labels, names: readonly string[]): string {
-  for (const k of Object.keys(labels)) if (!names.includes(k)) throw new Error(`unknown label '${k}'`);
-  return JSON.stringify(names.map((n) => String(labels[n] ?? '')));
+  for (const k in labels) if (!names.includes(k)) throw new Error(`unknown label '${k}'`);
+  let key = '';
+  for (let i = 0; i < names.length; i++) {
+    const v = labels[names[i]!];
+    let text = v === undefined ? '' : String(v);
+    if (text.includes('\u0000')) text = text.replaceAll('\u0000', '\uFFFD');
+    key = i === 0 ? text : `${key}\u0000${text}`;
+  }
+  return key;
 }
+
+const labelValues = (key: string, names: readonly string[]): string[] => (names.length === 0 ? [] : key.split('\u0000'));
 
 function renderLabels(names: readonly string[], values: readonly string[], extra?: [string, string]): string {
   const parts = names.map((n, i) => `${n}="${escapeLabel(values[i] ?? '')}"`);
@@ -55,7 +65,7 @@ abstract class Base<S> implements Metric {
   }
   render(): string {
     const lines = [`# HELP ${this.name} ${escapeHelp(this.help)}`, `# TYPE ${this.name} ${this.type}`];
-    for (const [key, s] of this.series) lines.push(...this.renderSeries(JSON.parse(key) as string[], s));
+    for (const [key, s] of this.series) lines.push(...this.renderSeries(labelValues(key, this.labelNames), s));
     return lines.join('\n');
   }
 }
@@ -109,9 +119,7 @@ export class Histogram extends Base<HistogramSeries> {
   observe(labels: Labels, value: number): void {
     const key = labelKey(labels, this.labelNames);
     const s = this.series.get(key) ?? { counts: this.buckets.map(() => 0), sum: 0, count: 0 };
-    this.buckets.forEach((b, i) => {
-      if (value <= b) s.counts[i] = (s.counts[i] ?? 0) + 1;
-    });
+    for (let i = 0; i < this.buckets.length; i++) if (value <= this.buckets[i]!) s.counts[i] = (s.counts[i] ?? 0) + 1;
     s.sum += value;
     s.count++;
     this.series.set(key, s);

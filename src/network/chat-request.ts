@@ -27,6 +27,8 @@ export interface ChatRequest {
   body: Record<string, unknown>;
   stream: boolean;
   signal: AbortSignal;
+  /** The controller of `signal`, if the caller lends it (see ChatCall.controller). */
+  controller?: AbortController;
   stallTimeoutMs: number;
   timeoutMs: number;
   /** Who answers, for error messages: "host http://..." or "upstream http://...". */
@@ -85,11 +87,13 @@ function countedUsage(body: Record<string, unknown>, completion: ChatCompletion)
 export async function sendChatRequest(req: ChatRequest): Promise<ChatResult> {
   const { signal } = req;
   if (signal.aborted) throw new HostError('aborted', `request to ${req.label} aborted before it was sent`);
-  // One controller owns the connection: the caller's abort and our timers both go through it.
-  const ac = new AbortController();
+  // One controller owns the connection: the caller's abort and our timers both go through it (the
+  // caller's own when it lends it, else one of ours that follows the caller's signal).
+  const lent = req.controller !== undefined && req.controller.signal === signal;
+  const ac = lent ? req.controller! : new AbortController();
   let timedOut = false;
   const onAbort = (): void => ac.abort();
-  signal.addEventListener('abort', onAbort, { once: true });
+  if (!lent) signal.addEventListener('abort', onAbort, { once: true });
   const timer = setTimeout(
     () => {
       timedOut = true;
@@ -99,12 +103,13 @@ export async function sendChatRequest(req: ChatRequest): Promise<ChatResult> {
   );
   const release = (): void => {
     clearTimeout(timer);
-    signal.removeEventListener('abort', onAbort);
+    if (!lent) signal.removeEventListener('abort', onAbort);
   };
 
   const failure = (err: unknown, usageSoFar?: Usage, midStream = false): HostError => {
     if (err instanceof HostError) return err;
-    if (signal.aborted) return new HostError('aborted', `request to ${req.label} aborted by the caller`, undefined, usageSoFar);
+    // Our timer first: with a lent controller it is what aborted the caller's signal.
+    if (!timedOut && signal.aborted) return new HostError('aborted', `request to ${req.label} aborted by the caller`, undefined, usageSoFar);
     if (timedOut) {
       return req.stream
         ? new HostError('stalled', `${req.label} sent nothing for ${req.stallTimeoutMs} ms`, undefined, usageSoFar)

@@ -82,6 +82,7 @@ export function createHostTransport(opts: HostTransportOptions = {}): HostTransp
         body,
         stream,
         signal: call.signal,
+        ...(call.controller ? { controller: call.controller } : {}),
         stallTimeoutMs,
         timeoutMs,
         label: `host ${call.hostUrl}`,

@@ -49,6 +49,11 @@ export interface ChatCall {
   body: Record<string, unknown>;
   signer: RequestSigner;
   signal: AbortSignal;
+  /**
+   * The controller of `signal`, when the caller owns it: the transport then aborts it itself on a
+   * timeout instead of making a second controller and listener per request.
+   */
+  controller?: AbortController;
 }
 
 /** Why a host call failed; the gateway maps it to an HTTP status and records it. */

@@ -54,6 +54,7 @@ export function createUpstreamPort(opts: UpstreamOptions): UpstreamPort {
         body,
         stream,
         signal: call.signal,
+        ...(call.controller ? { controller: call.controller } : {}),
         stallTimeoutMs,
         timeoutMs,
         label,

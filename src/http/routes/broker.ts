@@ -50,7 +50,7 @@ export function registerBrokerRoutes(app: FastifyInstance, ctx: GatewayContext, 
 
       let session: ChatSession;
       try {
-        session = await openChat(ctx, { req, caller, requestId: request.id, signal: abort.signal });
+        session = await openChat(ctx, { req, caller, requestId: request.id, signal: abort.signal, controller: abort });
       } catch (err) {
         if (err instanceof ApiError) {
           ctx.metrics.errors.inc({ model: req.model, code: err.code ?? String(err.status) });

@@ -1,0 +1,74 @@
+/**
+ * CPU per request, gateway vs baseline (a diagnostic beside `npm run bench`, not part of its
+ * figures): `node dist/bench/cpu-per-request.js [seconds] [connections] [rounds]`.
+ *
+ * Throughput on this 2-core machine moves ±30% with whatever else runs; CPU time per request moves
+ * much less, and it is what the throughput target comes down to (the load generator has the other
+ * core). Per target and round: requests, main-thread busy µs per request (event-loop utilization,
+ * which is what saturates at 64 connections) and process CPU µs per request (all threads: main,
+ * store writer, and the zero-delay host, which both targets share).
+ * With PROFILE_DIR set, each target's last round is CPU-profiled (main thread) into that folder.
+ */
+import { fork } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
+import { performance } from 'node:perf_hooks';
+import { startBaseline, startGatewayTarget, startHost, type Target } from './gateway-bench.js';
+
+const seconds = Number(process.argv[2] ?? 5);
+const connections = Number(process.argv[3] ?? 64);
+const rounds = Number(process.argv[4] ?? 2);
+
+const host = await startHost();
+const baseline = await startBaseline(host.url);
+const gateway = await startGatewayTarget(host.url, { mode: 'upstream', escrows: 3 });
+const worker = fork(new URL('./load-worker.js', import.meta.url));
+let id = 0;
+const body = JSON.stringify({ model: 'bench-model', messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 16 });
+
+async function drive(t: Target & { headers?: Record<string, string> }, duration: number) {
+  const elu0 = performance.eventLoopUtilization();
+  const cpu0 = process.cpuUsage();
+  const result = await new Promise<{ requestsPerSec: number; total: number; errors: number; non2xx: number }>((resolve) => {
+    const my = ++id;
+    const onMessage = (m: { id: number; result: never }) => {
+      if (m.id !== my) return;
+      worker.off('message', onMessage);
+      resolve(m.result);
+    };
+    worker.on('message', onMessage);
+    worker.send({ id: my, job: { kind: 'autocannon', url: `${t.url}/v1/chat/completions`, headers: { 'content-type': 'application/json', ...(t.headers ?? {}) }, body, connections, duration } });
+  });
+  const elu = performance.eventLoopUtilization(elu0);
+  const cpu = process.cpuUsage(cpu0);
+  const n = Math.max(1, result.total);
+  return { ...result, mainUs: (elu.active * 1000) / n, cpuUs: (cpu.user + cpu.system) / n, utilization: elu.utilization };
+}
+
+const profileDir = process.env.PROFILE_DIR;
+const session = profileDir ? new Session() : undefined;
+if (session) {
+  session.connect();
+  await session.post('Profiler.enable');
+}
+const rows: string[] = [];
+for (const t of [baseline, gateway]) await drive(t, 1); // warm-up
+for (let r = 0; r < rounds; r++) {
+  for (const t of [baseline, gateway]) {
+    const profiling = session && r === rounds - 1;
+    if (profiling) await session.post('Profiler.start');
+    const m = await drive(t, seconds);
+    if (profiling) {
+      const { profile } = await session.post('Profiler.stop');
+      writeFileSync(`${profileDir}/${t.name}.cpuprofile`, JSON.stringify(profile));
+    }
+    rows.push(
+      `${t.name.padEnd(9)} round ${r + 1}: ${Math.round(m.requestsPerSec).toLocaleString('en').padStart(6)} req/s, main thread ${m.mainUs.toFixed(0).padStart(4)} µs/req (loop ${(m.utilization * 100).toFixed(0)}% busy), process CPU ${m.cpuUs.toFixed(0).padStart(4)} µs/req${m.errors || m.non2xx ? `, ${m.errors} errors ${m.non2xx} non-2xx` : ''}`,
+    );
+    console.log(rows.at(-1));
+  }
+}
+worker.kill();
+await gateway.close();
+await baseline.close();
+await host.close();
