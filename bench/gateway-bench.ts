@@ -5,8 +5,9 @@
  * of it, in this process:
  *  - **baseline**: a bare fastify + undici proxy;
  *  - **gateway**: the real gateway (`startGateway`) in upstream mode (NETWORK_UPSTREAM_URL = that
- *    host): auth, validation, access mode, limiter, routing, a durable nonce reservation
- *    (InferenceStarted, synchronous=FULL, group commit), the call, usage (InferenceFinished).
+ *    host): auth, validation, access mode, limiter, routing, nonces durably reserved in blocks
+ *    (NoncesReserved, synchronous=FULL, group commit), InferenceStarted, the call, usage
+ *    (InferenceFinished); start and usage commit with the group commit after the answer.
  *    The escrows live on the gateway's embedded devnet and are billed per request;
  *  - **gateway-hosts** (reported apart, not in the ratios): the gateway in host-transport mode,
  *    signed requests to the embedded devnet's simulated hosts (a secp256k1 signature per request).

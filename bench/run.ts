@@ -97,8 +97,8 @@ function markdown(date: Date, m: string, store?: StoreBenchResult, proj?: Projec
       '',
       'Host: the simulated OpenAI mount (token delay 0). **baseline**: bare fastify + undici proxy. **gateway**: the real gateway ' +
         '(`startGateway`) in upstream mode (NETWORK_UPSTREAM_URL = the same host): client-key auth, validation, access mode, limiter, ' +
-        'routing over escrows created on its embedded devnet, durable nonce reservation (InferenceStarted, WAL synchronous=FULL, group commit), ' +
-        'usage (InferenceFinished), LOG_LEVEL=warn. **gateway-hosts**: the same gateway in host-transport mode (signed requests to the devnet\'s ' +
+        'routing over escrows created on its embedded devnet, nonces durably reserved in blocks of 256 (NoncesReserved, WAL synchronous=FULL, group commit), ' +
+        'InferenceStarted and InferenceFinished per request (committed with the group commit after the answer), LOG_LEVEL=warn. **gateway-hosts**: the same gateway in host-transport mode (signed requests to the devnet\'s ' +
         'simulated hosts; each request pays a secp256k1 signature, ~650 µs, and the host verifies it in this same process) — not part of the ratios. ' +
         'Servers share one process; the load generator (autocannon, closed loop) runs in a child process; targets interleaved per level.',
       '',
