@@ -21,6 +21,8 @@ import { MessageChannel, receiveMessageOnPort, Worker } from 'node:worker_thread
 import { FOLD_COLUMNS, StoredRecord, type HashLoader } from './fold-read.js';
 
 const AHEAD = 4;
+/** A page takes milliseconds to read; this long without one means the worker is gone. */
+const SILENT_WORKER_SECONDS = 120;
 
 /**
  * One page of `count` rows. `bytes`: UTF-8 of the data JSON array, then per row metadata, time;
@@ -40,7 +42,6 @@ interface PageMessage {
 
 const WORKER_SOURCE = `
 const { workerData } = require('node:worker_threads');
-const Database = require(workerData.sqlite);
 const { file, port, flag, after: start, pageSize, ahead, mmapBytes, columns } = workerData;
 let sent = 0;
 const post = (m, transfer) => {
@@ -50,6 +51,7 @@ const post = (m, transfer) => {
   Atomics.notify(flag, 0);
 };
 try {
+  const Database = require(workerData.sqlite);
   const db = new Database(file, { readonly: true, fileMustExist: true });
   db.pragma('mmap_size = ' + mmapBytes);
   const page = db.prepare('SELECT ' + columns + ' FROM events WHERE position > ? ORDER BY position LIMIT ?').raw();
@@ -132,11 +134,14 @@ export function* readAllOnThread(file: string, afterPosition: number, pageSize: 
   let consumed = 0;
   try {
     for (;;) {
+      // The worker answers every page, errors included (its whole body is in a try). Its 'exit'
+      // event cannot be heard while this thread waits, so a worker gone silent ends in a timeout.
       let received = receiveMessageOnPort(port1);
+      const deadline = Date.now() + SILENT_WORKER_SECONDS * 1000;
       while (!received) {
+        if (Date.now() > deadline) throw new Error(`fold reader thread: no page for ${SILENT_WORKER_SECONDS} s`);
         Atomics.wait(flag, 0, consumed, 1000);
         received = receiveMessageOnPort(port1);
-        if (!received && Atomics.load(flag, 0) === consumed && worker.threadId < 0) throw new Error('fold reader thread exited');
       }
       const page = received.message as PageMessage;
       consumed++;

@@ -1,3 +1,4 @@
+import { rmSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { firstValueFrom, take, toArray } from 'rxjs';
 import { openSqliteEventStore, eventsFile, type SqliteEventStore } from '../../src/events/sqlite-store.js';
@@ -109,6 +110,13 @@ describe('readAllForFold', () => {
       expect(r.position).toBe(n);
     }
     expect([...store.readAllForFold(2_000, { thread: true })].length).toBe(2_501);
+  });
+
+  it('on a reader thread: a read error is thrown to the caller', async () => {
+    await seed(3, 1);
+    expect([...store.readAllForFold(0, { thread: false })].length).toBe(3);
+    rmSync(eventsFile(storage.dir)); // open connections keep their descriptors; the reader thread cannot open the file
+    expect(() => [...store.readAllForFold(0, { thread: true })]).toThrow(/fold reader thread/);
   });
 
   it('works on an in-memory store', async () => {
