@@ -8,11 +8,15 @@
  * which is what saturates at 64 connections) and process CPU µs per request (all threads: main,
  * store writer, and the zero-delay host, which both targets share).
  * With PROFILE_DIR set, each target's last round is CPU-profiled (main thread) into that folder.
+ * With ABLATE_LOG=1 a third target is the same gateway with its event log switched off (decisions
+ * kept in memory, nothing appended, sealed, written or folded): not a configuration anyone runs,
+ * only a measure of what the log costs and of the ceiling without it.
  */
 import { fork } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { performance } from 'node:perf_hooks';
+import { Engine } from '../src/gateway/engine.js';
 import { startBaseline, startGatewayTarget, startHost, type Target } from './gateway-bench.js';
 
 const seconds = Number(process.argv[2] ?? 5);
@@ -52,23 +56,43 @@ if (session) {
   await session.post('Profiler.enable');
 }
 const rows: string[] = [];
-for (const t of [baseline, gateway]) await drive(t, 1); // warm-up
-for (let r = 0; r < rounds; r++) {
-  for (const t of [baseline, gateway]) {
-    const profiling = session && r === rounds - 1;
+const ablate = process.env.ABLATE_LOG === '1';
+const noLog = { ...gateway, name: 'gateway, no event log' };
+const targets: (Target & { headers?: Record<string, string> })[] = [baseline, gateway];
+type Append = (this: Engine, streamId: string, events: unknown[], snapshot: unknown) => Promise<unknown[]>;
+const engineProto = Engine.prototype as unknown as { appendDecided: Append; pending: Map<string, unknown> };
+const realAppend = engineProto.appendDecided;
+const skipLog: Append = function (streamId, _events, snapshot) {
+  (this as unknown as { pending: Map<string, unknown> }).pending.set(streamId, { snapshot, version: 0, uncommitted: 1 });
+  return Promise.resolve([]);
+};
+const drive2 = async (t: Target & { headers?: Record<string, string> }, duration: number) => {
+  if (t === noLog) engineProto.appendDecided = skipLog;
+  try {
+    return await drive(t, duration);
+  } finally {
+    engineProto.appendDecided = realAppend;
+  }
+};
+for (const t of targets) await drive2(t, 1); // warm-up
+// The ablated gateway runs last: its decisions never reach the log, so the gateway is not used after it.
+for (let r = 0; r < rounds + (ablate ? 1 : 0); r++) {
+  for (const t of r < rounds ? targets : [noLog, baseline]) {
+    const profiling = session && r === rounds - 1 && t !== noLog;
     if (profiling) await session.post('Profiler.start');
-    const m = await drive(t, seconds);
+    const m = await drive2(t, seconds);
     if (profiling) {
       const { profile } = await session.post('Profiler.stop');
       writeFileSync(`${profileDir}/${t.name}.cpuprofile`, JSON.stringify(profile));
     }
     rows.push(
-      `${t.name.padEnd(9)} round ${r + 1}: ${Math.round(m.requestsPerSec).toLocaleString('en').padStart(6)} req/s, main thread ${m.mainUs.toFixed(0).padStart(4)} µs/req (loop ${(m.utilization * 100).toFixed(0)}% busy), process CPU ${m.cpuUs.toFixed(0).padStart(4)} µs/req${m.errors || m.non2xx ? `, ${m.errors} errors ${m.non2xx} non-2xx` : ''}`,
+      `${t.name.padEnd(21)} round ${r + 1}: ${Math.round(m.requestsPerSec).toLocaleString('en').padStart(6)} req/s, main thread ${m.mainUs.toFixed(0).padStart(4)} µs/req (loop ${(m.utilization * 100).toFixed(0)}% busy), process CPU ${m.cpuUs.toFixed(0).padStart(4)} µs/req${m.errors || m.non2xx ? `, ${m.errors} errors ${m.non2xx} non-2xx` : ''}`,
     );
     console.log(rows.at(-1));
   }
 }
 worker.kill();
+engineProto.appendDecided = realAppend;
 await gateway.close();
 await baseline.close();
 await host.close();
