@@ -68,6 +68,8 @@ export interface LevelResult {
 export interface FixedRateResult extends FixedRateSummary {
   target: string;
   rate: number;
+  /** p99 of every round, in run order (the row's other figures are those of the median round). */
+  roundP99Ms: number[];
 }
 
 export interface TtfbResult extends Percentiles {
@@ -97,9 +99,10 @@ export interface GatewayBenchOptions {
   levels?: number[];
   /** Seconds per target and level (default 5), after a 1 s warm-up. */
   seconds?: number;
-  /** Fixed-rate run: rate (default 1,000 req/s) and seconds per target (default 10). */
+  /** Fixed-rate run: rate (default 1,000 req/s), seconds per target (default 20) in rounds (default 5). */
   fixedRate?: number;
   fixedRateSeconds?: number;
+  fixedRateRounds?: number;
   /** Streamed requests per target for time-to-first-byte (default 500). */
   ttfbRequests?: number;
   /** Also run the gateway in host-transport mode (default true). */
@@ -115,6 +118,11 @@ export interface GatewayBenchResult {
   /** Per level: gateway/baseline throughput ratio and added p50/p99 (ms), same run. */
   comparison: { connections: number; throughputRatio: number; addedP50Ms: number; addedP99Ms: number }[];
   fixedRate: FixedRateResult[];
+  /**
+   * Added p99 at the fixed rate: the median over rounds of (gateway p99 − baseline p99), each pair
+   * measured back to back, so a disturbance hits one pair rather than one target's whole figure.
+   */
+  fixedRateAddedP99Ms?: number;
   ttfb: TtfbResult[];
   soak?: SoakResult;
 }
@@ -377,7 +385,7 @@ export async function benchGateway(opts: GatewayBenchOptions = {}): Promise<Gate
   const levels = opts.levels ?? [1, 16, 64];
   const seconds = opts.seconds ?? 5;
   const rate = opts.fixedRate ?? 1_000;
-  const rateSeconds = opts.fixedRateSeconds ?? 10;
+  const rateSeconds = opts.fixedRateSeconds ?? 20;
   const ttfbRequests = opts.ttfbRequests ?? 500;
   const log = opts.log ?? (() => {});
   const host = await startHost();
@@ -413,21 +421,31 @@ export async function benchGateway(opts: GatewayBenchOptions = {}): Promise<Gate
     });
     for (const c of comparison) log(`c=${c.connections}: gateway/baseline ${c.throughputRatio}x, added p50 ${c.addedP50Ms} ms, p99 ${c.addedP99Ms} ms`);
 
-    // Open loop at a fixed rate, latency per request in µs; baseline and gateway interleaved twice.
-    const fixedRate: FixedRateResult[] = [];
-    for (const round of [0, 1]) {
+    // Open loop at a fixed rate, latency per request in µs; baseline and gateway interleaved in
+    // `rounds` pairs. Per target the median round is reported; the added p99 is the median of the
+    // per-pair differences (this shared 2-core VM disturbs single rounds by several ms).
+    const rounds = opts.fixedRateRounds ?? 5;
+    const perTarget = new Map<string, FixedRateSummary[]>();
+    const added: number[] = [];
+    // Warm-up at the rate (connections opened, code hot), not counted.
+    for (const target of [baseline, gateway]) await worker.run<FixedRateSummary>({ kind: 'fixed-rate', ...request(target), rate, seconds: 1, connections: 64 });
+    for (let round = 0; round < rounds; round++) {
+      const pair: number[] = [];
       for (const target of [baseline, gateway]) {
-        const r = await worker.run<FixedRateSummary>({ kind: 'fixed-rate', ...request(target), rate, seconds: rateSeconds / 2, connections: 64 });
-        if (round === 0) {
-          fixedRate.push({ target: target.name, rate, ...r });
-        } else {
-          // Keep the better (less disturbed) of the two rounds per target.
-          const i = fixedRate.findIndex((f) => f.target === target.name);
-          if (r.p99Ms < fixedRate[i]!.p99Ms) fixedRate[i] = { target: target.name, rate, ...r };
-        }
+        const r = await worker.run<FixedRateSummary>({ kind: 'fixed-rate', ...request(target), rate, seconds: rateSeconds / rounds, connections: 64 });
+        perTarget.set(target.name, [...(perTarget.get(target.name) ?? []), r]);
+        pair.push(r.p99Ms);
       }
+      added.push(pair[1]! - pair[0]!);
     }
-    for (const r of fixedRate) log(`${r.target.padEnd(13)} @${rate}/s: achieved ${r.achievedRate}/s, p50 ${r.p50Ms} ms, p90 ${r.p90Ms} ms, p99 ${r.p99Ms} ms, max ${r.maxMs} ms${r.errors ? ` (${r.errors} errors)` : ''}`);
+    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+    const fixedRate: FixedRateResult[] = [...perTarget].map(([target, rs]) => {
+      const mid = median(rs.map((r) => r.p99Ms));
+      return { target, rate, ...rs.find((r) => r.p99Ms === mid)!, roundP99Ms: rs.map((r) => r.p99Ms) };
+    });
+    const fixedRateAddedP99Ms = Math.round(median(added) * 1000) / 1000;
+    for (const r of fixedRate) log(`${r.target.padEnd(13)} @${rate}/s: achieved ${r.achievedRate}/s, median round p50 ${r.p50Ms} ms, p90 ${r.p90Ms} ms, p99 ${r.p99Ms} ms, max ${r.maxMs} ms; p99 per round ${r.roundP99Ms.join(', ')}${r.errors ? ` (${r.errors} errors)` : ''}`);
+    log(`fixed rate: added p99, median of ${rounds} back-to-back pairs: ${fixedRateAddedP99Ms} ms (pairs: ${added.map((a) => Math.round(a * 1000) / 1000).join(', ')})`);
 
     // Streaming time to first byte, sequential, interleaved in halves.
     const ttfb: TtfbResult[] = [];
@@ -445,7 +463,7 @@ export async function benchGateway(opts: GatewayBenchOptions = {}): Promise<Gate
 
     let soakResult: SoakResult | undefined;
     if (opts.soak) soakResult = await soak(worker, gateway, opts.soakRequests ?? 1_000_000, log);
-    return { levels: results, comparison, fixedRate, ttfb, ...(soakResult ? { soak: soakResult } : {}) };
+    return { levels: results, comparison, fixedRate, fixedRateAddedP99Ms, ttfb, ...(soakResult ? { soak: soakResult } : {}) };
   } finally {
     worker.close();
     for (const t of targets.reverse()) await t.close();
