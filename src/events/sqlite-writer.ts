@@ -20,6 +20,8 @@ export interface WriteBatch {
   lastHash: string;
   rows: unknown[][];
   heads: [string, number][];
+  /** A checkpoint row (name, position, state text, hash at position) written in the same transaction. */
+  checkpoint?: [string, number, string, string];
 }
 
 export type WriteReply = { id: number; ok: true } | { id: number; ok: false; reason: 'foreign' | 'error'; message?: string };
@@ -37,6 +39,7 @@ const rollback = db.prepare('ROLLBACK');
 const tail = db.prepare('SELECT position, hash FROM events ORDER BY position DESC LIMIT 1').raw();
 const insert = db.prepare('INSERT INTO events (' + columns + ') VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)');
 const upsert = db.prepare('INSERT INTO streams (stream_id, version) VALUES (?, ?) ON CONFLICT (stream_id) DO UPDATE SET version = excluded.version');
+const saveCheckpoint = db.prepare('INSERT INTO checkpoints (name, position, state, hash) VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET position = excluded.position, state = excluded.state, hash = excluded.hash');
 const answer = (reply) => {
   port.postMessage(reply);
   Atomics.store(flag, 0, 1);
@@ -59,6 +62,7 @@ port.on('message', (m) => {
     }
     for (const r of m.rows) insert.run(r);
     for (const h of m.heads) upsert.run(h[0], h[1]);
+    if (m.checkpoint) saveCheckpoint.run(m.checkpoint);
     commit.run();
     answer({ id: m.id, ok: true });
   } catch (e) {

@@ -142,7 +142,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
   const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host;
   const url = `http://${host}:${port}`;
 
-  const checkpointTimer = setInterval(() => projections.checkpoint(store), 30_000);
+  const checkpointTimer = setInterval(() => projections.checkpoint(store, { soon: true }), 30_000);
   checkpointTimer.unref();
 
   let stopping: Promise<void> | undefined;

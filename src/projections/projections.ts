@@ -43,6 +43,8 @@ export interface CheckpointingStore {
   readAllForFold?(afterPosition?: number): Iterable<RecordedEvent>;
   onCommit(listener: (records: RecordedEvent[]) => void): () => void;
   saveCheckpoint(name: string, position: number, state: unknown): void;
+  /** Written off the event loop (SqliteEventStore with its writer thread). */
+  saveCheckpointSoon?(name: string, position: number, state: unknown): void;
   loadCheckpoint<S = unknown>(name: string): { position: number; state: S } | undefined;
 }
 
@@ -142,10 +144,14 @@ export class Projections {
     return { projections, detach };
   }
 
-  /** Saves a checkpoint at the current position (nothing at position 0). */
-  checkpoint(store: CheckpointingStore): void {
+  /**
+   * Saves a checkpoint at the current position (nothing at position 0). `soon`: let the store
+   * write it off the event loop when it can (the periodic checkpoint of a serving gateway).
+   */
+  checkpoint(store: CheckpointingStore, options: { soon?: boolean } = {}): void {
     if (this.position === 0) return;
     const cp = this.toCheckpoint();
-    store.saveCheckpoint(PROJECTIONS_CHECKPOINT, cp.position, cp.state);
+    if (options.soon && store.saveCheckpointSoon) store.saveCheckpointSoon(PROJECTIONS_CHECKPOINT, cp.position, cp.state);
+    else store.saveCheckpoint(PROJECTIONS_CHECKPOINT, cp.position, cp.state);
   }
 }

@@ -71,6 +71,25 @@ describe('checkpoints', () => {
     await store.close();
   });
 
+  it('saveCheckpointSoon: written by the writer thread with the next batch, or alone; a close writes a pending one', async () => {
+    const file = eventsFile(storage.dir);
+    const store = openSqliteEventStore(file);
+    const first = await store.append('s', [ev('a')], { expectedVersion: -1 });
+    store.saveCheckpointSoon('pool', 1, { n: 1 });
+    expect(store.loadCheckpoint('pool')).toBeUndefined(); // not written on the caller's turn
+    const second = await store.append('s', [ev('b')], { expectedVersion: 0 }); // the batch carries it
+    expect(store.loadCheckpoint('pool')).toEqual({ name: 'pool', position: 1, state: { n: 1 }, hash: first.records[0]!.hash });
+    store.saveCheckpointSoon('pool', 2, { n: 2 }); // nothing else queued: a batch of its own
+    await new Promise((r) => setTimeout(r, 200));
+    expect(store.loadCheckpoint('pool')?.state).toEqual({ n: 2 });
+    expect(() => store.saveCheckpointSoon('pool', 9, {})).toThrow(/no event at position 9/);
+    store.saveCheckpointSoon('pool', 2, { n: 3 });
+    await store.close(); // pending: written on close
+    const reopened = openSqliteEventStore(file);
+    expect(reopened.loadCheckpoint('pool')).toEqual({ name: 'pool', position: 2, state: { n: 3 }, hash: second.records[0]!.hash });
+    await reopened.close();
+  });
+
   it('a checkpoint from another log is ignored so the projection rebuilds', async () => {
     const file = eventsFile(storage.dir);
     const store = openSqliteEventStore(file);
