@@ -1,21 +1,12 @@
 import type { RecordedEvent } from './envelope.js';
+import type { FoldRow } from './fold-read.js';
 
 /** Column order of every event SELECT; rows are read with `.raw()` as arrays in this order. */
 export const EVENT_COLUMNS =
   'position, stream_id, stream_version, type, schema_version, data, metadata, time, prev_hash, hash';
 
-export type EventRow = [
-  position: number,
-  streamId: string,
-  streamVersion: number,
-  type: string,
-  schemaVersion: number,
-  data: string,
-  metadata: string,
-  time: string,
-  prevHash: string,
-  hash: string,
-];
+/** A fold row (fold-read.ts) plus the hash-chain columns. */
+export type EventRow = [...FoldRow, prevHash: string, hash: string];
 
 /** Array rows decode faster than better-sqlite3's per-row objects; this is the rebuild hot path. */
 export function decodeRow(r: EventRow): RecordedEvent {

@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { HostFaults } from '../../src/network/simulated-hosts/index.js';
-import { createEscrowViaApi, disposeTestGateway, MODEL, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { disposeTestGateway, MODEL, startGatewayWithEscrow, type TestGateway } from '../helpers/gateway.js';
 import { accountingOf } from './helpers.js';
 
 let gw: TestGateway;
@@ -42,10 +42,7 @@ function expectExact(): void {
 }
 
 describe('host faults', () => {
-  beforeAll(async () => {
-    gw = await startTestGateway({ env: { GATEWAY_STALL_TIMEOUT_MS: '400', GATEWAY_REQUEST_TIMEOUT_MS: '1500', DEVNET_TOKEN_DELAY_MS: '2' } });
-    escrowId = await createEscrowViaApi(gw);
-  });
+  beforeAll(async () => ({ gw, escrowId } = await startGatewayWithEscrow({ env: { GATEWAY_STALL_TIMEOUT_MS: '400', GATEWAY_REQUEST_TIMEOUT_MS: '1500', DEVNET_TOKEN_DELAY_MS: '2' } })));
   beforeEach(() => setFaults({}));
   afterAll(async () => {
     if (gw) setFaults({});

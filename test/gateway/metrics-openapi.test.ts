@@ -3,7 +3,7 @@
  * GET /openapi.json describes every route the gateway serves.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createEscrowViaApi, disposeTestGateway, MODEL, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { disposeTestGateway, MODEL, startGatewayWithEscrow, type TestGateway } from '../helpers/gateway.js';
 
 interface Sample {
   name: string;
@@ -59,10 +59,7 @@ function parsePrometheus(text: string): { samples: Sample[]; types: Map<string, 
 describe('metrics and OpenAPI', () => {
   let gw: TestGateway;
   let escrowId: string;
-  beforeAll(async () => {
-    gw = await startTestGateway();
-    escrowId = await createEscrowViaApi(gw);
-  });
+  beforeAll(async () => ({ gw, escrowId } = await startGatewayWithEscrow()));
   afterAll(() => disposeTestGateway(gw));
 
   it('GET /metrics is Prometheus text with chat counters, tokens, latency, errors and escrow gauges', async () => {

@@ -13,7 +13,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RecordedEvent } from '../../src/events/envelope.js';
 import { NONCE_BLOCK } from '../../src/gateway/nonce-lease.js';
-import { createEscrowViaApi, disposeTestGateway, httpCaller, MODEL, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { disposeTestGateway, httpCaller, MODEL, startGatewayWithEscrow, type TestGateway } from '../helpers/gateway.js';
 
 const chatBody = (content: string, stream = false) => ({ model: MODEL, messages: [{ role: 'user', content }], max_tokens: 10, stream });
 
@@ -25,10 +25,7 @@ describe('nonce reservations', () => {
   let gw: TestGateway;
   let escrowId: string;
 
-  beforeAll(async () => {
-    gw = await startTestGateway();
-    escrowId = await createEscrowViaApi(gw);
-  });
+  beforeAll(async () => ({ gw, escrowId } = await startGatewayWithEscrow()));
   afterAll(() => disposeTestGateway(gw));
 
   it('every started nonce is within a reservation recorded before it; one block serves many requests', async () => {
@@ -61,10 +58,7 @@ describe('the log stops taking writes after answers went out', () => {
   let gw: TestGateway;
   let escrowId: string;
 
-  beforeAll(async () => {
-    gw = await startTestGateway();
-    escrowId = await createEscrowViaApi(gw);
-  });
+  beforeAll(async () => ({ gw, escrowId } = await startGatewayWithEscrow()));
   afterAll(() => disposeTestGateway(gw));
 
   it('the escrow takes no further request; the next start skips the reserved nonces and bills what the hosts served; settle conserves the deposit', { timeout: 60_000 }, async () => {

@@ -4,15 +4,12 @@
  * cap as the engine records them (InferenceStarted) and as the host was asked (its usage).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createEscrowViaApi, disposeTestGateway, MODEL, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { disposeTestGateway, MODEL, startGatewayWithEscrow, type TestGateway } from '../helpers/gateway.js';
 
 describe('validation through HTTP', () => {
   let gw: TestGateway;
   let escrowId: string;
-  beforeAll(async () => {
-    gw = await startTestGateway();
-    escrowId = await createEscrowViaApi(gw);
-  });
+  beforeAll(async () => ({ gw, escrowId } = await startGatewayWithEscrow()));
   afterAll(() => disposeTestGateway(gw));
 
   const base = { model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 8 };

@@ -115,6 +115,12 @@ export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<T
   return t;
 }
 
+/** A test gateway with one escrow created and registered through the admin API. */
+export async function startGatewayWithEscrow(opts: TestGatewayOptions = {}): Promise<{ gw: TestGateway; escrowId: string }> {
+  const gw = await startTestGateway(opts);
+  return { gw, escrowId: await createEscrowViaApi(gw) };
+}
+
 /** Stops the gateway and removes its storage. */
 export async function disposeTestGateway(gw: TestGateway | undefined): Promise<void> {
   if (!gw) return;
