@@ -320,7 +320,8 @@ describe('crash: SIGKILL under load, restart on the same storage', () => {
       expect(chainEscrow.escrow.settled).toBe(true);
       const stream = log.filter((r) => r.streamId === `escrow-${e.escrowId}`);
       const settled = stream.find((r) => r.type === 'EscrowSettled')!.data as { refund: string };
-      const spent = stream.filter((r) => r.type === 'InferenceFinished' || r.type === 'InferenceFailed').reduce((n, r) => n + BigInt((r.data as { cost: string }).cost), 0n);
+      // what the log bills: ended requests, plus usage the hosts reported after a kill (UsageRecovered)
+      const spent = stream.filter((r) => r.type === 'InferenceFinished' || r.type === 'InferenceFailed' || r.type === 'UsageRecovered').reduce((n, r) => n + BigInt((r.data as { cost: string }).cost), 0n);
       const fees = BigInt(((stream.filter((r) => r.type === 'EscrowFinalized').at(-1)!.data as { settlement: { fees: string } }).settlement.fees));
       expect(spent + fees + BigInt(settled.refund), `deposit of ${e.escrowId} conserved`).toBe(BigInt(chainEscrow.escrow.amount));
     }
@@ -328,7 +329,12 @@ describe('crash: SIGKILL under load, restart on the same storage', () => {
     expect(answered).toBeGreaterThan(10);
     const orphans = log.filter((r) => r.type === 'InferenceFailed' && /restarted/.test((r.data as { reason: string }).reason));
     const billed = orphans.filter((r) => (r.data as { cost: string }).cost !== '0');
-    console.log(`crash test (seed ${seed}): ${chats.length} chats, ${answered} complete answers, ${orphans.length} requests in flight at a kill (${billed.length} billed what the host completed), ${log.length} events`);
+    const skips = log.filter((r) => r.type === 'NoncesSkipped').length;
+    const recovered = log.filter((r) => r.type === 'UsageRecovered').length;
+    console.log(
+      `crash test (seed ${seed}): ${chats.length} chats, ${answered} complete answers, ${orphans.length} requests in flight at a kill (${billed.length} billed what the host completed), ` +
+        `${skips} nonce reservations skipped, ${recovered} usage recoveries from hosts, ${log.length} events`,
+    );
     await kill();
   });
 });

@@ -110,8 +110,9 @@ export function streamTypes(gw: { store: { readStream(id: string): RecordedEvent
 }
 
 /**
- * The escrow's accounting from its own stream: spent is the sum of the ended requests' costs,
- * balance = deposit − spent, and nothing is reserved once nothing is in flight.
+ * The escrow's accounting from its own stream: spent is the sum of the ended requests' costs (and
+ * of usage recovered from hosts after a crash), balance = deposit − spent, and nothing is reserved
+ * once nothing is in flight.
  */
 export function accountingOf(gw: { store: { readStream(id: string): RecordedEvent[] } }, escrowId: string) {
   const recs = gw.store.readStream(escrowStream(escrowId));
@@ -129,6 +130,7 @@ export function accountingOf(gw: { store: { readStream(id: string): RecordedEven
       ended++;
       costs += BigInt(d.cost!);
     }
+    if (r.type === 'UsageRecovered') costs += BigInt(d.cost!);
   }
   return { costs, started, ended, nonces };
 }
