@@ -39,10 +39,11 @@ export class Engine {
   /** Appends not yet committed (chat records its start and end without waiting for them). */
   private readonly appending = new Set<Promise<unknown>>();
   /**
-   * Escrow streams whose append failed for a reason other than a version conflict (the disk, the
-   * store closed). Requests leave before their start commits, so a nonce may already be out without
-   * a record: deciding again from committed state could hand it out twice. Such an escrow takes no
-   * further event until a restart, whose reconciler skips its reserved nonces.
+   * Escrow streams whose append failed while a decided nonce was ahead of the log (the disk, the
+   * store closed, another writer). Requests leave before their start commits, so that nonce may
+   * already be out without a record: deciding again from committed state could hand it out twice.
+   * Such an escrow takes no further event until a restart, whose reconciler skips its reserved
+   * nonces.
    */
   private readonly unwritable = new Map<string, string>();
 
@@ -113,12 +114,15 @@ export class Engine {
       const result = await this.track(this.store.append(streamId, events, { expectedVersion }));
       return result.records;
     } catch (err) {
-      // A failed append leaves the decided state ahead of the log. After a version conflict nothing
-      // left: the next decision starts again from committed state (the projections). Otherwise the
-      // stream is set aside (see `unwritable`).
+      // A failed append leaves the decided state ahead of the log. If no decided nonce is ahead of
+      // the committed one, nothing left unrecorded: the next decision starts again from committed
+      // state (the projections). Otherwise the stream is set aside (see `unwritable`).
+      const decidedNonce = this.pending.get(streamId)?.snapshot.context.nonce ?? 0;
       this.pending.delete(streamId);
-      if (!(err instanceof WrongExpectedVersionError) && streamId.startsWith('escrow-') && !streamId.startsWith('escrow-create-') && !this.unwritable.has(streamId)) {
-        this.unwritable.set(streamId, err instanceof Error ? err.message : String(err));
+      if (streamId.startsWith('escrow-') && !streamId.startsWith('escrow-create-') && !this.unwritable.has(streamId)) {
+        const committedNonce = this.projections.pool.escrow(streamId.slice('escrow-'.length))?.context.nonce ?? 0;
+        const reason = err instanceof WrongExpectedVersionError ? `another writer appended to ${streamId}` : err instanceof Error ? err.message : String(err);
+        if (decidedNonce > committedNonce) this.unwritable.set(streamId, reason);
       }
       throw err;
     } finally {

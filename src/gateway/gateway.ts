@@ -25,6 +25,7 @@ import { registerRoutes } from '../http/routes/index.js';
 import { ChainInfo } from './chain-info.js';
 import type { GatewayContext } from './context.js';
 import { NonceLeases } from './nonce-lease.js';
+import { lockStorage } from './storage-lock.js';
 import { Engine } from './engine.js';
 import { Keyring } from './keyring.js';
 import { reconcile, releaseUnusedNonces, startIntentReconciler } from './reconcile.js';
@@ -61,7 +62,14 @@ export interface RunningGateway {
 export async function startGateway(config: GatewayConfig, options: GatewayOptions = {}): Promise<RunningGateway> {
   const logger = options.logger ?? createLogger({ level: config.server.logLevel });
   mkdirSync(config.server.storageDir, { recursive: true, mode: 0o700 });
-  const store = openSqliteEventStore(eventsFile(config.server.storageDir));
+  const unlock = lockStorage(config.server.storageDir);
+  let store: SqliteEventStore;
+  try {
+    store = openSqliteEventStore(eventsFile(config.server.storageDir));
+  } catch (err) {
+    unlock();
+    throw err;
+  }
   const emptyLog = store.lastPosition() === 0;
   const { projections, detach } = Projections.follow(store);
 
@@ -169,6 +177,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
       await (network as { close?: () => Promise<void> }).close?.();
       await ownedClient?.close?.();
       await devnet?.close();
+      unlock();
     })());
 
   return { url, app, ctx, store, devnet, stop, tasks: { rotation, depletion } };

@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
 import { ConfigError, loadConfig } from '../../config/index.js';
 import { startGateway } from '../../gateway/gateway.js';
+import { StorageInUseError } from '../../gateway/storage-lock.js';
 import { runInit } from './init.js';
 
 const DEFAULT_ENV_FILE = 'shardgate.env';
@@ -44,7 +45,21 @@ export async function runServe(opts: ServeOptions): Promise<void> {
     throw err;
   }
   for (const w of config.warnings) process.stderr.write(`warning: ${w}\n`);
-  const gw = await startGateway(config, { quickStartEscrow: true });
+  let gw;
+  try {
+    gw = await startGateway(config, { quickStartEscrow: true });
+  } catch (err) {
+    // The two ways a start commonly fails get a sentence, not a stack trace.
+    if (err instanceof StorageInUseError) {
+      process.stderr.write(`shardgate: ${err.message}\n`);
+      process.exit(2);
+    }
+    if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') {
+      process.stderr.write(`shardgate: ${config.server.host}:${config.server.port} is already in use (set DEVSHARD_PORT / GATEWAY_HOST)\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
   const keyFile = envFile ?? '<your env file>';
   const say = (s: string) => process.stderr.write(`${s}\n`);
   say('');
