@@ -128,7 +128,14 @@ async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<Ch
     startedAt.catch((err: unknown) => ctx.logger.error({ err, escrow_id: escrowId, nonce }, 'could not record the start of a request'));
     // The nonce's reservation is durable before the request leaves (DESIGN.md principle 6); the
     // start itself commits with the next group commit.
-    if (reservation) await reservation;
+    if (reservation) {
+      try {
+        await reservation;
+      } catch {
+        // Logged by NonceLeases; the escrow is set aside (engine), the request never left.
+        throw errors.unavailable('The event log could not record a nonce reservation; this request was not sent. Retry shortly; the operator should check the gateway log.', 1, 'event_log_unavailable');
+      }
+    }
     if (nonce + 1 >= c.routingStop) stopRouting(ctx, escrowId, nonce, c.routingStop);
 
     let ended = false;

@@ -117,3 +117,40 @@ describe('the log stops taking writes after answers went out', () => {
     expect(hostCosts + BigInt(settlement.fees) + onChain.refund!).toBe(onChain.amount);
   });
 });
+
+describe('the log refuses the first reservation of an escrow', () => {
+  let gw: TestGateway;
+  let escrowId: string;
+  beforeAll(async () => ({ gw, escrowId } = await startGatewayWithEscrow()));
+  afterAll(() => disposeTestGateway(gw));
+
+  it('the request is not sent: 503 event_log_unavailable, and the escrow is set aside', { timeout: 30_000 }, async () => {
+    const hosts = gw.devnet!.simulatedHosts;
+    // requests the hosts served on an escrow, over every host's ledger and the escrow's slots
+    const servedOn = (id: string) => {
+      const slots = gw.ctx.engine.escrow(id)!.context.slots;
+      expect(slots.length).toBeGreaterThan(0);
+      return [0, 1, 2].reduce((n, h) => n + slots.reduce((m, s) => m + (hosts.ledger(h)?.tally(id, s.slotId).requests ?? 0), 0), 0);
+    };
+    // one request served first, so the hosts' count is shown to see requests
+    const other = await gw.call('/v1/admin/escrows', { body: { amount: '10000000000', model_id: MODEL, private_key: gw.keys.privateKey, chain_id: 'shardgate-devnet', register: false } });
+    expect(other.status, other.text).toBe(200);
+    expect((await gw.call('/v1/chat/completions', { body: chatBody('works') })).status).toBe(200);
+    expect(servedOn(escrowId)).toBe(1);
+    // that escrow now has a durable reservation; a fresh escrow needs its first one
+    const fresh = String(other.json.escrow_id);
+    expect((await gw.call('/v1/admin/devshards', { body: { escrow_id: fresh } })).status).toBe(200);
+    expect((await gw.call(`/v1/admin/devshards/${escrowId}/deactivate`, { method: 'POST' })).status).toBe(200);
+    gw.store.append = async () => {
+      throw new Error('simulated disk failure');
+    };
+    const raw = httpCaller(gw.url, gw.keys);
+    const r = await raw('/v1/chat/completions', { body: chatBody('first') });
+    expect(r.status, r.text).toBe(503);
+    expect(r.json.error.code).toBe('event_log_unavailable');
+    expect(servedOn(fresh)).toBe(0); // no host saw it
+    const again = await raw('/v1/chat/completions', { body: chatBody('second') });
+    expect(again.status).toBe(503);
+    expect(again.json.error.code).toBe('no_escrow_available');
+  });
+});
