@@ -67,7 +67,7 @@ interface PendingAppend {
  * Seals one event at its place in the log: the hash-chained row to store, and the record callers
  * get, parsed back from the stored text so live records look exactly like replayed ones.
  */
-function seal(e: PreparedEvent, streamId: string, position: number, streamVersion: number, time: string, prevHash: string): { row: [number, string, number, string, number, string, string, string, string, string]; record: RecordedEvent } {
+function seal(e: PreparedEvent, streamId: string, position: number, streamVersion: number, time: string, prevHash: string): { row: EventRow; record: RecordedEvent } {
   const hash = eventHash(prevHash, { position, streamId, streamVersion, type: e.type, schemaVersion: e.schemaVersion, dataJson: e.dataJson, metadataJson: e.metadataJson, time });
   return {
     row: [position, streamId, streamVersion, e.type, e.schemaVersion, e.dataJson, e.metadataJson, time, prevHash, hash],
@@ -103,14 +103,18 @@ export function openSqliteEventStore(filePath: string, opts: SqliteEventStoreOpt
 }
 
 /** A batch prepared on the main thread and being written by the writer thread. */
-interface InFlightBatch {
-  id: number;
-  batch: PendingAppend[];
+/** A batch sealed after the log's tail: the appends' outcomes, their records, stream heads, new tail. */
+interface SealedBatch {
   outcomes: (AppendResult | Error)[];
   committed: RecordedEvent[];
   heads: Map<string, number>;
   pos: number;
   hash: string;
+}
+
+interface InFlightBatch extends SealedBatch {
+  id: number;
+  batch: PendingAppend[];
   checkpoint?: [string, number, string, string];
 }
 
@@ -481,43 +485,54 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
   }
 
   /** One transaction for the whole batch; settles every append in it. */
-  private commitBatch(batch: PendingAppend[]): void {
+  /**
+   * Decides versions and seals every append of the batch after (lastPos, lastHash): positions,
+   * versions, hash chain, records. `row` gets each sealed row with the index of its append, in order.
+   * Shared by both commit paths (in-thread and writer thread).
+   */
+  private sealBatch(batch: PendingAppend[], row: (row: EventRow, appendIndex: number) => void): SealedBatch {
     const time = this.now().toISOString();
     const outcomes: (AppendResult | Error)[] = [];
     const committed: RecordedEvent[] = [];
     const heads = new Map<string, number>();
     let pos = this.lastPos;
     let hash = this.lastHash;
+    for (let i = 0; i < batch.length; i++) {
+      const item = batch[i]!;
+      const actual = heads.get(item.streamId) ?? this.committedVersion(item.streamId);
+      if (!versionMatches(item.expected, actual)) {
+        outcomes.push(new WrongExpectedVersionError(item.streamId, item.expected, actual));
+        continue;
+      }
+      const records: RecordedEvent[] = [];
+      let version = actual;
+      for (const e of item.events) {
+        version++;
+        pos++;
+        const sealed = seal(e, item.streamId, pos, version, time, hash);
+        hash = sealed.record.hash;
+        row(sealed.row, i);
+        records.push(sealed.record);
+      }
+      if (version !== actual) heads.set(item.streamId, version);
+      committed.push(...records);
+      outcomes.push({ nextExpectedVersion: version, positions: records.map((r) => r.position), records });
+    }
+    return { outcomes, committed, heads, pos, hash };
+  }
+
+  private commitBatch(batch: PendingAppend[]): void {
+    let sealed: SealedBatch;
     let failing = -1;
     try {
       this.stmt.begin.run();
       this.syncTail();
-      pos = this.lastPos;
-      hash = this.lastHash;
-      for (let i = 0; i < batch.length; i++) {
-        const item = batch[i]!;
-        const actual = heads.get(item.streamId) ?? this.committedVersion(item.streamId);
-        if (!versionMatches(item.expected, actual)) {
-          outcomes.push(new WrongExpectedVersionError(item.streamId, item.expected, actual));
-          continue;
-        }
+      sealed = this.sealBatch(batch, (row, i) => {
         failing = i;
-        const records: RecordedEvent[] = [];
-        let version = actual;
-        for (const e of item.events) {
-          version++;
-          pos++;
-          const sealed = seal(e, item.streamId, pos, version, time, hash);
-          hash = sealed.record.hash;
-          this.stmt.insert.run(...sealed.row);
-          records.push(sealed.record);
-        }
-        failing = -1;
-        if (version !== actual) heads.set(item.streamId, version);
-        committed.push(...records);
-        outcomes.push({ nextExpectedVersion: version, positions: records.map((r) => r.position), records });
-      }
-      for (const [streamId, version] of heads) this.stmt.upsertStream.run(streamId, version);
+        this.stmt.insert.run(...row);
+      });
+      failing = -1;
+      for (const [streamId, version] of sealed.heads) this.stmt.upsertStream.run(streamId, version);
       this.stmt.commit.run();
     } catch (error) {
       if (this.db.inTransaction) this.stmt.rollback.run();
@@ -532,7 +547,7 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
       return;
     }
 
-    this.finishCommit(batch, outcomes, committed, heads, pos, hash);
+    this.finishCommit(batch, sealed.outcomes, sealed.committed, sealed.heads, sealed.pos, sealed.hash);
   }
 
   /** After the commit is on disk: caches, counters, listeners (in position order), then callers. */
@@ -575,38 +590,13 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
    * and hands the rows to the writer thread.
    */
   private sendBatch(batch: PendingAppend[]): void {
-    const time = this.now().toISOString();
-    const outcomes: (AppendResult | Error)[] = [];
-    const committed: RecordedEvent[] = [];
-    const heads = new Map<string, number>();
-    const rows: unknown[][] = [];
-    let pos = this.lastPos;
-    let hash = this.lastHash;
-    for (const item of batch) {
-      const actual = heads.get(item.streamId) ?? this.committedVersion(item.streamId);
-      if (!versionMatches(item.expected, actual)) {
-        outcomes.push(new WrongExpectedVersionError(item.streamId, item.expected, actual));
-        continue;
-      }
-      const records: RecordedEvent[] = [];
-      let version = actual;
-      for (const e of item.events) {
-        version++;
-        pos++;
-        const sealed = seal(e, item.streamId, pos, version, time, hash);
-        hash = sealed.record.hash;
-        rows.push(sealed.row);
-        records.push(sealed.record);
-      }
-      if (version !== actual) heads.set(item.streamId, version);
-      committed.push(...records);
-      outcomes.push({ nextExpectedVersion: version, positions: records.map((r) => r.position), records });
-    }
+    const rows: EventRow[] = [];
+    const sealed = this.sealBatch(batch, (row) => rows.push(row));
     const id = ++this.batchIds;
     const checkpoint = this.checkpointDue;
     this.checkpointDue = undefined;
-    this.inFlight = { id, batch, outcomes, committed, heads, pos, hash, ...(checkpoint ? { checkpoint } : {}) };
-    this.writer!.write({ id, lastPos: this.lastPos, lastHash: this.lastHash, rows, heads: [...heads], ...(checkpoint ? { checkpoint } : {}) });
+    this.inFlight = { id, batch, ...sealed, ...(checkpoint ? { checkpoint } : {}) };
+    this.writer!.write({ id, lastPos: this.lastPos, lastHash: this.lastHash, rows, heads: [...sealed.heads], ...(checkpoint ? { checkpoint } : {}) });
   }
 
   /** The writer thread answered the batch under way. */
