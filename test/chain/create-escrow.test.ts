@@ -1,51 +1,43 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CosmosChainClient } from '../../src/chain/cosmos-client.js';
 import type { Devnet } from '../../src/chain/devnet/index.js';
-import { clientFor, CREATOR_KEYS, MODEL, startTestDevnet } from './helpers.js';
-
-const MIN = 1_000_000_000n;
+import { clientFor, CREATOR_KEYS, MIN_AMOUNT, MODEL, startDevnetAndClient, startTestDevnet, stopDevnetAndClient } from './helpers.js';
 
 describe('create escrow through the client against a devnet', () => {
   let devnet: Devnet;
   let client: CosmosChainClient;
-  beforeAll(async () => {
-    devnet = await startTestDevnet();
-    client = clientFor(devnet);
-  });
-  afterAll(async () => {
-    client.close();
-    await devnet.close();
-  });
+  beforeAll(async () => ({ devnet, client } = await startDevnetAndClient()));
+  afterAll(() => stopDevnetAndClient({ devnet, client }));
 
   it('locks the deposit, binds the escrow to the current epoch and assigns every host a slot', async () => {
     const key = CREATOR_KEYS[0]!;
     const creator = await client.addressOf(key);
     const before = await client.balance(creator);
-    const { escrowId, escrow, height } = await client.createEscrow(key, 5n * MIN, MODEL);
+    const { escrowId, escrow, height } = await client.createEscrow(key, 5n * MIN_AMOUNT, MODEL);
 
-    expect(escrow).toMatchObject({ id: escrowId, creator, amount: 5n * MIN, settled: false, modelId: MODEL });
+    expect(escrow).toMatchObject({ id: escrowId, creator, amount: 5n * MIN_AMOUNT, settled: false, modelId: MODEL });
     expect(escrow.epochIndex).toBe(Math.floor(height / 600));
     expect(escrow.slots).toEqual(
       devnet.hosts.map((h) => ({ slotId: h.index, host: h.address, url: `${devnet.url}/hosts/${h.index}` })),
     );
-    expect(await client.balance(creator)).toBe(before - 5n * MIN - client.feeAmount);
+    expect(await client.balance(creator)).toBe(before - 5n * MIN_AMOUNT - client.feeAmount);
     expect(await client.escrow(escrowId)).toEqual(escrow);
   });
 
   it('refuses a creator that is not on the allowlist, charging only the fee', async () => {
     const outsider = devnet.notAllowlisted;
     const before = await client.balance(outsider.address);
-    const outcome = await client.broadcast(await client.prepareCreateEscrow(outsider.privateKeyHex, MIN, MODEL));
+    const outcome = await client.broadcast(await client.prepareCreateEscrow(outsider.privateKeyHex, MIN_AMOUNT, MODEL));
     expect(outcome.code).not.toBe(0);
     expect(outcome.codespace).toBe('inference');
     expect(outcome.rawLog).toContain('not allowlisted');
     expect(client.errorOf(outcome).kind).toBe('not_allowlisted');
     expect(await client.balance(outsider.address)).toBe(before - client.feeAmount);
-    await expect(client.createEscrow(outsider.privateKeyHex, MIN, MODEL)).rejects.toMatchObject({ kind: 'not_allowlisted' });
+    await expect(client.createEscrow(outsider.privateKeyHex, MIN_AMOUNT, MODEL)).rejects.toMatchObject({ kind: 'not_allowlisted' });
   });
 
   it('refuses a deposit below min_amount', async () => {
-    await expect(client.createEscrow(CREATOR_KEYS[0]!, MIN - 1n, MODEL)).rejects.toMatchObject({
+    await expect(client.createEscrow(CREATOR_KEYS[0]!, MIN_AMOUNT - 1n, MODEL)).rejects.toMatchObject({
       kind: 'below_min_amount',
       detail: { codespace: 'inference' },
     });
@@ -59,12 +51,12 @@ describe('create escrow through the client against a devnet', () => {
   });
 
   it('refuses a model the chain does not list', async () => {
-    await expect(client.createEscrow(CREATOR_KEYS[0]!, MIN, 'no/such-model')).rejects.toMatchObject({ kind: 'rejected' });
+    await expect(client.createEscrow(CREATOR_KEYS[0]!, MIN_AMOUNT, 'no/such-model')).rejects.toMatchObject({ kind: 'rejected' });
   });
 
   it('never reuses a sequence when one key prepares several txs at once', async () => {
     const key = CREATOR_KEYS[1]!;
-    const results = await Promise.all([1, 2, 3].map(() => client.createEscrow(key, MIN, MODEL)));
+    const results = await Promise.all([1, 2, 3].map(() => client.createEscrow(key, MIN_AMOUNT, MODEL)));
     expect(new Set(results.map((r) => r.escrowId)).size).toBe(3);
   });
 });
@@ -82,13 +74,13 @@ describe('per-epoch escrow limit (chain-wide)', () => {
   });
 
   it('counts escrows of all creators and opens again in the next epoch', async () => {
-    await client.createEscrow(CREATOR_KEYS[0]!, MIN, MODEL);
-    await client.createEscrow(CREATOR_KEYS[1]!, MIN, MODEL);
-    await expect(client.createEscrow(CREATOR_KEYS[0]!, MIN, MODEL)).rejects.toMatchObject({ kind: 'epoch_limit' });
+    await client.createEscrow(CREATOR_KEYS[0]!, MIN_AMOUNT, MODEL);
+    await client.createEscrow(CREATOR_KEYS[1]!, MIN_AMOUNT, MODEL);
+    await expect(client.createEscrow(CREATOR_KEYS[0]!, MIN_AMOUNT, MODEL)).rejects.toMatchObject({ kind: 'epoch_limit' });
 
     const { nextBoundaryHeight } = await client.epoch();
     devnet.chain.jumpTo(nextBoundaryHeight);
-    const { escrow } = await client.createEscrow(CREATOR_KEYS[0]!, MIN, MODEL);
+    const { escrow } = await client.createEscrow(CREATOR_KEYS[0]!, MIN_AMOUNT, MODEL);
     expect(escrow.epochIndex).toBe(1);
   });
 });

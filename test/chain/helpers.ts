@@ -36,6 +36,20 @@ export function clientFor(devnet: Devnet, overrides: Partial<CosmosChainClientOp
 }
 
 /** A settlement whose state root every given host signed (sha256 of the root bytes, secp256k1). */
+/** The devnet's default min_amount of an escrow deposit (DEVNET_MIN_AMOUNT). */
+export const MIN_AMOUNT = 1_000_000_000n;
+
+/** A devnet and a chain client on it, for one describe block. */
+export async function startDevnetAndClient(options: DevnetOptions = {}): Promise<{ devnet: Devnet; client: CosmosChainClient }> {
+  const devnet = await startTestDevnet(options);
+  return { devnet, client: clientFor(devnet) };
+}
+
+export async function stopDevnetAndClient(t: { devnet?: Devnet; client?: CosmosChainClient }): Promise<void> {
+  t.client?.close();
+  await t.devnet?.close();
+}
+
 export function signedSettlement(
   escrowId: string,
   hosts: HostIdentity[],

@@ -4,19 +4,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CosmosChainClient } from '../../src/chain/cosmos-client.js';
 import type { Devnet } from '../../src/chain/devnet/index.js';
 import type { Settlement } from '../../src/chain/port.js';
-import { clientFor, CREATOR_KEYS, MODEL, startTestDevnet } from './helpers.js';
+import { CREATOR_KEYS, MODEL, startDevnetAndClient, stopDevnetAndClient } from './helpers.js';
 
 describe('simulated hosts mounted on the devnet', () => {
   let devnet: Devnet;
   let client: CosmosChainClient;
-  beforeAll(async () => {
-    devnet = await startTestDevnet();
-    client = clientFor(devnet);
-  });
-  afterAll(async () => {
-    client.close();
-    await devnet.close();
-  });
+  beforeAll(async () => ({ devnet, client } = await startDevnetAndClient()));
+  afterAll(() => stopDevnetAndClient({ devnet, client }));
 
   it('sign the state root at their slot URLs, and the chain accepts those signatures', async () => {
     const { escrowId, escrow } = await client.createEscrow(CREATOR_KEYS[0]!, 1_000_000_000n, MODEL);

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CosmosChainClient } from '../../src/chain/cosmos-client.js';
 import type { Devnet } from '../../src/chain/devnet/index.js';
 import { deterministicKeyHex, privateKeyBytes } from '../../src/chain/keys.js';
-import { clientFor, CREATOR_KEYS, MODEL, signedSettlement, startTestDevnet } from './helpers.js';
+import { CREATOR_KEYS, MODEL, signedSettlement, startDevnetAndClient, stopDevnetAndClient } from './helpers.js';
 
 const AMOUNT = 2_000_000_000n;
 
@@ -10,14 +10,8 @@ describe('settle escrow through the client against a devnet', () => {
   let devnet: Devnet;
   let client: CosmosChainClient;
   const key = CREATOR_KEYS[0]!;
-  beforeAll(async () => {
-    devnet = await startTestDevnet();
-    client = clientFor(devnet);
-  });
-  afterAll(async () => {
-    client.close();
-    await devnet.close();
-  });
+  beforeAll(async () => ({ devnet, client } = await startDevnetAndClient()));
+  afterAll(() => stopDevnetAndClient({ devnet, client }));
 
   const create = async () => (await client.createEscrow(key, AMOUNT, MODEL)).escrowId;
 
