@@ -10,9 +10,9 @@ import type { ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyReply } from 'fastify';
 import { countCompletionTokens } from '../tokens.js';
-import type { CompletionPlan } from './completion-plan.js';
+import { PlanError, planCompletion, type CompletionPlan } from './completion-plan.js';
 import type { HostFaults } from './faults.js';
-import { errorBody } from './openai-error.js';
+import { errorBody, sendError } from './openai-error.js';
 
 export interface AnswerContext {
   id: string;
@@ -69,6 +69,17 @@ async function applyLatency(res: ServerResponse, fault: HostFaults | undefined):
 }
 
 /** Answers with a fault status (no tokens served). */
+/** The completion planned for `body`, or undefined after answering the request's 400. */
+export function planOrRefuse(reply: FastifyReply, body: Record<string, unknown>): CompletionPlan | undefined {
+  try {
+    return planCompletion(body);
+  } catch (err) {
+    if (!(err instanceof PlanError)) throw err;
+    sendError(reply, 400, err.message, 'invalid_request', err.param ?? null);
+    return undefined;
+  }
+}
+
 export function sendFaultStatus(reply: FastifyReply, fault: HostFaults): void {
   const status = fault.failStatus!;
   void reply.code(status).type('application/json').send(errorBody(status, fault.failMessage ?? 'simulated host fault', 'simulated_fault'));

@@ -18,9 +18,8 @@
 import type { ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import { MAX_TIMESTAMP_DRIFT_SECONDS, NONCE_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, createSignatureVerifier } from '../signature.js';
-import { sendCompletion, sendFaultStatus, sendStream } from './answer.js';
+import { planOrRefuse, sendCompletion, sendFaultStatus, sendStream } from './answer.js';
 import type { DevnetChainView, HostIdentity } from './chain-view.js';
-import { PlanError, planCompletion } from './completion-plan.js';
 import { faultFor, type HostFaults } from './faults.js';
 import type { HostLedger } from './ledger.js';
 import { sendError } from './openai-error.js';
@@ -83,13 +82,8 @@ export function chatRoute(app: FastifyInstance, ctx: ChatRouteContext): void {
     if (body.model !== escrow.modelId) {
       return sendError(reply, 400, `escrow ${escrowId} serves model ${escrow.modelId}, not ${String(body.model)}`, 'model_mismatch', 'model');
     }
-    let plan;
-    try {
-      plan = planCompletion(body);
-    } catch (err) {
-      if (err instanceof PlanError) return sendError(reply, 400, err.message, 'invalid_request', err.param ?? null);
-      throw err;
-    }
+    const plan = planOrRefuse(reply, body);
+    if (!plan) return reply;
 
     const fault = faultFor(ctx.faults, ctx.host.index);
     if (fault?.failStatus !== undefined) return sendFaultStatus(reply, fault);

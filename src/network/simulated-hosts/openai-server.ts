@@ -5,8 +5,7 @@
  */
 import type { ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
-import { sendCompletion, sendFaultStatus, sendStream } from './answer.js';
-import { PlanError, planCompletion } from './completion-plan.js';
+import { planOrRefuse, sendCompletion, sendFaultStatus, sendStream } from './answer.js';
 import { faultFor, type HostFaults } from './faults.js';
 import { sendError } from './openai-error.js';
 
@@ -44,13 +43,8 @@ export function registerSimulatedOpenAi(app: FastifyInstance, opts: SimulatedOpe
         if (typeof body.model !== 'string' || (opts.models && !opts.models.includes(body.model))) {
           return sendError(reply, 404, `The model ${String(body.model)} does not exist`, 'model_not_found', 'model');
         }
-        let plan;
-        try {
-          plan = planCompletion(body);
-        } catch (err) {
-          if (err instanceof PlanError) return sendError(reply, 400, err.message, 'invalid_request', err.param ?? null);
-          throw err;
-        }
+        const plan = planOrRefuse(reply, body);
+        if (!plan) return reply;
         const fault = faultFor(faults, 0);
         if (fault?.failStatus !== undefined) return sendFaultStatus(reply, fault);
         const answer = {
