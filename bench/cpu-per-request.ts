@@ -11,6 +11,8 @@
  * With ABLATE_LOG=1 a third target is the same gateway with its event log switched off (decisions
  * kept in memory, nothing appended, sealed, written or folded): not a configuration anyone runs,
  * only a measure of what the log costs and of the ceiling without it.
+ * With HOST_PROCESS=1 the host runs in a process of its own, so the figures are the proxy's and the
+ * gateway's alone.
  */
 import { fork } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
@@ -18,12 +20,13 @@ import { Session } from 'node:inspector/promises';
 import { performance } from 'node:perf_hooks';
 import { Engine } from '../src/gateway/engine.js';
 import { startBaseline, startGatewayTarget, startHost, type Target } from './gateway-bench.js';
+import { startHostProcess } from './host-process.js';
 
 const seconds = Number(process.argv[2] ?? 5);
 const connections = Number(process.argv[3] ?? 64);
 const rounds = Number(process.argv[4] ?? 2);
 
-const host = await startHost();
+const host = process.env.HOST_PROCESS === '1' ? await startHostProcess() : await startHost();
 const baseline = await startBaseline(host.url);
 const gateway = await startGatewayTarget(host.url, { mode: 'upstream', escrows: 3 });
 const worker = fork(new URL('./load-worker.js', import.meta.url));
