@@ -14,6 +14,7 @@ import { newEvent } from '../events/catalog.js';
 import type { Actor } from '../events/envelope.js';
 import { ApiError, errors } from '../http/errors.js';
 import type { NormalizedChatRequest } from '../http/schemas/chat.js';
+import type { CancelController, CancelSignal } from '../network/call-signal.js';
 import { HostError, type ChatResult, type Usage } from '../network/port.js';
 import type { GatewayContext } from './context.js';
 import { TransitionRefused } from './engine.js';
@@ -25,9 +26,9 @@ export interface ChatCommand {
   caller: { kind: 'admin' } | { kind: 'client'; keyId: string };
   requestId: string;
   /** Aborted when the client goes away. */
-  signal: AbortSignal;
+  signal: CancelSignal;
   /** The controller of `signal`, lent to the transport (one controller per request). */
-  controller?: AbortController;
+  controller?: CancelController;
 }
 
 export interface ChatSession {
@@ -78,8 +79,9 @@ async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<Ch
   const { req } = cmd;
   const price = ctx.chainInfo.tokenPrice;
   const reservedCost = BigInt(req.inputTokens + req.maxTokens) * price;
-  const actor: Actor = cmd.caller.kind === 'admin' ? { kind: 'admin' } : { kind: 'client', keyId: cmd.caller.keyId };
-  const metadata = { actor, requestId: cmd.requestId, correlationId: cmd.requestId };
+  // Keys in sorted order on this path: the log then writes them with JSON.stringify (canonicalJson).
+  const actor: Actor = cmd.caller.kind === 'admin' ? { kind: 'admin' } : { keyId: cmd.caller.keyId, kind: 'client' };
+  const metadata = { actor, correlationId: cmd.requestId, requestId: cmd.requestId };
   const requestId = cmd.requestId || randomUUID();
 
   // The pool follows commits; the engine's decided state can be one append ahead (a finalize or a
@@ -106,12 +108,12 @@ async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<Ch
         newEvent(
           'InferenceStarted',
           {
-            requestId,
-            nonce,
             clientKeyId: cmd.caller.kind === 'client' ? cmd.caller.keyId : null,
-            reservedCost: reservedCost.toString(),
             inputTokens: req.inputTokens,
             maxTokens: req.maxTokens,
+            nonce,
+            requestId,
+            reservedCost: reservedCost.toString(),
           },
           metadata,
         ),
@@ -147,14 +149,14 @@ async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<Ch
       let cost = tokens * price;
       if (cost > reservedCost) cost = reservedCost;
       const usage = {
-        promptTokens: outcome.usage.prompt_tokens,
         completionTokens: outcome.usage.completion_tokens,
+        promptTokens: outcome.usage.prompt_tokens,
         totalTokens: outcome.usage.total_tokens,
       };
       const event =
         outcome.error === undefined
-          ? newEvent('InferenceFinished', { requestId, nonce, usage, cost: cost.toString() }, metadata)
-          : newEvent('InferenceFailed', { requestId, nonce, reason: outcome.error.slice(0, 500), usage, cost: cost.toString() }, metadata);
+          ? newEvent('InferenceFinished', { cost: cost.toString(), nonce, requestId, usage }, metadata)
+          : newEvent('InferenceFailed', { cost: cost.toString(), nonce, reason: outcome.error.slice(0, 500), requestId, usage }, metadata);
       const failed = (err: unknown) => ctx.logger.error({ err, escrow_id: escrowId, nonce }, 'could not record the end of a request; a restart bills what the host served');
       try {
         ctx.engine.decideEscrow('escrow', escrowId, [event]).then(() => ctx.afterRequest(escrowId), failed);

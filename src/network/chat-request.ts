@@ -12,6 +12,7 @@
  * - `call.signal` aborted -> 'aborted' with usageSoFar (the connection is closed, so the server sees it).
  */
 import type { Dispatcher } from 'undici';
+import { CallController, type CancelController, type CancelSignal } from './call-signal.js';
 import { HostError, type ChatChunk, type ChatCompletion, type ChatResult, type Usage } from './port.js';
 import { SseParser, type SseEvent } from './sse.js';
 import { countCompletionTokens, countPromptTokens } from './tokens.js';
@@ -26,9 +27,9 @@ export interface ChatRequest {
   /** The request body object (for the prompt-token count when the server reports no usage). */
   body: Record<string, unknown>;
   stream: boolean;
-  signal: AbortSignal;
+  signal: CancelSignal;
   /** The controller of `signal`, if the caller lends it (see ChatCall.controller). */
-  controller?: AbortController;
+  controller?: CancelController;
   stallTimeoutMs: number;
   timeoutMs: number;
   /** Who answers, for error messages: "host http://..." or "upstream http://...". */
@@ -90,7 +91,7 @@ export async function sendChatRequest(req: ChatRequest): Promise<ChatResult> {
   // One controller owns the connection: the caller's abort and our timers both go through it (the
   // caller's own when it lends it, else one of ours that follows the caller's signal).
   const lent = req.controller !== undefined && req.controller.signal === signal;
-  const ac = lent ? req.controller! : new AbortController();
+  const ac = lent ? req.controller! : new CallController();
   let timedOut = false;
   const onAbort = (): void => ac.abort();
   if (!lent) signal.addEventListener('abort', onAbort, { once: true });
@@ -129,7 +130,7 @@ export async function sendChatRequest(req: ChatRequest): Promise<ChatResult> {
       method: 'POST',
       headers: req.headers,
       body: req.payload,
-      signal: ac.signal,
+      signal: ac.signal as Dispatcher.RequestOptions['signal'],
     });
   } catch (err) {
     release();
@@ -161,8 +162,11 @@ export async function sendChatRequest(req: ChatRequest): Promise<ChatResult> {
     if (!completion || !Array.isArray(completion.choices)) {
       throw new HostError('bad_response', `${req.label} answered without choices`, res.statusCode);
     }
-    if (!isUsage(completion.usage)) completion.usage = countedUsage(req.body, completion);
-    return { kind: 'completion', completion };
+    if (!isUsage(completion.usage)) {
+      completion.usage = countedUsage(req.body, completion);
+      return { kind: 'completion', completion };
+    }
+    return { kind: 'completion', completion, text };
   }
 
   const contentType = String(res.headers['content-type'] ?? '');

@@ -3,6 +3,7 @@
  * back, whole or streamed. Implementations: host transport (devshard hosts, signed requests) and an
  * OpenAI-compatible upstream (NETWORK_UPSTREAM_URL).
  */
+import type { CancelController, CancelSignal } from './call-signal.js';
 
 export interface Usage {
   prompt_tokens: number;
@@ -48,12 +49,13 @@ export interface ChatCall {
   /** The normalized OpenAI request body (model, messages, max_tokens set, stream flag). */
   body: Record<string, unknown>;
   signer: RequestSigner;
-  signal: AbortSignal;
+  /** Aborted when the caller gives up (an AbortSignal or a CallSignal). */
+  signal: CancelSignal;
   /**
    * The controller of `signal`, when the caller owns it: the transport then aborts it itself on a
    * timeout instead of making a second controller and listener per request.
    */
-  controller?: AbortController;
+  controller?: CancelController;
 }
 
 /** Why a host call failed; the gateway maps it to an HTTP status and records it. */
@@ -72,7 +74,15 @@ export class HostError extends Error {
 }
 
 export type ChatResult =
-  | { kind: 'completion'; completion: ChatCompletion }
+  | {
+      kind: 'completion';
+      completion: ChatCompletion;
+      /**
+       * The answer's exact JSON text when `completion` is that text parsed and unchanged (the server
+       * reported usage): a caller that needs no other change can pass it on without serializing.
+       */
+      text?: string;
+    }
   | {
       kind: 'stream';
       /** Chunks as they arrive; throws HostError on stall / truncation. */

@@ -6,6 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import type { GatewayContext } from '../../gateway/context.js';
 import { openChat, hostFailure, type ChatSession } from '../../gateway/chat.js';
 import { servedModels } from '../../gateway/models.js';
+import { CallController } from '../../network/call-signal.js';
 import { HostError, type ChatChunk } from '../../network/port.js';
 import type { Authenticator } from '../auth.js';
 import { ApiError } from '../errors.js';
@@ -32,7 +33,7 @@ export function registerBrokerRoutes(app: FastifyInstance, ctx: GatewayContext, 
       request.logFields.stream = req.stream;
       const caller = request.auth?.kind === 'admin' ? { kind: 'admin' as const } : { kind: 'client' as const, keyId: request.auth?.keyId ?? 'unknown' };
       // The client leaving cancels the host request; usage delivered so far is still billed.
-      const abort = new AbortController();
+      const abort = new CallController();
       const onClose = () => {
         if (!reply.raw.writableFinished) abort.abort(new Error('client disconnected'));
       };
@@ -69,6 +70,8 @@ export function registerBrokerRoutes(app: FastifyInstance, ctx: GatewayContext, 
         await session.end({ usage });
         observe(200, usage);
         reply.raw.off('close', onClose);
+        // The host's own text when it already names the model the client asked for (saves a serialization).
+        if (result.text !== undefined && result.completion.model === req.model) return reply.type('application/json; charset=utf-8').send(result.text);
         return { ...result.completion, model: req.model };
       }
 
