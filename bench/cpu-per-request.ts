@@ -5,7 +5,8 @@
  * Throughput on this 2-core machine moves ±30% with whatever else runs; CPU time per request moves
  * much less, and it is what the throughput target comes down to (the load generator has the other
  * core). Per target and round: requests, main-thread busy µs per request (event-loop utilization,
- * which is what saturates at 64 connections) and process CPU µs per request (all threads: main,
+ * which is what saturates at 64 connections), main-thread CPU µs per request (Linux; the steadiest
+ * figure when other work shares the cores) and process CPU µs per request (all threads: main,
  * store writer, and the zero-delay host, which both targets share).
  * With PROFILE_DIR set, each target's last round is CPU-profiled (main thread) into that folder.
  * With ABLATE_LOG=1 a third target is the same gateway with its event log switched off (decisions
@@ -15,7 +16,7 @@
  * gateway's alone.
  */
 import { fork } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { performance } from 'node:perf_hooks';
 import { Engine } from '../src/gateway/engine.js';
@@ -33,7 +34,21 @@ const worker = fork(new URL('./load-worker.js', import.meta.url));
 let id = 0;
 const body = JSON.stringify({ model: 'bench-model', messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 16 });
 
+/**
+ * CPU time of the main thread (ms, Linux /proc, 10 ms ticks): unlike event-loop utilization it does
+ * not count the time the thread was runnable but descheduled, which a busy 2-core machine inflates.
+ */
+function mainThreadCpuMs(): number | undefined {
+  try {
+    const fields = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return undefined;
+  }
+}
+
 async function drive(t: Target & { headers?: Record<string, string> }, duration: number) {
+  const thread0 = mainThreadCpuMs();
   const elu0 = performance.eventLoopUtilization();
   const cpu0 = process.cpuUsage();
   const result = await new Promise<{ requestsPerSec: number; total: number; errors: number; non2xx: number }>((resolve) => {
@@ -49,7 +64,9 @@ async function drive(t: Target & { headers?: Record<string, string> }, duration:
   const elu = performance.eventLoopUtilization(elu0);
   const cpu = process.cpuUsage(cpu0);
   const n = Math.max(1, result.total);
-  return { ...result, mainUs: (elu.active * 1000) / n, cpuUs: (cpu.user + cpu.system) / n, utilization: elu.utilization };
+  const thread1 = mainThreadCpuMs();
+  const threadUs = thread0 !== undefined && thread1 !== undefined ? ((thread1 - thread0) * 1000) / n : undefined;
+  return { ...result, mainUs: (elu.active * 1000) / n, threadUs, cpuUs: (cpu.user + cpu.system) / n, utilization: elu.utilization };
 }
 
 const profileDir = process.env.PROFILE_DIR;
@@ -81,7 +98,7 @@ for (const t of targets) await drive2(t, 1); // warm-up
 // The ablated gateway runs last: its decisions never reach the log, so the gateway is not used after it.
 for (let r = 0; r < rounds + (ablate ? 1 : 0); r++) {
   for (const t of r < rounds ? targets : [noLog, baseline]) {
-    const profiling = session && r === rounds - 1 && t !== noLog;
+    const profiling = session && (r === rounds - 1 || (t === noLog && r === rounds));
     if (profiling) await session.post('Profiler.start');
     const m = await drive2(t, seconds);
     if (profiling) {
@@ -89,7 +106,7 @@ for (let r = 0; r < rounds + (ablate ? 1 : 0); r++) {
       writeFileSync(`${profileDir}/${t.name}.cpuprofile`, JSON.stringify(profile));
     }
     rows.push(
-      `${t.name.padEnd(21)} round ${r + 1}: ${Math.round(m.requestsPerSec).toLocaleString('en').padStart(6)} req/s, main thread ${m.mainUs.toFixed(0).padStart(4)} µs/req (loop ${(m.utilization * 100).toFixed(0)}% busy), process CPU ${m.cpuUs.toFixed(0).padStart(4)} µs/req${m.errors || m.non2xx ? `, ${m.errors} errors ${m.non2xx} non-2xx` : ''}`,
+      `${t.name.padEnd(21)} round ${r + 1}: ${Math.round(m.requestsPerSec).toLocaleString('en').padStart(6)} req/s, main thread ${m.mainUs.toFixed(0).padStart(4)} µs/req (loop ${(m.utilization * 100).toFixed(0)}% busy)${m.threadUs !== undefined ? `, main-thread CPU ${m.threadUs.toFixed(0).padStart(4)} µs/req` : ''}, process CPU ${m.cpuUs.toFixed(0).padStart(4)} µs/req${m.errors || m.non2xx ? `, ${m.errors} errors ${m.non2xx} non-2xx` : ''}`,
     );
     console.log(rows.at(-1));
   }

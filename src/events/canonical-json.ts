@@ -19,6 +19,13 @@ export class CanonicalJsonError extends TypeError {
 
 /** `path` names the value in error messages (e.g. `event[2].data`). */
 export function canonicalJson(value: unknown, path = '$'): string {
+  // Values built with sorted keys (the hot path's events are) are what JSON.stringify writes.
+  if (typeof value === 'object' && value !== null && inCanonicalForm(value)) return JSON.stringify(value);
+  return canonicalJsonByWalk(value, path);
+}
+
+/** The general path (exported for the test that pins the fast path equal to it). */
+export function canonicalJsonByWalk(value: unknown, path = '$'): string {
   let out: string | undefined;
   try {
     out = write(value);
@@ -32,6 +39,40 @@ export function canonicalJson(value: unknown, path = '$'): string {
 }
 
 const REFUSED = Symbol('refused');
+
+/**
+ * True when JSON.stringify(value) is already canonical: plain data only (strings, finite numbers,
+ * booleans, null, arrays, objects without toJSON), every object's keys enumerated in sorted order,
+ * and no undefined anywhere (so the text parses back to an equal value). Anything else takes the
+ * general path, which gives the same text or the same refusal.
+ */
+function inCanonicalForm(value: object): boolean {
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) if (!plainMember(value[i])) return false;
+    return true;
+  }
+  if (typeof (value as { toJSON?: unknown }).toJSON === 'function') return false;
+  const keys = Object.keys(value);
+  for (let i = 0; i < keys.length; i++) {
+    if (i > 0 && !(keys[i - 1]! < keys[i]!)) return false;
+    if (!plainMember((value as Record<string, unknown>)[keys[i]!])) return false;
+  }
+  return true;
+}
+
+function plainMember(v: unknown): boolean {
+  switch (typeof v) {
+    case 'string':
+    case 'boolean':
+      return true;
+    case 'number':
+      return Number.isFinite(v);
+    case 'object':
+      return v === null || inCanonicalForm(v);
+    default:
+      return false;
+  }
+}
 
 function write(value: unknown): string | undefined {
   switch (typeof value) {

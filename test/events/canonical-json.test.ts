@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { CanonicalJsonError, canonicalJson } from '../../src/events/canonical-json.js';
+import fc from 'fast-check';
+import { CanonicalJsonError, canonicalJson, canonicalJsonByWalk } from '../../src/events/canonical-json.js';
 import { eventHash, recordCanonicalJson } from '../../src/events/hash.js';
 import { createHash } from 'node:crypto';
 
@@ -23,6 +24,43 @@ describe('canonicalJson', () => {
 
   it('rejects non-finite numbers instead of writing null', () => {
     expect(() => canonicalJson({ x: Number.NaN })).toThrow(/non-finite/);
+  });
+});
+
+describe('canonicalJson fast path (values already in sorted key order)', () => {
+  const sortedCopy = (v: unknown): unknown => {
+    if (v === null || typeof v !== 'object') return v;
+    if (Array.isArray(v)) return v.map(sortedCopy);
+    const out: Record<string, unknown> = {};
+    for (const k of Object.keys(v).sort()) Object.defineProperty(out, k, { value: sortedCopy((v as Record<string, unknown>)[k]), enumerable: true, writable: true, configurable: true });
+    return out;
+  };
+  const values = fc.oneof(fc.jsonValue(), fc.object({ withNullPrototype: false, values: [fc.jsonValue(), fc.constant(undefined), fc.double(), fc.date()] }));
+
+  it('gives exactly the general walk\'s text, or its refusal, for any value in any key order', () => {
+    fc.assert(
+      fc.property(values, (v) => {
+        for (const x of [v, sortedCopy(v)]) {
+          let walked: string | Error;
+          try {
+            walked = canonicalJsonByWalk(x);
+          } catch (e) {
+            walked = e as Error;
+          }
+          if (walked instanceof Error) expect(() => canonicalJson(x)).toThrow(walked.message);
+          else expect(canonicalJson(x)).toBe(walked);
+        }
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('leaves integer-like keys, -0, undefined and toJSON to the general path with the same result', () => {
+    expect(canonicalJson({ '10': 1, '9': 2 })).toBe('{"10":1,"9":2}');
+    expect(canonicalJson({ a: -0, b: [undefined] })).toBe('{"a":0,"b":[null]}');
+    expect(canonicalJson({ a: 1, b: undefined })).toBe('{"a":1}');
+    expect(canonicalJson({ a: new Date(0) })).toBe('{"a":"1970-01-01T00:00:00.000Z"}');
+    expect(() => canonicalJson({ a: Infinity })).toThrow(/non-finite/);
   });
 });
 
