@@ -20,8 +20,16 @@ export class CanonicalJsonError extends TypeError {
 /** `path` names the value in error messages (e.g. `event[2].data`). */
 export function canonicalJson(value: unknown, path = '$'): string {
   // Values built with sorted keys (the hot path's events are) are what JSON.stringify writes.
-  if (typeof value === 'object' && value !== null && inCanonicalForm(value)) return JSON.stringify(value);
+  if (isCanonicalPlain(value)) return JSON.stringify(value);
   return canonicalJsonByWalk(value, path);
+}
+
+/**
+ * An object or array whose JSON.stringify text is canonical and parses back to an equal value
+ * (see inCanonicalForm): the store can then keep the value itself instead of parsing its text.
+ */
+export function isCanonicalPlain(value: unknown): value is object {
+  return typeof value === 'object' && value !== null && inCanonicalForm(value);
 }
 
 /** The general path (exported for the test that pins the fast path equal to it). */

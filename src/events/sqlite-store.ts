@@ -3,10 +3,10 @@ import { availableParallelism } from 'node:os';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { Observable, Subject } from 'rxjs';
-import type { NewEvent, RecordedEvent } from './envelope.js';
+import type { EventMetadata, NewEvent, RecordedEvent } from './envelope.js';
 import type { AppendOptions, AppendResult, EventStore, ExpectedVersion } from './store.js';
 import type { Checkpoint, CheckpointStore, CommitListener, CommitNotifier } from './capabilities.js';
-import { canonicalJson } from './canonical-json.js';
+import { canonicalJson, isCanonicalPlain } from './canonical-json.js';
 import { EventStoreClosedError, WrongExpectedVersionError } from './errors.js';
 import { eventHash } from './hash.js';
 import { ensureGuards } from './guards.js';
@@ -53,6 +53,14 @@ interface PreparedEvent {
   schemaVersion: number;
   dataJson: string;
   metadataJson: string;
+  /**
+   * The appended values themselves when their text parses back to an equal value (plain data in
+   * canonical key order, as the request path builds them): the record shares them instead of
+   * parsing the text again (two parses and ~1 KB of garbage per request). Appended events are not
+   * changed afterwards by their callers, so sharing is safe.
+   */
+  data: unknown;
+  metadata: EventMetadata | undefined;
 }
 
 interface PendingAppend {
@@ -71,7 +79,18 @@ function seal(e: PreparedEvent, streamId: string, position: number, streamVersio
   const hash = eventHash(prevHash, { position, streamId, streamVersion, type: e.type, schemaVersion: e.schemaVersion, dataJson: e.dataJson, metadataJson: e.metadataJson, time });
   return {
     row: [position, streamId, streamVersion, e.type, e.schemaVersion, e.dataJson, e.metadataJson, time, prevHash, hash],
-    record: { position, streamId, streamVersion, type: e.type, schemaVersion: e.schemaVersion, data: JSON.parse(e.dataJson), metadata: JSON.parse(e.metadataJson), time, prevHash, hash },
+    record: {
+      position,
+      streamId,
+      streamVersion,
+      type: e.type,
+      schemaVersion: e.schemaVersion,
+      data: e.data !== undefined ? e.data : JSON.parse(e.dataJson),
+      metadata: e.metadata !== undefined ? e.metadata : (JSON.parse(e.metadataJson) as EventMetadata),
+      time,
+      prevHash,
+      hash,
+    },
   };
 }
 
@@ -663,11 +682,15 @@ function prepareEvents(streamId: string, events: NewEvent[]): PreparedEvent[] {
       throw new TypeError(`event[${i}].schemaVersion must be an integer >= 1`);
     }
     if (e.metadata === null || typeof e.metadata !== 'object') throw new TypeError(`event[${i}].metadata must be an object`);
+    const plainData = isCanonicalPlain(e.data);
+    const plainMetadata = isCanonicalPlain(e.metadata);
     return {
       type: e.type,
       schemaVersion,
-      dataJson: canonicalJson(e.data, `event[${i}].data`),
-      metadataJson: canonicalJson(e.metadata, `event[${i}].metadata`),
+      dataJson: plainData ? JSON.stringify(e.data) : canonicalJson(e.data, `event[${i}].data`),
+      metadataJson: plainMetadata ? JSON.stringify(e.metadata) : canonicalJson(e.metadata, `event[${i}].metadata`),
+      data: plainData ? e.data : undefined,
+      metadata: plainMetadata ? e.metadata : undefined,
     };
   });
 }

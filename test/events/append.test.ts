@@ -51,6 +51,18 @@ describe('append with expected version', () => {
     await expect(store.append('escrow-1', [ev()], { expectedVersion: 'no-stream' })).rejects.toBeInstanceOf(WrongExpectedVersionError);
   });
 
+  it('live records equal the records read back from the log, whatever the key order or value kinds', async () => {
+    const sortedPlain = { a: 1, b: { c: ['x', null, true], d: '10' } };
+    const unsorted = { z: 1, a: { y: undefined, b: new Date(0) }, list: [undefined] };
+    const r = await store.append('escrow-9', [
+      { type: 'sorted', data: sortedPlain, metadata: { actor: { kind: 'admin' }, requestId: 'r' } },
+      { type: 'unsorted', data: unsorted, metadata: { requestId: 'r', actor: { kind: 'client', keyId: 'k' } } },
+    ], { expectedVersion: 'any' });
+    const replayed = [...store.readAll()];
+    expect(r.records).toStrictEqual(replayed);
+    expect(replayed[1]!.data).toStrictEqual({ a: { b: '1970-01-01T00:00:00.000Z' }, list: [null], z: 1 });
+  });
+
   it("'any' skips the check", async () => {
     await store.append('s', [ev()], { expectedVersion: 'any' });
     await store.append('s', [ev()], { expectedVersion: 'any' });
