@@ -101,14 +101,12 @@ export function createHttpApp(options: HttpAppOptions = {}): FastifyInstance {
   });
 
   app.decorateRequest('logFields', null as unknown as RequestLogFields);
-  app.addHook('onRequest', async (request, reply) => {
+  // Callback style: an async hook would cost a promise and a microtask per request.
+  app.addHook('onRequest', (request, reply, done) => {
     request.logFields = {};
     reply.header('x-request-id', request.id);
     const started = process.hrtime.bigint();
-    let logged = false;
     const logLine = () => {
-      if (logged) return;
-      logged = true;
       const res = reply.raw;
       const status = res.statusCode;
       const aborted = !res.writableFinished;
@@ -129,14 +127,12 @@ export function createHttpApp(options: HttpAppOptions = {}): FastifyInstance {
       };
       logger[level](line, 'request');
     };
-    // Raw events, not onResponse: they also fire for hijacked (SSE) replies and client aborts.
-    reply.raw.once('finish', logLine);
+    // The raw 'close', not onResponse: it also fires for hijacked (SSE) replies and client aborts,
+    // and after 'finish' when the response completed (writableFinished tells which).
     reply.raw.once('close', logLine);
     // The spec's bodiless 404 for an empty escrow id, whatever route pattern would match it.
-    if (isEmptyEscrowPath(request.url)) {
-      sendEmptyNotFound(reply);
-      return reply;
-    }
+    if (isEmptyEscrowPath(request.url)) sendEmptyNotFound(reply);
+    else done();
   });
 
   app.get('/openapi.json', { schema: { hide: true } as FastifySchemaWithDocs }, async () => collector.document());

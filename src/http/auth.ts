@@ -52,7 +52,8 @@ export function bearerToken(header: string | string[] | undefined): string | nul
  * A hook usable as `onRequest` (recommended: refuses before the body is read or validated, so a
  * stranger gets 401, never schema hints or a 413) or as `preHandler`.
  */
-export type AuthHook = (request: FastifyRequest, reply: FastifyReply) => Promise<FastifyReply | undefined>;
+/** An onRequest hook in callback style (an async hook costs a promise and a microtask per request). */
+export type AuthHook = (request: FastifyRequest, reply: FastifyReply, done: () => void) => void;
 
 export interface Authenticator {
   /** Who sent this Authorization header. Every configured key is compared (no early exit). */
@@ -104,19 +105,20 @@ export function createAuthenticator(keys: AuthKeys): Authenticator {
 
   return {
     classify,
-    async requireAdmin(request, reply) {
+    // A refusal sends the reply and does not call done (fastify's callback-style early answer).
+    requireAdmin(request, reply, done) {
       const ctx = attach(request);
-      if (ctx.kind !== 'admin') return refuse(reply, ctx, true);
-      return undefined;
+      if (ctx.kind !== 'admin') refuse(reply, ctx, true);
+      else done();
     },
-    async requireClientOrAdmin(request, reply) {
+    requireClientOrAdmin(request, reply, done) {
       const ctx = attach(request);
-      if (ctx.kind === 'none') return refuse(reply, ctx, false);
-      return undefined;
+      if (ctx.kind === 'none') refuse(reply, ctx, false);
+      else done();
     },
-    async authenticate(request) {
+    authenticate(request, _reply, done) {
       attach(request);
-      return undefined;
+      done();
     },
   };
 }

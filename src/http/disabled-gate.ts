@@ -36,15 +36,15 @@ export const DEFAULT_DISABLED_MESSAGE = 'This gateway is disabled; use the new U
 
 /** onRequest hook; `getDisabled` is read per request (a projection, in memory). */
 export function disabledGate(getDisabled: () => DisabledState): onRequestHookHandler {
-  return async function disabledGateHook(request: FastifyRequest, reply: FastifyReply) {
+  // Callback style (no promise per request); answering early means not calling done.
+  return function disabledGateHook(request: FastifyRequest, reply: FastifyReply, done: () => void) {
     const state = getDisabled();
-    if (!state.enabled) return;
     // The raw path decides, not the matched route: an unknown path is not an admin route.
-    if (isExemptFromDisabled(request.url)) return;
+    if (!state.enabled || isExemptFromDisabled(request.url)) return done();
     const newUrl = state.new_url ? state.new_url : null;
     if (newUrl) reply.header('location', newUrl);
     request.logFields.disabled = true;
-    return reply
+    reply
       .code(308)
       .type('application/json; charset=utf-8')
       .send({ status: 'disabled', message: state.message || DEFAULT_DISABLED_MESSAGE, new_url: newUrl });
