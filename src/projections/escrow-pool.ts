@@ -21,6 +21,7 @@ import {
   type PersistedMachineState,
 } from '../machines/index.js';
 import { stepEscrowFast } from '../machines/escrow-fast.js';
+import { ACCEPTED, BAIL, EscrowRun } from './escrow-run.js';
 
 /** A parsed stream id (the aggregate parses each record's once and hands it to every projection). */
 export type StreamRef = ReturnType<typeof parseStreamId>;
@@ -67,9 +68,22 @@ const summary = (escrowId: string, snapshot: EscrowSnapshot): PoolEscrow => {
   };
 };
 
+/** What a batch fold needs of one folded escrow event: the state value after it and whether it was accepted. */
+export interface FoldStep {
+  value: EscrowSnapshot['value'];
+  accepted: boolean;
+}
+
 /** The escrow pool projection. */
 export class EscrowPoolProjection {
   private readonly escrows = new Map<string, EscrowSnapshot>();
+  /**
+   * During a batch fold (beginBatch … endBatch): escrows whose inference events are being folded
+   * in a run (escrow-run.ts); their entry in `escrows` is the run's start until the run finishes.
+   * Every read finishes the runs first, so nothing outside sees a stale snapshot.
+   */
+  private runs: Map<string, EscrowRun> | undefined;
+  private readonly step: FoldStep = { value: 'none', accepted: false };
   private readonly intents = new Map<string, EscrowSnapshot>();
   private readonly pendingCreates = new Map<string, PendingCreate>();
   /** model → escrow ids in state `active`. */
@@ -97,6 +111,11 @@ export class EscrowPoolProjection {
       }
       return { id: stream.id, snapshot, accepted };
     }
+    const run = this.runs?.get(stream.id);
+    if (run) {
+      this.runs!.delete(stream.id);
+      this.escrows.set(stream.id, run.finish());
+    }
     let before = this.escrows.get(stream.id);
     if (!before) {
       const intentId = event.type === 'EscrowCreated' ? event.data.intentId : undefined;
@@ -110,6 +129,67 @@ export class EscrowPoolProjection {
     this.escrows.set(stream.id, snapshot);
     this.index(stream.id, before, snapshot);
     return { id: stream.id, snapshot, accepted };
+  }
+
+  /**
+   * Starts a batch fold: until endBatch, `fold` folds inference events of escrows in a fast state
+   * in runs (escrow-run.ts) instead of a snapshot per event. For rebuild and catch-up, where many
+   * events are folded before anything reads the pool.
+   */
+  beginBatch(): void {
+    this.runs ??= new Map();
+  }
+
+  /** Ends a batch fold: every run's snapshot is stored. */
+  endBatch(): void {
+    this.finishRuns();
+    this.runs = undefined;
+  }
+
+  /**
+   * `apply` for a batch fold: the state value after the record and whether it was accepted
+   * (undefined when not an escrow event). The returned object is reused by the next call.
+   */
+  fold(record: RecordedEvent, stream: StreamRef): FoldStep | undefined {
+    const runs = this.runs;
+    if (runs && stream.kind === 'escrow') {
+      const type = record.type;
+      if (type === 'InferenceStarted' || type === 'InferenceFinished' || type === 'InferenceFailed') {
+        let run = runs.get(stream.id);
+        if (!run) {
+          const snapshot = this.escrows.get(stream.id);
+          run = snapshot && EscrowRun.of(snapshot);
+          if (run) runs.set(stream.id, run);
+        }
+        if (run) {
+          const event = upcast(record)!;
+          const outcome = run.fold(event.type, event.data);
+          if (outcome !== BAIL) {
+            // The state value is the run's throughout, so routability changes at most once, here.
+            if (!run.indexed) {
+              this.index(stream.id, run.base, run.base);
+              run.indexed = true;
+            }
+            this.step.value = run.base.value;
+            this.step.accepted = outcome === ACCEPTED;
+            return this.step;
+          }
+        }
+      }
+    }
+    const result = this.apply(record, stream);
+    if (!result) return undefined;
+    this.step.value = result.snapshot.value;
+    this.step.accepted = result.accepted;
+    return this.step;
+  }
+
+  /** Stores every run's snapshot (before any read; runs start again with the next inference event). */
+  private finishRuns(): void {
+    const runs = this.runs;
+    if (!runs?.size) return;
+    for (const [id, run] of runs) this.escrows.set(id, run.finish());
+    runs.clear();
   }
 
   private index(id: string, before: EscrowSnapshot, after: EscrowSnapshot): void {
@@ -130,6 +210,7 @@ export class EscrowPoolProjection {
    * O(number of routable escrows of the model).
    */
   pick(model: string, reservedCost: Amount = '0'): PoolEscrow | undefined {
+    this.finishRuns();
     const ids = this.routable.get(model);
     if (!ids) return undefined;
     const need = BigInt(reservedCost);
@@ -153,6 +234,7 @@ export class EscrowPoolProjection {
 
   /** The escrow's statechart snapshot: ask `.can(event)` before appending to `escrow-<id>`. */
   escrow(escrowId: string): EscrowSnapshot | undefined {
+    this.finishRuns();
     return this.escrows.get(escrowId);
   }
 
@@ -168,16 +250,19 @@ export class EscrowPoolProjection {
 
   /** Routable escrows of a model. */
   routableOf(model: string): PoolEscrow[] {
+    this.finishRuns();
     return [...(this.routable.get(model) ?? [])].map((id) => summary(id, this.escrows.get(id)!));
   }
 
   /** Every escrow the gateway knows (removed ones included), in first-seen order. */
   all(): PoolEscrow[] {
+    this.finishRuns();
     return [...this.escrows].map(([id, s]) => summary(id, s));
   }
 
   /** Escrow contexts keyed by id (read-only view, for status and rotation decisions). */
   contexts(): ReadonlyMap<string, { state: EscrowState; context: EscrowContext }> {
+    this.finishRuns();
     return new Map([...this.escrows].map(([id, s]) => [id, { state: s.value as EscrowState, context: s.context }]));
   }
 
@@ -188,17 +273,20 @@ export class EscrowPoolProjection {
 
   /** Models that have at least one escrow. */
   models(): string[] {
+    this.finishRuns();
     return [...new Set([...this.escrows.values()].map((s) => s.context.model ?? '').filter(Boolean))].sort();
   }
 
   /** JSON-safe state, for checkpoints and rebuild-equality tests. */
   snapshot(): EscrowPoolState {
+    this.finishRuns();
     const obj = (m: Map<string, EscrowSnapshot>) => Object.fromEntries([...m].map(([id, s]) => [id, persistState(s)]));
     return { escrows: obj(this.escrows), intents: obj(this.intents), pendingCreates: Object.fromEntries(this.pendingCreates) };
   }
 
   /** Replaces the state with a checkpointed one. */
   restore(state: EscrowPoolState): void {
+    this.runs?.clear();
     this.escrows.clear();
     this.intents.clear();
     this.pendingCreates.clear();

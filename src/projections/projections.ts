@@ -81,6 +81,28 @@ export class Projections {
     return this;
   }
 
+  /**
+   * `applyAll` for many records read back from the log (rebuild, catch-up): the same state, with
+   * the escrow pool folding inference events in runs (EscrowPoolProjection.beginBatch).
+   */
+  foldAll(records: Iterable<RecordedEvent>): this {
+    this.pool.beginBatch();
+    try {
+      for (const record of records) {
+        if (record.position <= this.position) continue;
+        const stream = parseStreamId(record.streamId);
+        const step = this.pool.fold(record, stream);
+        this.settings.apply(record);
+        this.rotation.apply(record, stream);
+        this.timeline.fold(record, stream, step);
+        this.position = record.position;
+      }
+    } finally {
+      this.pool.endBatch();
+    }
+    return this;
+  }
+
   /** Deep, JSON-safe snapshot of every projection (what rebuild == live compares). */
   snapshot(): { position: number; pool: EscrowPoolState; settings: ReturnType<SettingsProjection['effective']>; status: ReturnType<StatusProjection['snapshot']>; rotation: RotationDebugState; timeline: TimelineState } {
     return {
@@ -123,7 +145,7 @@ export class Projections {
    * (or use `rebuildFrom`): the same records, read at less cost.
    */
   static rebuild(records: Iterable<RecordedEvent>, options?: ProjectionsOptions): Projections {
-    return new Projections(options).applyAll(records);
+    return new Projections(options).foldAll(records);
   }
 
   /** Rebuilt from a store's whole log, through its fold read path when it has one. */
@@ -139,7 +161,7 @@ export class Projections {
   static follow(store: CheckpointingStore, options?: ProjectionsOptions): { projections: Projections; detach: () => void } {
     const cp = store.loadCheckpoint<ProjectionsState>(PROJECTIONS_CHECKPOINT);
     const projections = (cp && Projections.fromCheckpoint(cp, options)) || new Projections(options);
-    projections.applyAll(store.readAllForFold ? store.readAllForFold(projections.position) : store.readAll(projections.position));
+    projections.foldAll(store.readAllForFold ? store.readAllForFold(projections.position) : store.readAll(projections.position));
     const detach = store.onCommit((records) => projections.applyAll(records));
     return { projections, detach };
   }

@@ -8,7 +8,7 @@ import type { Actor, EventMetadata, RecordedEvent } from '../events/envelope.js'
 import { metadataJsonOf } from '../events/fold-read.js';
 import { stateName } from '../machines/index.js';
 import { actorLabel } from './actor.js';
-import { EscrowPoolProjection, type StreamRef } from './escrow-pool.js';
+import { EscrowPoolProjection, type FoldStep, type StreamRef } from './escrow-pool.js';
 
 export interface TimelineEntry {
   position: number;
@@ -96,8 +96,22 @@ export class TimelineProjection {
 
   apply(record: RecordedEvent, result = this.ownsPool ? this.pool.apply(record) : undefined, stream: StreamRef = parseStreamId(record.streamId)): void {
     if (stream.kind !== 'escrow' && stream.kind !== 'create-intent') return;
-    const snapshot = result?.snapshot ?? (stream.kind === 'escrow' ? this.pool.escrow(stream.id) : this.pool.intent(stream.id));
-    const accepted = result?.accepted ?? true;
+    this.fold(record, stream, result && { value: result.snapshot.value, accepted: result.accepted });
+  }
+
+  /**
+   * `apply` given what the pool made of the record (EscrowPoolProjection.fold): the state value
+   * after it and whether it was accepted; undefined when the pool did not fold it.
+   */
+  fold(record: RecordedEvent, stream: StreamRef, step: FoldStep | undefined): void {
+    if (stream.kind !== 'escrow' && stream.kind !== 'create-intent') return;
+    let state: string;
+    if (step) state = stateName(step.value);
+    else {
+      const snapshot = stream.kind === 'escrow' ? this.pool.escrow(stream.id) : this.pool.intent(stream.id);
+      state = snapshot ? stateName(snapshot.value) : '?';
+    }
+    const accepted = step?.accepted ?? true;
     const map = stream.kind === 'escrow' ? this.escrows : this.intents;
     let timeline = map.get(stream.id);
     if (!timeline) {
@@ -114,7 +128,7 @@ export class TimelineProjection {
       time: record.time,
       event: record.type,
       actor: meta === undefined ? record.metadata?.actor : undefined,
-      state: snapshot ? stateName(snapshot.value) : '?',
+      state,
       accepted,
       meta,
     });
