@@ -12,6 +12,7 @@
  *    syscall per page), so the writing connection is left as it is.
  */
 import type { EventMetadata, RecordedEvent } from './envelope.js';
+import type { RequestFields } from './request-data.js';
 
 /** Columns of the fold SELECT, in FoldRow order. */
 export const FOLD_COLUMNS = 'position, stream_id, stream_version, type, schema_version, data, metadata, time';
@@ -30,6 +31,9 @@ export type FoldRow = [
 /** prev_hash and hash of a position (read on demand). */
 export type HashLoader = (position: number) => { prevHash: string; hash: string };
 
+/** The stored metadata text of a position (read on demand). */
+export type MetadataLoader = (position: number) => string;
+
 /**
  * A recorded event whose `metadata` is parsed on first read and whose `prevHash`/`hash` are loaded
  * on first read. They are prototype getters (an own accessor per record costs ~0.7 µs: V8 gives
@@ -42,29 +46,56 @@ export class StoredRecord implements RecordedEvent {
   readonly streamVersion: number;
   readonly type: string;
   readonly schemaVersion: number;
-  readonly data: unknown;
   readonly time: string;
-  /** The stored metadata text (canonical JSON), for callers that want only a part of it. */
-  readonly metadataJson: string;
+  /**
+   * The stored metadata: its text (canonical JSON), or the loader that reads it by position when a
+   * read leaves the column out (a partition of a rebuild labels only the entries it keeps).
+   */
+  readonly storedMetadata: string | MetadataLoader;
+  /**
+   * Of a per-request event whose data was left as text: the fields a fold reads, scanned from it
+   * (request-data.ts). Undefined otherwise.
+   */
+  readonly request: RequestFields | undefined;
+  #data: unknown;
+  /** The data's JSON text until `data` is first read (set with `request`). */
+  #dataText: string | undefined;
   #metadata: EventMetadata | undefined;
   #hashes: { prevHash: string; hash: string } | undefined;
   readonly #loadHashes: HashLoader;
 
-  constructor(position: number, streamId: string, streamVersion: number, type: string, schemaVersion: number, data: unknown, metadataJson: string, time: string, loadHashes: HashLoader) {
+  /** `request`: the scanned fields of `data`, then given as its JSON text, parsed on first read. */
+  constructor(position: number, streamId: string, streamVersion: number, type: string, schemaVersion: number, data: unknown, metadata: string | MetadataLoader, time: string, loadHashes: HashLoader, request?: RequestFields) {
     this.position = position;
     this.streamId = streamId;
     this.streamVersion = streamVersion;
     this.type = type;
     this.schemaVersion = schemaVersion;
-    this.data = data;
     this.time = time;
-    this.metadataJson = metadataJson;
+    this.storedMetadata = metadata;
+    this.request = request;
+    this.#data = request ? undefined : data;
+    this.#dataText = request ? (data as string) : undefined;
     this.#loadHashes = loadHashes;
+  }
+
+  get data(): unknown {
+    if (this.#dataText !== undefined) {
+      this.#data = JSON.parse(this.#dataText);
+      this.#dataText = undefined;
+    }
+    return this.#data;
   }
 
   /** The record of a FOLD_COLUMNS row (parses `data`). */
   static fromRow(row: FoldRow, loadHashes: HashLoader): StoredRecord {
     return new StoredRecord(row[0], row[1], row[2], row[3], row[4], JSON.parse(row[5]), row[6], row[7], loadHashes);
+  }
+
+  /** The stored metadata text (canonical JSON), for callers that want only a part of it. */
+  get metadataJson(): string {
+    const m = this.storedMetadata;
+    return typeof m === 'string' ? m : m(this.position);
   }
 
   get metadata(): EventMetadata {
@@ -101,9 +132,14 @@ export class StoredRecord implements RecordedEvent {
 }
 
 /**
- * The stored metadata text of a StoredRecord (undefined for other records): a fold that keeps
- * metadata for later (the timeline's actor) keeps the text and parses it only if it is read.
+ * The stored metadata of a StoredRecord, unparsed (undefined for other records): a fold that keeps
+ * metadata for later (the timeline's actor) keeps this and parses it only if it is read.
  */
-export function metadataJsonOf(record: RecordedEvent): string | undefined {
-  return record instanceof StoredRecord ? record.metadataJson : undefined;
+export function storedMetadataOf(record: RecordedEvent): string | MetadataLoader | undefined {
+  return record instanceof StoredRecord ? record.storedMetadata : undefined;
+}
+
+/** The scanned per-request fields of a StoredRecord (see StoredRecord.request); undefined for other records. */
+export function requestFieldsOf(record: RecordedEvent): RequestFields | undefined {
+  return record instanceof StoredRecord ? record.request : undefined;
 }

@@ -7,7 +7,8 @@
  * escrow stream starts with EscrowCreated naming that intent, the escrow continues from the
  * intent's snapshot, so one escrow's state covers its whole life.
  */
-import { parseStreamId, upcast, type Amount, type EscrowRole } from '../events/catalog.js';
+import { parseStreamId, SCHEMA_VERSIONS, upcast, type Amount, type EscrowRole } from '../events/catalog.js';
+import { requestFieldsOf } from '../events/fold-read.js';
 import type { RecordedEvent } from '../events/envelope.js';
 import {
   escrowMachine,
@@ -162,8 +163,14 @@ export class EscrowPoolProjection {
           if (run) runs.set(stream.id, run);
         }
         if (run) {
-          const event = upcast(record)!;
-          const outcome = run.fold(event.type, event.data);
+          // A record read for folding may carry the fields the run reads (its data still unparsed).
+          const request = record.schemaVersion === SCHEMA_VERSIONS[type] ? requestFieldsOf(record) : undefined;
+          let outcome: number;
+          if (request) outcome = run.foldRequest(type, request.requestId, request.nonce, type === 'InferenceStarted' ? request.reservedCost : request.cost);
+          else {
+            const event = upcast(record)!;
+            outcome = run.fold(event.type, event.data);
+          }
           if (outcome !== BAIL) {
             // The state value is the run's throughout, so routability changes at most once, here.
             if (!run.indexed) {

@@ -97,15 +97,19 @@ export class EscrowRun {
 
   /** Folds one (upcast) inference event: ACCEPTED, REFUSED or BAIL (nothing changed). */
   fold(type: string, data: unknown): number {
-    if (!this.types.has(type) || typeof data !== 'object' || data === null) return BAIL;
-    return type === 'InferenceStarted' ? this.start(data as RequestData) : this.end(data as RequestData);
+    if (typeof data !== 'object' || data === null) return BAIL;
+    const d = data as RequestData;
+    return this.foldRequest(type, d.requestId, d.nonce, type === 'InferenceStarted' ? d.reservedCost : d.cost);
+  }
+
+  /** `fold` given the fields it reads of the data (`amount`: reservedCost of a start, cost of an end). */
+  foldRequest(type: string, requestId: unknown, nonce: unknown, amount: unknown): number {
+    if (!this.types.has(type)) return BAIL;
+    return type === 'InferenceStarted' ? this.start(requestId, nonce, amount) : this.end(requestId, amount);
   }
 
   /** canStartRequest, then startRequestUpdate and `pending[requestId] = reservedCost`. */
-  private start(d: RequestData): number {
-    const id = d.requestId;
-    const nonce = d.nonce;
-    const cost = d.reservedCost;
+  private start(id: unknown, nonce: unknown, cost: unknown): number {
     if (typeof id !== 'string' || typeof nonce !== 'number') return BAIL;
     const nonceReserved = this.nonceReserved as number | null | undefined;
     if (!(nonce > this.nonce && (nonceReserved == null || nonce <= nonceReserved) && nonce < (this.routingStop as number)) || this.pending.has(id)) return REFUSED;
@@ -124,12 +128,11 @@ export class EscrowRun {
   }
 
   /** canEndRequest, then endRequestUpdate and `pending` without the request. */
-  private end(d: RequestData): number {
-    const id = d.requestId;
+  private end(id: unknown, cost: unknown): number {
     if (typeof id !== 'string') return BAIL;
     const reservation = this.pending.get(id);
     if (reservation === undefined) return REFUSED;
-    const c = exactInt(d.cost);
+    const c = exactInt(cost);
     if (c === undefined) return BAIL;
     if (!(c <= this.balance)) return REFUSED;
     const r = exactInt(reservation);

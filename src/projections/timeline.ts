@@ -5,7 +5,7 @@
  */
 import { parseStreamId } from '../events/catalog.js';
 import type { Actor, EventMetadata, RecordedEvent } from '../events/envelope.js';
-import { metadataJsonOf } from '../events/fold-read.js';
+import { storedMetadataOf, type MetadataLoader } from '../events/fold-read.js';
 import { stateName } from '../machines/index.js';
 import { actorLabel } from './actor.js';
 import { EscrowPoolProjection, type FoldStep, type StreamRef } from './escrow-pool.js';
@@ -36,17 +36,19 @@ export const DEFAULT_TIMELINE_LIMIT = 1_000;
 /**
  * An entry as folded: the actor label is built when read (most entries are trimmed unread).
  * Restored entries carry the label string already. A record read for folding (StoredRecord) has
- * its metadata still as text: the entry keeps that text (`meta`) and parses it only when read.
+ * its metadata still as text, or not read at all: the entry keeps the text or the loader (`meta`)
+ * and parses it only when read.
  */
 interface StoredEntry extends Omit<TimelineEntry, 'actor'> {
   actor: Actor | string | undefined;
-  meta?: string;
+  meta?: string | MetadataLoader;
 }
 
 /** The entry's actor label; computed once, then kept in place of what it came from. */
 function labelOf(e: StoredEntry): string {
   if (typeof e.actor === 'string') return e.actor;
-  const actor = e.meta !== undefined ? (JSON.parse(e.meta) as EventMetadata | undefined)?.actor : e.actor;
+  const text = typeof e.meta === 'function' ? e.meta(e.position) : e.meta;
+  const actor = text !== undefined ? (JSON.parse(text) as EventMetadata | undefined)?.actor : e.actor;
   e.meta = undefined;
   return (e.actor = actorLabel(actor));
 }
@@ -122,7 +124,7 @@ export class TimelineProjection {
       map.set(stream.id, timeline);
     }
     timeline.total += 1;
-    const meta = metadataJsonOf(record);
+    const meta = storedMetadataOf(record);
     timeline.entries.push({
       position: record.position,
       time: record.time,
