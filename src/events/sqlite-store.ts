@@ -14,6 +14,7 @@ import { migrate } from './migrations.js';
 import { EVENT_COLUMNS, decodeRow, type EventRow } from './rows.js';
 import { FOLD_COLUMNS, StoredRecord, type FoldRow, type HashLoader } from './fold-read.js';
 import { readAllOnThread } from './fold-reader-thread.js';
+import { FOLD_MMAP_BYTES, openFoldConnection, readFoldSource, readPartition, type PartitionableLog } from './fold-partition.js';
 import { SqliteWriter, type WriteReply } from './sqlite-writer.js';
 
 export { eventsFile } from './storage-path.js';
@@ -77,8 +78,6 @@ function seal(e: PreparedEvent, streamId: string, position: number, streamVersio
 
 /** Rows per page when reading: big enough to amortize the query, small enough to stay lazy. */
 const PAGE_SIZE = 2_000;
-/** The fold read's connection maps this much of the file (SQLite caps it at its compile-time maximum, ~2 GiB). */
-const FOLD_MMAP_BYTES = 2 ** 31;
 /** Above this many events to read, readAllForFold reads on a worker thread by default. */
 const FOLD_THREAD_MIN_EVENTS = 50_000;
 
@@ -299,6 +298,17 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
     }
   }
 
+  /**
+   * The log as of now, for a fold split by stream over threads (projections/partitioned-rebuild.ts):
+   * its tail and streams, and this thread's partition read on the fold connection. Undefined for
+   * `:memory:` (other threads cannot open it).
+   */
+  foldPartitions(): PartitionableLog | undefined {
+    if (this.file === ':memory:') return undefined;
+    const { db } = (this.foldReader ??= this.openFoldReader());
+    return { file: this.file, ...readFoldSource(db), read: (read) => readPartition(db, read) };
+  }
+
   private openFoldReader(): NonNullable<SqliteEventStore['foldReader']> {
     const hashAt = this.db.prepare('SELECT prev_hash, hash FROM events WHERE position = ?').raw();
     const hashes: HashLoader = (position) => {
@@ -306,11 +316,7 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
       if (!row) throw new Error(`no event at position ${position}`);
       return { prevHash: row[0], hash: row[1] };
     };
-    let db = this.db;
-    if (this.file !== ':memory:') {
-      db = new Database(this.file, { readonly: true, fileMustExist: true });
-      db.pragma(`mmap_size = ${FOLD_MMAP_BYTES}`);
-    }
+    const db = this.file === ':memory:' ? this.db : openFoldConnection(this.file);
     const page = db.prepare(`SELECT ${FOLD_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?`).raw();
     return { db, page, hashes };
   }

@@ -55,6 +55,22 @@ export interface EscrowPoolState {
   pendingCreates: Record<string, PendingCreate>;
 }
 
+/**
+ * Some escrows of a pool, for putting a pool together from partitions of a fold (`merge`): each
+ * with the position that orders it (its first event; negative for escrows restored from a
+ * checkpoint, in restore order), and the routable ones with the position they became routable at.
+ */
+export interface PoolPart {
+  escrows: [escrowId: string, state: PersistedMachineState, firstAt: number][];
+  routable: [model: string, escrowId: string, since: number][];
+}
+
+/** What every partition of a fold has alike: the creation intents, in their order. */
+export interface PoolShared {
+  intents: [intentId: string, state: PersistedMachineState][];
+  pendingCreates: [intentId: string, pending: PendingCreate][];
+}
+
 const summary = (escrowId: string, snapshot: EscrowSnapshot): PoolEscrow => {
   const c = snapshot.context;
   return {
@@ -89,6 +105,10 @@ export class EscrowPoolProjection {
   private readonly pendingCreates = new Map<string, PendingCreate>();
   /** model → escrow ids in state `active`. */
   private readonly routable = new Map<string, Set<string>>();
+  /** Position of each escrow's first event (negative: restored, in restore order); orders `merge`. */
+  private readonly firstAt = new Map<string, number>();
+  /** Position at which each routable escrow joined its model's set (orders `merge`). */
+  private readonly routableAt = new Map<string, number>();
 
   constructor(private readonly input: EscrowInput = {}) {}
 
@@ -118,6 +138,7 @@ export class EscrowPoolProjection {
       this.escrows.set(stream.id, run.finish());
     }
     let before = this.escrows.get(stream.id);
+    const isNew = !before;
     if (!before) {
       const intentId = event.type === 'EscrowCreated' ? event.data.intentId : undefined;
       before = (intentId && this.intents.get(intentId)) || initialSnapshot(escrowMachine, this.input);
@@ -127,8 +148,9 @@ export class EscrowPoolProjection {
       this.pendingCreates.delete(event.data.intentId);
       this.intents.delete(event.data.intentId);
     }
+    if (isNew) this.firstAt.set(stream.id, record.position);
     this.escrows.set(stream.id, snapshot);
-    this.index(stream.id, before, snapshot);
+    this.index(stream.id, before, snapshot, record.position);
     return { id: stream.id, snapshot, accepted };
   }
 
@@ -174,7 +196,7 @@ export class EscrowPoolProjection {
           if (outcome !== BAIL) {
             // The state value is the run's throughout, so routability changes at most once, here.
             if (!run.indexed) {
-              this.index(stream.id, run.base, run.base);
+              this.index(stream.id, run.base, run.base, record.position);
               run.indexed = true;
             }
             this.step.value = run.base.value;
@@ -199,7 +221,7 @@ export class EscrowPoolProjection {
     runs.clear();
   }
 
-  private index(id: string, before: EscrowSnapshot, after: EscrowSnapshot): void {
+  private index(id: string, before: EscrowSnapshot, after: EscrowSnapshot, position: number): void {
     const model = after.context.model ?? '';
     const wasRoutable = before.value === 'active' && this.routable.get(before.context.model ?? '')?.has(id);
     const isRoutable = after.value === 'active';
@@ -207,7 +229,10 @@ export class EscrowPoolProjection {
     if (isRoutable) {
       let set = this.routable.get(model);
       if (!set) this.routable.set(model, (set = new Set()));
-      set.add(id);
+      if (!set.has(id)) {
+        set.add(id);
+        this.routableAt.set(id, position);
+      }
     }
   }
 
@@ -293,17 +318,61 @@ export class EscrowPoolProjection {
 
   /** Replaces the state with a checkpointed one. */
   restore(state: EscrowPoolState): void {
+    this.clear();
+    for (const [id, p] of Object.entries(state.intents)) this.intents.set(id, restoreState(escrowMachine, p));
+    const escrows = Object.entries(state.escrows);
+    escrows.forEach(([id, p], i) => {
+      const s = restoreState(escrowMachine, p);
+      this.escrows.set(id, s);
+      this.firstAt.set(id, i - escrows.length);
+      this.index(id, s, s, i - escrows.length);
+    });
+    for (const [id, p] of Object.entries(state.pendingCreates)) this.pendingCreates.set(id, p);
+  }
+
+  /** The escrows `owns` picks, for `merge` (see PoolPart). */
+  part(owns: (escrowId: string) => boolean): PoolPart {
+    this.finishRuns();
+    const escrows: PoolPart['escrows'] = [];
+    for (const [id, s] of this.escrows) if (owns(id)) escrows.push([id, persistState(s), this.firstAt.get(id)!]);
+    const routable: PoolPart['routable'] = [];
+    for (const [model, ids] of this.routable) for (const id of ids) if (owns(id)) routable.push([model, id, this.routableAt.get(id)!]);
+    return { escrows, routable };
+  }
+
+  /** The creation intents, for `merge`. */
+  shared(): PoolShared {
+    return { intents: [...this.intents].map(([id, s]) => [id, persistState(s)]), pendingCreates: [...this.pendingCreates] };
+  }
+
+  /**
+   * Replaces the state with the union of partitions: the same escrows, in the same order, and the
+   * same routable sets in the same order as one fold of the whole log gives, when each escrow is in
+   * exactly one part (that of the partition that folded all its events) and `shared` comes from any.
+   */
+  merge(shared: PoolShared, parts: PoolPart[]): void {
+    this.clear();
+    for (const [id, p] of shared.intents) this.intents.set(id, restoreState(escrowMachine, p));
+    for (const [id, p] of shared.pendingCreates) this.pendingCreates.set(id, p);
+    for (const [id, p, firstAt] of parts.flatMap((part) => part.escrows).sort((a, b) => a[2] - b[2])) {
+      this.escrows.set(id, restoreState(escrowMachine, p));
+      this.firstAt.set(id, firstAt);
+    }
+    for (const [model, id, since] of parts.flatMap((part) => part.routable).sort((a, b) => a[2] - b[2])) {
+      let set = this.routable.get(model);
+      if (!set) this.routable.set(model, (set = new Set()));
+      set.add(id);
+      this.routableAt.set(id, since);
+    }
+  }
+
+  private clear(): void {
     this.runs?.clear();
     this.escrows.clear();
     this.intents.clear();
     this.pendingCreates.clear();
     this.routable.clear();
-    for (const [id, p] of Object.entries(state.intents)) this.intents.set(id, restoreState(escrowMachine, p));
-    for (const [id, p] of Object.entries(state.escrows)) {
-      const s = restoreState(escrowMachine, p);
-      this.escrows.set(id, s);
-      this.index(id, s, s);
-    }
-    for (const [id, p] of Object.entries(state.pendingCreates)) this.pendingCreates.set(id, p);
+    this.firstAt.clear();
+    this.routableAt.clear();
   }
 }

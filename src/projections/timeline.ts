@@ -84,6 +84,8 @@ function view(t: StoredTimeline, limit: number): Timeline {
 export class TimelineProjection {
   private escrows = new Map<string, StoredTimeline>();
   private intents = new Map<string, StoredTimeline>();
+  /** Position of each escrow timeline's first event (negative: restored, in restore order); orders `merge`. */
+  private firstAt = new Map<string, number>();
   private readonly ownsPool: boolean;
   private readonly pool: EscrowPoolProjection;
 
@@ -122,6 +124,7 @@ export class TimelineProjection {
       if (intentId && intent) this.intents.delete(intentId);
       timeline = intent ?? { total: 0, entries: [] };
       map.set(stream.id, timeline);
+      if (map === this.escrows) this.firstAt.set(stream.id, record.position);
     }
     timeline.total += 1;
     const meta = storedMetadataOf(record);
@@ -152,5 +155,32 @@ export class TimelineProjection {
     const s = structuredClone(state);
     this.escrows = new Map(Object.entries(s.escrows));
     this.intents = new Map(Object.entries(s.intents));
+    this.firstAt = new Map([...this.escrows.keys()].map((id, i) => [id, i - this.escrows.size]));
+  }
+
+  /** The escrow timelines `owns` picks (labelled views), each with the position that orders it, for `merge`. */
+  part(owns: (escrowId: string) => boolean): [escrowId: string, timeline: Timeline, firstAt: number][] {
+    const out: [string, Timeline, number][] = [];
+    for (const [id, t] of this.escrows) if (owns(id)) out.push([id, view(t, this.limit), this.firstAt.get(id)!]);
+    return out;
+  }
+
+  /** The creation intents' timelines, in their order, for `merge`. */
+  shared(): [intentId: string, timeline: Timeline][] {
+    return [...this.intents].map(([id, t]) => [id, view(t, this.limit)]);
+  }
+
+  /**
+   * Replaces the state with the union of partitions (see EscrowPoolProjection.merge): the timelines
+   * are taken over, not copied.
+   */
+  merge(intents: [string, Timeline][], parts: [string, Timeline, number][][]): void {
+    this.intents = new Map(intents);
+    this.escrows = new Map();
+    this.firstAt = new Map();
+    for (const [id, t, firstAt] of parts.flat().sort((a, b) => a[2] - b[2])) {
+      this.escrows.set(id, t);
+      this.firstAt.set(id, firstAt);
+    }
   }
 }
