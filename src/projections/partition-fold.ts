@@ -56,7 +56,7 @@ export function foldPartition(projections: Projections, records: Iterable<Record
     for (const record of records) {
       if (record.position <= p.position) continue;
       const stream = parseStreamId(record.streamId);
-      if (stream.kind === 'escrow' && record.streamVersion !== 0 && skipStreams.has(record.streamId)) {
+      if (stream.kind === 'escrow' && skipStreams.has(record.streamId) && record.streamVersion !== 0) {
         // Another partition's escrow stream after its first event: this partition's state of it is
         // not the log's (requests were skipped), so only what reads the record alone is folded.
         if (record.type === 'EscrowCreated') return { ok: false, reason: `EscrowCreated at version ${record.streamVersion} of ${record.streamId}` };

@@ -5,7 +5,7 @@
  */
 import { parseStreamId } from '../events/catalog.js';
 import type { Actor, EventMetadata, RecordedEvent } from '../events/envelope.js';
-import { storedMetadataOf, type MetadataLoader } from '../events/fold-read.js';
+import { deferredColumnsOf, metadataJsonOf, type DeferredColumns } from '../events/fold-read.js';
 import { stateName } from '../machines/index.js';
 import { actorLabel } from './actor.js';
 import { EscrowPoolProjection, type FoldStep, type StreamRef } from './escrow-pool.js';
@@ -36,18 +36,41 @@ export const DEFAULT_TIMELINE_LIMIT = 1_000;
 /**
  * An entry as folded: the actor label is built when read (most entries are trimmed unread).
  * Restored entries carry the label string already. A record read for folding (StoredRecord) has
- * its metadata still as text, or not read at all: the entry keeps the text or the loader (`meta`)
- * and parses it only when read.
+ * its metadata still as text: the entry keeps that text (`meta`) and parses it only when read. If
+ * the read left time and metadata in the table (a partition of a rebuild), the entry keeps where
+ * to load them from (`meta`, `time` undefined) and they are loaded, for the entries a view shows,
+ * all at once.
  */
-interface StoredEntry extends Omit<TimelineEntry, 'actor'> {
+interface StoredEntry extends Omit<TimelineEntry, 'actor' | 'time'> {
+  time: string | undefined;
   actor: Actor | string | undefined;
-  meta?: string | MetadataLoader;
+  meta?: string | DeferredColumns;
+}
+
+/** Loads time and metadata text of entries [from, end) whose read left them in the table. */
+function load(entries: StoredEntry[], from: number): void {
+  const by = new Map<DeferredColumns, StoredEntry[]>();
+  for (let i = from; i < entries.length; i++) {
+    const e = entries[i]!;
+    if (typeof e.meta !== 'object') continue;
+    let list = by.get(e.meta);
+    if (!list) by.set(e.meta, (list = []));
+    list.push(e);
+  }
+  for (const [source, list] of by) {
+    const rows = source.load(list.map((e) => e.position));
+    list.forEach((e, i) => {
+      e.time = rows[i]!.time;
+      e.meta = rows[i]!.metadata;
+    });
+  }
 }
 
 /** The entry's actor label; computed once, then kept in place of what it came from. */
 function labelOf(e: StoredEntry): string {
   if (typeof e.actor === 'string') return e.actor;
-  const text = typeof e.meta === 'function' ? e.meta(e.position) : e.meta;
+  if (typeof e.meta === 'object') load([e], 0);
+  const text = e.meta as string | undefined;
   const actor = text !== undefined ? (JSON.parse(text) as EventMetadata | undefined)?.actor : e.actor;
   e.meta = undefined;
   return (e.actor = actorLabel(actor));
@@ -61,12 +84,13 @@ interface StoredTimeline {
 /** The newest `limit` entries, labelled (a fresh copy). */
 function view(t: StoredTimeline, limit: number): Timeline {
   const from = Math.max(0, t.entries.length - limit);
+  load(t.entries, from);
   const entries: TimelineEntry[] = new Array(t.entries.length - from);
   for (let i = from; i < t.entries.length; i++) {
     const e = t.entries[i]!;
     entries[i - from] = {
       position: e.position,
-      time: e.time,
+      time: e.time!,
       event: e.event,
       actor: labelOf(e),
       state: e.state,
@@ -127,10 +151,11 @@ export class TimelineProjection {
       if (map === this.escrows) this.firstAt.set(stream.id, record.position);
     }
     timeline.total += 1;
-    const meta = storedMetadataOf(record);
+    const deferred = deferredColumnsOf(record);
+    const meta = deferred ?? metadataJsonOf(record);
     timeline.entries.push({
       position: record.position,
-      time: record.time,
+      time: deferred ? undefined : record.time,
       event: record.type,
       actor: meta === undefined ? record.metadata?.actor : undefined,
       state,
