@@ -15,10 +15,10 @@
  * first event (version 0). An EscrowCreated later in such a stream would depend on requests this
  * partition did not fold: the partition then gives up, and the caller folds the log in one piece.
  */
-import { escrowStream, parseStreamId } from '../events/catalog.js';
+import { escrowStream } from '../events/catalog.js';
 import type { RecordedEvent } from '../events/envelope.js';
 import { REQUEST_TYPES } from '../events/request-data.js';
-import type { PoolPart, PoolShared } from './escrow-pool.js';
+import { streamRefs, type PoolPart, type PoolShared } from './escrow-pool.js';
 import type { Projections } from './projections.js';
 import type { RotationDebugState } from './rotation-debug.js';
 import type { SettingsState } from './settings.js';
@@ -51,11 +51,12 @@ export type PartitionOutcome = { ok: true; result: PartitionResult } | { ok: fal
  */
 export function foldPartition(projections: Projections, records: Iterable<RecordedEvent>, skipStreams: ReadonlySet<string>, withShared: boolean): PartitionOutcome {
   const p = projections;
+  const refOf = streamRefs();
   p.pool.beginBatch();
   try {
     for (const record of records) {
       if (record.position <= p.position) continue;
-      const stream = parseStreamId(record.streamId);
+      const stream = refOf(record.streamId);
       if (stream.kind === 'escrow' && skipStreams.has(record.streamId) && record.streamVersion !== 0) {
         // Another partition's escrow stream after its first event: this partition's state of it is
         // not the log's (requests were skipped), so only what reads the record alone is folded.

@@ -30,6 +30,11 @@ export interface PartitionJob {
   flag: Int32Array;
 }
 
+/**
+ * This thread's partition gets this share of the events more than the others: it starts folding
+ * at once, a worker ~0.1 s later (loading the modules), ~2% of a 2M-event fold on 2 cores.
+ */
+const THIS_THREAD_LEAD = 0.02;
 /** Without a page of progress for this long, a worker is taken for lost. */
 const SILENT_WORKER_SECONDS = 120;
 
@@ -41,13 +46,15 @@ function defaultWorkerEntry(): URL | undefined {
 
 /**
  * Splits the escrow streams into `count` partitions of about equal event counts (largest first,
- * each to the lightest partition). Returns, per partition, the escrow streams it skips (the
- * others'); every other stream is folded by every partition.
+ * each to the lightest partition), the first getting `lead` (a share of all events) more. Returns,
+ * per partition, the escrow streams it skips (the others'); every other stream is folded by every
+ * partition.
  */
-export function planPartitions(streams: [string, number][], count: number): string[][] {
+export function planPartitions(streams: [string, number][], count: number, lead = 0): string[][] {
   const escrows = streams.filter(([id]) => parseStreamId(id).kind === 'escrow').sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
   const owned: string[][] = Array.from({ length: count }, () => []);
   const weight = new Array<number>(count).fill(0);
+  weight[0] = -lead * escrows.reduce((n, [, version]) => n + version + 1, 0);
   for (const [id, version] of escrows) {
     let k = 0;
     for (let i = 1; i < count; i++) if (weight[i]! < weight[k]!) k = i;
@@ -114,9 +121,9 @@ export function foldPartitioned(source: PartitionableLog, checkpoint: Projection
   const first = begin();
   if (!first) return undefined;
   const after = first.position;
-  const skips = planPartitions(source.streams, Math.max(1, opts.partitions));
-  const reads: PartitionRead[] = skips.map((skipStreams) => ({ after, upTo: source.upTo, skipStreams, skipTypes: PARTITIONED_TYPES }));
   const entry = opts.worker === false ? undefined : (opts.worker ?? defaultWorkerEntry());
+  const skips = planPartitions(source.streams, Math.max(1, opts.partitions), entry ? THIS_THREAD_LEAD : 0);
+  const reads: PartitionRead[] = skips.map((skipStreams) => ({ after, upTo: source.upTo, skipStreams, skipTypes: PARTITIONED_TYPES }));
   const running = entry ? reads.slice(1).map((read) => start({ entry: entry.href, file: source.file, read, checkpoint, options })) : [];
   try {
     const outcomes: PartitionOutcome[] = [foldPartition(first, source.read(reads[0]!), new Set(reads[0]!.skipStreams), true)];

@@ -8,7 +8,7 @@ import { parseStreamId } from '../events/catalog.js';
 import type { RecordedEvent } from '../events/envelope.js';
 import type { PartitionableLog } from '../events/fold-partition.js';
 import type { EscrowInput } from '../machines/index.js';
-import { EscrowPoolProjection, type EscrowPoolState, type StreamRef } from './escrow-pool.js';
+import { EscrowPoolProjection, streamRefs, type EscrowPoolState, type StreamRef } from './escrow-pool.js';
 import { RotationDebugProjection, type RotationDebugState } from './rotation-debug.js';
 import { SettingsProjection, type SettingsState } from './settings.js';
 import { StatusProjection } from './status.js';
@@ -97,7 +97,8 @@ export class Projections {
   foldAll(records: Iterable<RecordedEvent>): this {
     this.pool.beginBatch();
     try {
-      for (const record of records) if (record.position > this.position) this.foldOne(record, parseStreamId(record.streamId));
+      const refOf = streamRefs();
+      for (const record of records) if (record.position > this.position) this.foldOne(record, refOf(record.streamId));
     } finally {
       this.pool.endBatch();
     }
