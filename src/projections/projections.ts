@@ -13,7 +13,7 @@ import { RotationDebugProjection, type RotationDebugState } from './rotation-deb
 import { SettingsProjection, type SettingsState } from './settings.js';
 import { StatusProjection } from './status.js';
 import { TimelineProjection, type TimelineState } from './timeline.js';
-import { foldPartitioned } from './partitioned-rebuild.js';
+import { foldPartitioned, partitionWorker } from './partitioned-rebuild.js';
 
 /** Bump when the checkpoint shape or a fold changes: an old checkpoint is then ignored (rebuild). */
 export const PROJECTIONS_CHECKPOINT_VERSION = 2;
@@ -180,9 +180,11 @@ export class Projections {
     const restored = checkpoint && Projections.fromCheckpoint(checkpoint, options);
     const from = restored ? restored.position : 0;
     const partitions = split.partitions ?? Math.min(availableParallelism(), MAX_PARTITIONS);
-    const log = partitions > 1 ? store.foldPartitions?.() : undefined;
-    if (log && log.upTo - from >= (split.minEvents ?? PARTITION_MIN_EVENTS) && log.upTo > from) {
-      const folded = foldPartitioned(log, restored ? checkpoint : undefined, options, { partitions, worker: split.worker });
+    // Without the compiled worker (running from TypeScript sources) only an explicit `worker: false` splits.
+    const worker = split.worker ?? partitionWorker();
+    const log = partitions > 1 && worker !== undefined ? store.foldPartitions?.() : undefined;
+    if (log && worker !== undefined && log.upTo - from >= (split.minEvents ?? PARTITION_MIN_EVENTS) && log.upTo > from) {
+      const folded = foldPartitioned(log, restored ? checkpoint : undefined, options, { partitions, worker });
       if (folded) return folded;
     }
     const p = restored || new Projections(options);
