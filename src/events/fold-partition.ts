@@ -86,6 +86,9 @@ export function deferredOn(db: Database.Database): DeferredColumns {
   };
 }
 
+/** The internalized copy of a string (what V8 uses for property keys). */
+const internalized = (s: string): string => Object.keys({ [s]: 0 })[0]!;
+
 /** The events of one partition, in position order, as StoredRecords whose metadata loads on demand. */
 export function* readPartition(db: Database.Database, read: PartitionRead): Generator<StoredRecord> {
   const hashes = hashesOn(db);
@@ -99,13 +102,18 @@ export function* readPartition(db: Database.Database, read: PartitionRead): Gene
     )
     .raw();
   const skip = JSON.stringify(read.skipStreams);
+  // One internalized string per event type: the fold looks types up as property keys and in sets,
+  // which a fresh string from SQLite makes V8 hash (and internalize) every time.
+  const typeNames = new Map<string, string>();
   let after = read.after;
   for (;;) {
     const rows = page.all(after, read.upTo, ...read.skipTypes, skip, PAGE_SIZE) as [number, string, string, number, string][];
     for (let i = 0; i < rows.length; i++) {
       const r = rows[i]!;
-      const request = isRequestType(r[2]) ? scanRequestData(r[2], r[4]) : undefined;
-      yield new StoredRecord(r[0], r[1], undefined, r[2], r[3], request ? r[4] : JSON.parse(r[4]), undefined, undefined, hashes, deferred, request);
+      let type = typeNames.get(r[2]);
+      if (type === undefined) typeNames.set(r[2], (type = internalized(r[2])));
+      const request = isRequestType(type) ? scanRequestData(type, r[4]) : undefined;
+      yield new StoredRecord(r[0], r[1], undefined, type, r[3], request ? r[4] : JSON.parse(r[4]), undefined, undefined, hashes, deferred, request);
     }
     if (rows.length < PAGE_SIZE) return;
     after = rows[rows.length - 1]![0];
