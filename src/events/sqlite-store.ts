@@ -280,7 +280,7 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
    * (fold-reader-thread.ts). Default: when the store is a file, the machine has more than one
    * core and more than FOLD_THREAD_MIN_EVENTS events are to be read (starting a thread costs tens
    * of ms). It takes more CPU in all (~220k vs ~280k rebuilt events per CPU-second) for less wall
-   * time when a second core is free (~400k vs ~280k events/s over the soak-shaped log, bounded by
+   * time when a second core is free (~350–400k vs ~280k events/s over the soak-shaped log, bounded by
    * the reader thread). Long rebuilds and catch-ups are split by stream instead
    * (`foldPartitions`, projections/partitioned-rebuild.ts).
    */
