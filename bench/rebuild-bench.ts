@@ -6,8 +6,13 @@
  * real store with group commit — then times, interleaved in each repeat so the ratios come from
  * the same moment of a shared machine:
  *
+ *  - `rebuildFrom`: `Projections.rebuildFrom(store)`, what the gateway bench's soak measures: the
+ *    fold split by stream over the cores (projections/partitioned-rebuild.ts);
+ *  - `rebuildFrom (one piece)`: the same without the split (readAllForFold on a reader thread,
+ *    one fold), what rebuildFrom did before the split;
  *  - `readAll`: `store.readAll()` alone (rows decoded into records);
- *  - `readAll + rebuild`: `Projections.rebuild(store.readAll())`, what the gateway bench measures.
+ *  - `readAll + rebuild`: `Projections.rebuild(store.readAll())`;
+ *  - `readAllForFold…`: the fold read path alone and with a rebuild, on this thread or a reader thread.
  *
  * Each in events/s (wall clock) and per CPU-second of this process.
  */
@@ -103,6 +108,8 @@ type Run = (store: SqliteEventStore) => number;
 
 /** What is timed; each returns the number of events it went through. */
 export const MEASUREMENTS: Record<string, Run> = {
+  rebuildFrom: (store) => Projections.rebuildFrom(store).position,
+  'rebuildFrom (one piece)': (store) => Projections.catchUp(store, undefined, undefined, { partitions: 1 }).position,
   readAll: (store) => {
     let n = 0;
     for (const _ of store.readAll()) n++;
@@ -152,7 +159,7 @@ export async function benchRebuild(opts: RebuildBenchOptions = {}): Promise<Rebu
         const m = time(name, run, store);
         if (m.events !== events) throw new Error(`${name}: went through ${m.events} events, expected ${events}`);
         (runs[name] ??= []).push(m);
-        log(`  #${r + 1} ${name.padEnd(28)} ${m.seconds.toFixed(2)} s  ${m.eventsPerSec.toLocaleString('en').padStart(9)} events/s  ${m.cpuEventsPerSec.toLocaleString('en').padStart(9)} per CPU-s`);
+        log(`  #${r + 1} ${name.padEnd(32)} ${m.seconds.toFixed(2)} s  ${m.eventsPerSec.toLocaleString('en').padStart(9)} events/s  ${m.cpuEventsPerSec.toLocaleString('en').padStart(9)} per CPU-s`);
       }
     }
   } finally {
@@ -161,8 +168,12 @@ export async function benchRebuild(opts: RebuildBenchOptions = {}): Promise<Rebu
   const best: Record<string, Measurement> = {};
   for (const [name, ms] of Object.entries(runs)) best[name] = ms.reduce((a, b) => (b.eventsPerSec > a.eventsPerSec ? b : a));
   const end = loadavg()[0]!;
-  log(`load average ${start.toFixed(2)} → ${end.toFixed(2)}; best of ${repeats}:`);
-  for (const m of Object.values(best)) log(`  ${m.name.padEnd(28)} ${m.eventsPerSec.toLocaleString('en').padStart(9)} events/s  ${m.cpuEventsPerSec.toLocaleString('en').padStart(9)} per CPU-s`);
+  log(`load average ${start.toFixed(2)} → ${end.toFixed(2)}; best and median of ${repeats}:`);
+  for (const [name, m] of Object.entries(best)) {
+    const sorted = runs[name]!.map((r) => r.eventsPerSec).sort((a, b) => a - b);
+    const median = sorted[Math.floor(sorted.length / 2)]!;
+    log(`  ${m.name.padEnd(28)} ${m.eventsPerSec.toLocaleString('en').padStart(9)} events/s (median ${median.toLocaleString('en')})  ${m.cpuEventsPerSec.toLocaleString('en').padStart(9)} per CPU-s`);
+  }
   return { events, fileBytes, runs, best, load: { start, end } };
 }
 

@@ -12,6 +12,7 @@
  *    syscall per page), so the writing connection is left as it is.
  */
 import type { EventMetadata, RecordedEvent } from './envelope.js';
+import type { RequestFields } from './request-data.js';
 
 /** Columns of the fold SELECT, in FoldRow order. */
 export const FOLD_COLUMNS = 'position, stream_id, stream_version, type, schema_version, data, metadata, time';
@@ -30,41 +31,116 @@ export type FoldRow = [
 /** prev_hash and hash of a position (read on demand). */
 export type HashLoader = (position: number) => { prevHash: string; hash: string };
 
+/** The columns a read may leave in the table, of one event. */
+export interface DeferredRow {
+  streamVersion: number;
+  time: string;
+  /** Stored metadata text (canonical JSON). */
+  metadata: string;
+}
+
+/**
+ * Columns a read left in the table (a partition of a rebuild reads neither time, metadata nor
+ * stream version of the events it folds), loaded by position when read: one at a time for a
+ * record, many at once for what a fold keeps (the timeline's newest entries).
+ */
+export interface DeferredColumns {
+  load(positions: readonly number[]): DeferredRow[];
+}
+
 /**
  * A recorded event whose `metadata` is parsed on first read and whose `prevHash`/`hash` are loaded
- * on first read. They are prototype getters (an own accessor per record costs ~0.7 µs: V8 gives
- * such objects dictionary properties), so an object spread of a StoredRecord does not carry them;
- * `toJSON` and `toRecord()` do. Use these records for folding, `readAll` for anything else.
+ * on first read; a read may also leave `time`, `streamVersion` and the metadata text in the table
+ * (`deferred`), and the data of a per-request event as text (`request`). They are prototype
+ * getters (an own accessor per record costs ~0.7 µs: V8 gives such objects dictionary
+ * properties), so an object spread of a StoredRecord does not carry them; `toJSON` and
+ * `toRecord()` do. Use these records for folding, `readAll` for anything else.
  */
 export class StoredRecord implements RecordedEvent {
   readonly position: number;
   readonly streamId: string;
-  readonly streamVersion: number;
   readonly type: string;
   readonly schemaVersion: number;
-  readonly data: unknown;
-  readonly time: string;
-  /** The stored metadata text (canonical JSON), for callers that want only a part of it. */
-  readonly metadataJson: string;
+  /** Where `streamVersion`, `time` and the metadata text are loaded from when the read left them out. */
+  readonly deferred: DeferredColumns | undefined;
+  /**
+   * Of a per-request event whose data was left as text: the fields a fold reads, scanned from it
+   * (request-data.ts). Undefined otherwise.
+   */
+  readonly request: RequestFields | undefined;
+  #streamVersion: number | undefined;
+  #time: string | undefined;
+  #metadataText: string | undefined;
+  #data: unknown;
+  /** The data's JSON text until `data` is first read (set with `request`). */
+  #dataText: string | undefined;
   #metadata: EventMetadata | undefined;
   #hashes: { prevHash: string; hash: string } | undefined;
   readonly #loadHashes: HashLoader;
 
-  constructor(position: number, streamId: string, streamVersion: number, type: string, schemaVersion: number, data: unknown, metadataJson: string, time: string, loadHashes: HashLoader) {
+  /**
+   * `streamVersion`, `metadata` (text) and `time` undefined: loaded from `deferred`. `request`: the
+   * scanned fields of `data`, then given as its JSON text, parsed on first read.
+   */
+  constructor(
+    position: number,
+    streamId: string,
+    streamVersion: number | undefined,
+    type: string,
+    schemaVersion: number,
+    data: unknown,
+    metadata: string | undefined,
+    time: string | undefined,
+    loadHashes: HashLoader,
+    deferred?: DeferredColumns,
+    request?: RequestFields,
+  ) {
     this.position = position;
     this.streamId = streamId;
-    this.streamVersion = streamVersion;
     this.type = type;
     this.schemaVersion = schemaVersion;
-    this.data = data;
-    this.time = time;
-    this.metadataJson = metadataJson;
+    this.deferred = deferred;
+    this.request = request;
+    this.#streamVersion = streamVersion;
+    this.#time = time;
+    this.#metadataText = metadata;
+    this.#data = request ? undefined : data;
+    this.#dataText = request ? (data as string) : undefined;
     this.#loadHashes = loadHashes;
   }
 
   /** The record of a FOLD_COLUMNS row (parses `data`). */
   static fromRow(row: FoldRow, loadHashes: HashLoader): StoredRecord {
     return new StoredRecord(row[0], row[1], row[2], row[3], row[4], JSON.parse(row[5]), row[6], row[7], loadHashes);
+  }
+
+  #load(): DeferredRow {
+    const row = this.deferred!.load([this.position])[0]!;
+    this.#streamVersion = row.streamVersion;
+    this.#time = row.time;
+    this.#metadataText = row.metadata;
+    return row;
+  }
+
+  get streamVersion(): number {
+    return this.#streamVersion ?? this.#load().streamVersion;
+  }
+
+  get time(): string {
+    return this.#time ?? this.#load().time;
+  }
+
+  get data(): unknown {
+    if (this.#dataText !== undefined) {
+      this.#data = JSON.parse(this.#dataText);
+      this.#dataText = undefined;
+    }
+    return this.#data;
+  }
+
+  /** The stored metadata text (canonical JSON), for callers that want only a part of it. */
+  get metadataJson(): string {
+    return this.#metadataText ?? this.#load().metadata;
   }
 
   get metadata(): EventMetadata {
@@ -101,9 +177,23 @@ export class StoredRecord implements RecordedEvent {
 }
 
 /**
- * The stored metadata text of a StoredRecord (undefined for other records): a fold that keeps
- * metadata for later (the timeline's actor) keeps the text and parses it only if it is read.
+ * What a fold that keeps an event's time and metadata for later (the timeline) needs of a record:
+ * for a StoredRecord whose read left them in the table, where to load them from (undefined
+ * otherwise: read `time` and `metadata`, or `metadataJson` of a StoredRecord, as usual).
+ */
+export function deferredColumnsOf(record: RecordedEvent): DeferredColumns | undefined {
+  return record instanceof StoredRecord ? record.deferred : undefined;
+}
+
+/**
+ * The stored metadata text of a StoredRecord read with it (undefined for other records): a fold
+ * that keeps metadata for later keeps the text and parses it only if it is read.
  */
 export function metadataJsonOf(record: RecordedEvent): string | undefined {
-  return record instanceof StoredRecord ? record.metadataJson : undefined;
+  return record instanceof StoredRecord && !record.deferred ? record.metadataJson : undefined;
+}
+
+/** The scanned per-request fields of a StoredRecord (see StoredRecord.request); undefined for other records. */
+export function requestFieldsOf(record: RecordedEvent): RequestFields | undefined {
+  return record instanceof StoredRecord ? record.request : undefined;
 }

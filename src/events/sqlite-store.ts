@@ -14,6 +14,7 @@ import { migrate } from './migrations.js';
 import { EVENT_COLUMNS, decodeRow, type EventRow } from './rows.js';
 import { FOLD_COLUMNS, StoredRecord, type FoldRow, type HashLoader } from './fold-read.js';
 import { readAllOnThread } from './fold-reader-thread.js';
+import { FOLD_MMAP_BYTES, openFoldConnection, readFoldSource, readPartition, type PartitionableLog } from './fold-partition.js';
 import { SqliteWriter, type WriteReply } from './sqlite-writer.js';
 
 export { eventsFile } from './storage-path.js';
@@ -96,8 +97,6 @@ function seal(e: PreparedEvent, streamId: string, position: number, streamVersio
 
 /** Rows per page when reading: big enough to amortize the query, small enough to stay lazy. */
 const PAGE_SIZE = 2_000;
-/** The fold read's connection maps this much of the file (SQLite caps it at its compile-time maximum, ~2 GiB). */
-const FOLD_MMAP_BYTES = 2 ** 31;
 /** Above this many events to read, readAllForFold reads on a worker thread by default. */
 const FOLD_THREAD_MIN_EVENTS = 50_000;
 
@@ -299,8 +298,10 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
    * `thread`: read SQLite on a worker thread, pipelined with the caller's fold
    * (fold-reader-thread.ts). Default: when the store is a file, the machine has more than one
    * core and more than FOLD_THREAD_MIN_EVENTS events are to be read (starting a thread costs tens
-   * of ms). It takes more CPU in all (~160k vs ~200k rebuilt events per CPU-second) for less wall
-   * time when a second core is free (~280k vs ~200k events/s over the soak-shaped log).
+   * of ms). It takes more CPU in all (~220k vs ~280k rebuilt events per CPU-second) for less wall
+   * time when a second core is free (~350–400k vs ~280k events/s over the soak-shaped log, bounded by
+   * the reader thread). Long rebuilds and catch-ups are split by stream instead
+   * (`foldPartitions`, projections/partitioned-rebuild.ts).
    */
   *readAllForFold(afterPosition = 0, options: { thread?: boolean } = {}): Generator<StoredRecord> {
     const { page, hashes } = (this.foldReader ??= this.openFoldReader());
@@ -318,6 +319,17 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
     }
   }
 
+  /**
+   * The log as of now, for a fold split by stream over threads (projections/partitioned-rebuild.ts):
+   * its tail and streams, and this thread's partition read on the fold connection. Undefined for
+   * `:memory:` (other threads cannot open it).
+   */
+  foldPartitions(): PartitionableLog | undefined {
+    if (this.file === ':memory:') return undefined;
+    const { db } = (this.foldReader ??= this.openFoldReader());
+    return { file: this.file, ...readFoldSource(db), read: (read) => readPartition(db, read) };
+  }
+
   private openFoldReader(): NonNullable<SqliteEventStore['foldReader']> {
     const hashAt = this.db.prepare('SELECT prev_hash, hash FROM events WHERE position = ?').raw();
     const hashes: HashLoader = (position) => {
@@ -325,11 +337,7 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
       if (!row) throw new Error(`no event at position ${position}`);
       return { prevHash: row[0], hash: row[1] };
     };
-    let db = this.db;
-    if (this.file !== ':memory:') {
-      db = new Database(this.file, { readonly: true, fileMustExist: true });
-      db.pragma(`mmap_size = ${FOLD_MMAP_BYTES}`);
-    }
+    const db = this.file === ':memory:' ? this.db : openFoldConnection(this.file);
     const page = db.prepare(`SELECT ${FOLD_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?`).raw();
     return { db, page, hashes };
   }

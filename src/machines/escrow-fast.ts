@@ -63,6 +63,16 @@ export class PendingMap {
     return version;
   }
 
+  /** A version that owns `map` (taken over, not copied): where a batch of mutations ends. */
+  static fromMap(map: Map<string, Amount>): PendingMap {
+    return new PendingMap({ map }, map.size);
+  }
+
+  /** A mutable copy of this version's entries, in its order. */
+  toMap(): Map<string, Amount> {
+    return new Map(this.own());
+  }
+
   /** Makes this version own the map and returns it. */
   private own(): Map<string, Amount> {
     if ('map' in this.node) return this.node.map;
@@ -304,6 +314,26 @@ export function stepEscrowFast(snapshot: Snapshot, event: EscrowEvent | Recorded
     }
   }
   return step(escrowMachine, snapshot, event);
+}
+
+/**
+ * The fast event types `stepEscrowFast` serves in `snapshot`'s state (undefined: none). Fast
+ * transitions are targetless, so the set holds for as long as only fast events are folded.
+ */
+export function fastTypesIn(snapshot: Snapshot): ReadonlySet<string> | undefined {
+  if (snapshot.status !== 'active' || snapshot.machine !== escrowMachine || typeof snapshot.value !== 'string') return undefined;
+  return FAST_STATES.get(snapshot.value);
+}
+
+/** The persistent pending map of a snapshot's context (see PendingMap). */
+export const pendingOf = (snapshot: Snapshot): PendingMap => pendingMap(snapshot.context);
+
+/**
+ * `snapshot` with new request counters and pending map: what a chain of accepted fast steps from
+ * `snapshot` ends in (for a batch fold that keeps the counters itself and builds the snapshot once).
+ */
+export function withFastCounters(snapshot: Snapshot, counters: Pick<EscrowContext, 'nonce' | 'inFlight' | 'reserved' | 'spent' | 'balance'>, pending: PendingMap): Snapshot {
+  return withContext(snapshot, nextContext(snapshot.context, counters, pending));
 }
 
 /** Would the escrow machine accept `event` in `snapshot`? (`stepEscrowFast(...).accepted`.) */

@@ -7,7 +7,8 @@
  * escrow stream starts with EscrowCreated naming that intent, the escrow continues from the
  * intent's snapshot, so one escrow's state covers its whole life.
  */
-import { parseStreamId, upcast, type Amount, type EscrowRole } from '../events/catalog.js';
+import { parseStreamId, SCHEMA_VERSIONS, upcast, type Amount, type EscrowRole } from '../events/catalog.js';
+import { requestFieldsOf } from '../events/fold-read.js';
 import type { RecordedEvent } from '../events/envelope.js';
 import {
   escrowMachine,
@@ -21,9 +22,24 @@ import {
   type PersistedMachineState,
 } from '../machines/index.js';
 import { stepEscrowFast } from '../machines/escrow-fast.js';
+import { ACCEPTED, BAIL, EscrowRun } from './escrow-run.js';
 
 /** A parsed stream id (the aggregate parses each record's once and hands it to every projection). */
 export type StreamRef = ReturnType<typeof parseStreamId>;
+
+/**
+ * parseStreamId keeping each stream's ref, for a fold of many records: a log has few streams, and
+ * one ref object (and id string) per stream also spares the maps keyed by id re-hashing a new
+ * string each time.
+ */
+export function streamRefs(): (streamId: string) => StreamRef {
+  const refs = new Map<string, StreamRef>();
+  return (streamId) => {
+    let ref = refs.get(streamId);
+    if (!ref) refs.set(streamId, (ref = parseStreamId(streamId)));
+    return ref;
+  };
+}
 
 /** What the router needs of one routable escrow. */
 export interface PoolEscrow {
@@ -53,6 +69,22 @@ export interface EscrowPoolState {
   pendingCreates: Record<string, PendingCreate>;
 }
 
+/**
+ * Some escrows of a pool, for putting a pool together from partitions of a fold (`merge`): each
+ * with the position that orders it (its first event; negative for escrows restored from a
+ * checkpoint, in restore order), and the routable ones with the position they became routable at.
+ */
+export interface PoolPart {
+  escrows: [escrowId: string, state: PersistedMachineState, firstAt: number][];
+  routable: [model: string, escrowId: string, since: number][];
+}
+
+/** What every partition of a fold has alike: the creation intents, in their order. */
+export interface PoolShared {
+  intents: [intentId: string, state: PersistedMachineState][];
+  pendingCreates: [intentId: string, pending: PendingCreate][];
+}
+
 const summary = (escrowId: string, snapshot: EscrowSnapshot): PoolEscrow => {
   const c = snapshot.context;
   return {
@@ -67,13 +99,30 @@ const summary = (escrowId: string, snapshot: EscrowSnapshot): PoolEscrow => {
   };
 };
 
+/** What a batch fold needs of one folded escrow event: the state value after it and whether it was accepted. */
+export interface FoldStep {
+  value: EscrowSnapshot['value'];
+  accepted: boolean;
+}
+
 /** The escrow pool projection. */
 export class EscrowPoolProjection {
   private readonly escrows = new Map<string, EscrowSnapshot>();
+  /**
+   * During a batch fold (beginBatch … endBatch): escrows whose inference events are being folded
+   * in a run (escrow-run.ts); their entry in `escrows` is the run's start until the run finishes.
+   * Every read finishes the runs first, so nothing outside sees a stale snapshot.
+   */
+  private runs: Map<string, EscrowRun> | undefined;
+  private readonly step: FoldStep = { value: 'none', accepted: false };
   private readonly intents = new Map<string, EscrowSnapshot>();
   private readonly pendingCreates = new Map<string, PendingCreate>();
   /** model → escrow ids in state `active`. */
   private readonly routable = new Map<string, Set<string>>();
+  /** Position of each escrow's first event (negative: restored, in restore order); orders `merge`. */
+  private readonly firstAt = new Map<string, number>();
+  /** Position at which each routable escrow joined its model's set (orders `merge`). */
+  private readonly routableAt = new Map<string, number>();
 
   constructor(private readonly input: EscrowInput = {}) {}
 
@@ -97,7 +146,13 @@ export class EscrowPoolProjection {
       }
       return { id: stream.id, snapshot, accepted };
     }
+    const run = this.runs?.get(stream.id);
+    if (run) {
+      this.runs!.delete(stream.id);
+      this.escrows.set(stream.id, run.finish());
+    }
     let before = this.escrows.get(stream.id);
+    const isNew = !before;
     if (!before) {
       const intentId = event.type === 'EscrowCreated' ? event.data.intentId : undefined;
       before = (intentId && this.intents.get(intentId)) || initialSnapshot(escrowMachine, this.input);
@@ -107,12 +162,80 @@ export class EscrowPoolProjection {
       this.pendingCreates.delete(event.data.intentId);
       this.intents.delete(event.data.intentId);
     }
+    if (isNew) this.firstAt.set(stream.id, record.position);
     this.escrows.set(stream.id, snapshot);
-    this.index(stream.id, before, snapshot);
+    this.index(stream.id, before, snapshot, record.position);
     return { id: stream.id, snapshot, accepted };
   }
 
-  private index(id: string, before: EscrowSnapshot, after: EscrowSnapshot): void {
+  /**
+   * Starts a batch fold: until endBatch, `fold` folds inference events of escrows in a fast state
+   * in runs (escrow-run.ts) instead of a snapshot per event. For rebuild and catch-up, where many
+   * events are folded before anything reads the pool.
+   */
+  beginBatch(): void {
+    this.runs ??= new Map();
+  }
+
+  /** Ends a batch fold: every run's snapshot is stored. */
+  endBatch(): void {
+    this.finishRuns();
+    this.runs = undefined;
+  }
+
+  /**
+   * `apply` for a batch fold: the state value after the record and whether it was accepted
+   * (undefined when not an escrow event). The returned object is reused by the next call.
+   */
+  fold(record: RecordedEvent, stream: StreamRef): FoldStep | undefined {
+    const runs = this.runs;
+    if (runs && stream.kind === 'escrow') {
+      const type = record.type;
+      if (type === 'InferenceStarted' || type === 'InferenceFinished' || type === 'InferenceFailed') {
+        let run = runs.get(stream.id);
+        if (!run) {
+          const snapshot = this.escrows.get(stream.id);
+          run = snapshot && EscrowRun.of(snapshot);
+          if (run) runs.set(stream.id, run);
+        }
+        if (run) {
+          // A record read for folding may carry the fields the run reads (its data still unparsed).
+          const request = record.schemaVersion === SCHEMA_VERSIONS[type] ? requestFieldsOf(record) : undefined;
+          let outcome: number;
+          if (request) outcome = run.foldRequest(type, request.requestId, request.nonce, type === 'InferenceStarted' ? request.reservedCost : request.cost);
+          else {
+            const event = upcast(record)!;
+            outcome = run.fold(event.type, event.data);
+          }
+          if (outcome !== BAIL) {
+            // The state value is the run's throughout, so routability changes at most once, here.
+            if (!run.indexed) {
+              this.index(stream.id, run.base, run.base, record.position);
+              run.indexed = true;
+            }
+            this.step.value = run.base.value;
+            this.step.accepted = outcome === ACCEPTED;
+            return this.step;
+          }
+        }
+      }
+    }
+    const result = this.apply(record, stream);
+    if (!result) return undefined;
+    this.step.value = result.snapshot.value;
+    this.step.accepted = result.accepted;
+    return this.step;
+  }
+
+  /** Stores every run's snapshot (before any read; runs start again with the next inference event). */
+  private finishRuns(): void {
+    const runs = this.runs;
+    if (!runs?.size) return;
+    for (const [id, run] of runs) this.escrows.set(id, run.finish());
+    runs.clear();
+  }
+
+  private index(id: string, before: EscrowSnapshot, after: EscrowSnapshot, position: number): void {
     const model = after.context.model ?? '';
     const wasRoutable = before.value === 'active' && this.routable.get(before.context.model ?? '')?.has(id);
     const isRoutable = after.value === 'active';
@@ -120,7 +243,10 @@ export class EscrowPoolProjection {
     if (isRoutable) {
       let set = this.routable.get(model);
       if (!set) this.routable.set(model, (set = new Set()));
-      set.add(id);
+      if (!set.has(id)) {
+        set.add(id);
+        this.routableAt.set(id, position);
+      }
     }
   }
 
@@ -130,6 +256,7 @@ export class EscrowPoolProjection {
    * O(number of routable escrows of the model).
    */
   pick(model: string, reservedCost: Amount = '0'): PoolEscrow | undefined {
+    this.finishRuns();
     const ids = this.routable.get(model);
     if (!ids) return undefined;
     const need = BigInt(reservedCost);
@@ -153,6 +280,7 @@ export class EscrowPoolProjection {
 
   /** The escrow's statechart snapshot: ask `.can(event)` before appending to `escrow-<id>`. */
   escrow(escrowId: string): EscrowSnapshot | undefined {
+    this.finishRuns();
     return this.escrows.get(escrowId);
   }
 
@@ -168,16 +296,19 @@ export class EscrowPoolProjection {
 
   /** Routable escrows of a model. */
   routableOf(model: string): PoolEscrow[] {
+    this.finishRuns();
     return [...(this.routable.get(model) ?? [])].map((id) => summary(id, this.escrows.get(id)!));
   }
 
   /** Every escrow the gateway knows (removed ones included), in first-seen order. */
   all(): PoolEscrow[] {
+    this.finishRuns();
     return [...this.escrows].map(([id, s]) => summary(id, s));
   }
 
   /** Escrow contexts keyed by id (read-only view, for status and rotation decisions). */
   contexts(): ReadonlyMap<string, { state: EscrowState; context: EscrowContext }> {
+    this.finishRuns();
     return new Map([...this.escrows].map(([id, s]) => [id, { state: s.value as EscrowState, context: s.context }]));
   }
 
@@ -188,27 +319,74 @@ export class EscrowPoolProjection {
 
   /** Models that have at least one escrow. */
   models(): string[] {
+    this.finishRuns();
     return [...new Set([...this.escrows.values()].map((s) => s.context.model ?? '').filter(Boolean))].sort();
   }
 
   /** JSON-safe state, for checkpoints and rebuild-equality tests. */
   snapshot(): EscrowPoolState {
+    this.finishRuns();
     const obj = (m: Map<string, EscrowSnapshot>) => Object.fromEntries([...m].map(([id, s]) => [id, persistState(s)]));
     return { escrows: obj(this.escrows), intents: obj(this.intents), pendingCreates: Object.fromEntries(this.pendingCreates) };
   }
 
   /** Replaces the state with a checkpointed one. */
   restore(state: EscrowPoolState): void {
+    this.clear();
+    for (const [id, p] of Object.entries(state.intents)) this.intents.set(id, restoreState(escrowMachine, p));
+    const escrows = Object.entries(state.escrows);
+    escrows.forEach(([id, p], i) => {
+      const s = restoreState(escrowMachine, p);
+      this.escrows.set(id, s);
+      this.firstAt.set(id, i - escrows.length);
+      this.index(id, s, s, i - escrows.length);
+    });
+    for (const [id, p] of Object.entries(state.pendingCreates)) this.pendingCreates.set(id, p);
+  }
+
+  /** The escrows `owns` picks, for `merge` (see PoolPart). */
+  part(owns: (escrowId: string) => boolean): PoolPart {
+    this.finishRuns();
+    const escrows: PoolPart['escrows'] = [];
+    for (const [id, s] of this.escrows) if (owns(id)) escrows.push([id, persistState(s), this.firstAt.get(id)!]);
+    const routable: PoolPart['routable'] = [];
+    for (const [model, ids] of this.routable) for (const id of ids) if (owns(id)) routable.push([model, id, this.routableAt.get(id)!]);
+    return { escrows, routable };
+  }
+
+  /** The creation intents, for `merge`. */
+  shared(): PoolShared {
+    return { intents: [...this.intents].map(([id, s]) => [id, persistState(s)]), pendingCreates: [...this.pendingCreates] };
+  }
+
+  /**
+   * Replaces the state with the union of partitions: the same escrows, in the same order, and the
+   * same routable sets in the same order as one fold of the whole log gives, when each escrow is in
+   * exactly one part (that of the partition that folded all its events) and `shared` comes from any.
+   */
+  merge(shared: PoolShared, parts: PoolPart[]): void {
+    this.clear();
+    for (const [id, p] of shared.intents) this.intents.set(id, restoreState(escrowMachine, p));
+    for (const [id, p] of shared.pendingCreates) this.pendingCreates.set(id, p);
+    for (const [id, p, firstAt] of parts.flatMap((part) => part.escrows).sort((a, b) => a[2] - b[2])) {
+      this.escrows.set(id, restoreState(escrowMachine, p));
+      this.firstAt.set(id, firstAt);
+    }
+    for (const [model, id, since] of parts.flatMap((part) => part.routable).sort((a, b) => a[2] - b[2])) {
+      let set = this.routable.get(model);
+      if (!set) this.routable.set(model, (set = new Set()));
+      set.add(id);
+      this.routableAt.set(id, since);
+    }
+  }
+
+  private clear(): void {
+    this.runs?.clear();
     this.escrows.clear();
     this.intents.clear();
     this.pendingCreates.clear();
     this.routable.clear();
-    for (const [id, p] of Object.entries(state.intents)) this.intents.set(id, restoreState(escrowMachine, p));
-    for (const [id, p] of Object.entries(state.escrows)) {
-      const s = restoreState(escrowMachine, p);
-      this.escrows.set(id, s);
-      this.index(id, s, s);
-    }
-    for (const [id, p] of Object.entries(state.pendingCreates)) this.pendingCreates.set(id, p);
+    this.firstAt.clear();
+    this.routableAt.clear();
   }
 }

@@ -3,19 +3,26 @@
  * its commit (store.onCommit), checkpoints now and then, and on start restores the checkpoint and
  * catches up from its position. Rebuilding from position 0 gives the same snapshot as live.
  */
+import { availableParallelism } from 'node:os';
 import { parseStreamId } from '../events/catalog.js';
 import type { RecordedEvent } from '../events/envelope.js';
+import type { PartitionableLog } from '../events/fold-partition.js';
 import type { EscrowInput } from '../machines/index.js';
-import { EscrowPoolProjection, type EscrowPoolState } from './escrow-pool.js';
+import { EscrowPoolProjection, streamRefs, type EscrowPoolState, type StreamRef } from './escrow-pool.js';
 import { RotationDebugProjection, type RotationDebugState } from './rotation-debug.js';
 import { SettingsProjection, type SettingsState } from './settings.js';
 import { StatusProjection } from './status.js';
 import { TimelineProjection, type TimelineState } from './timeline.js';
+import { foldPartitioned, partitionWorker } from './partitioned-rebuild.js';
 
 /** Bump when the checkpoint shape or a fold changes: an old checkpoint is then ignored (rebuild). */
 export const PROJECTIONS_CHECKPOINT_VERSION = 2;
 /** Checkpoint name in the store. */
 export const PROJECTIONS_CHECKPOINT = 'projections';
+/** Below this many events to fold, starting threads (~0.1 s) does not pay: one piece. */
+const PARTITION_MIN_EVENTS = 200_000;
+/** At most this many threads fold a split log. */
+const MAX_PARTITIONS = 8;
 
 export interface ProjectionsState {
   version: number;
@@ -41,6 +48,8 @@ export interface CheckpointingStore {
   readAll(afterPosition?: number, limit?: number): Iterable<RecordedEvent>;
   /** The same events as readAll, cheaper to fold (SqliteEventStore.readAllForFold); used for catch-up when present. */
   readAllForFold?(afterPosition?: number): Iterable<RecordedEvent>;
+  /** The log for a fold split by stream over threads (SqliteEventStore on a file); used for long catch-ups when present. */
+  foldPartitions?(): PartitionableLog | undefined;
   onCommit(listener: (records: RecordedEvent[]) => void): () => void;
   saveCheckpoint(name: string, position: number, state: unknown): void;
   /** Written off the event loop (SqliteEventStore with its writer thread). */
@@ -79,6 +88,30 @@ export class Projections {
   applyAll(records: Iterable<RecordedEvent>): this {
     for (const r of records) this.apply(r);
     return this;
+  }
+
+  /**
+   * `applyAll` for many records read back from the log (rebuild, catch-up): the same state, with
+   * the escrow pool folding inference events in runs (EscrowPoolProjection.beginBatch).
+   */
+  foldAll(records: Iterable<RecordedEvent>): this {
+    this.pool.beginBatch();
+    try {
+      const refOf = streamRefs();
+      for (const record of records) if (record.position > this.position) this.foldOne(record, refOf(record.streamId));
+    } finally {
+      this.pool.endBatch();
+    }
+    return this;
+  }
+
+  /** `apply` inside a pool batch (foldAll, partition folds); the caller skips records already folded. */
+  foldOne(record: RecordedEvent, stream: StreamRef): void {
+    const step = this.pool.fold(record, stream);
+    this.settings.apply(record);
+    this.rotation.apply(record, stream);
+    this.timeline.fold(record, stream, step);
+    this.position = record.position;
   }
 
   /** Deep, JSON-safe snapshot of every projection (what rebuild == live compares). */
@@ -123,23 +156,49 @@ export class Projections {
    * (or use `rebuildFrom`): the same records, read at less cost.
    */
   static rebuild(records: Iterable<RecordedEvent>, options?: ProjectionsOptions): Projections {
-    return new Projections(options).applyAll(records);
-  }
-
-  /** Rebuilt from a store's whole log, through its fold read path when it has one. */
-  static rebuildFrom(store: Pick<CheckpointingStore, 'readAll' | 'readAllForFold'>, options?: ProjectionsOptions): Projections {
-    return Projections.rebuild(store.readAllForFold ? store.readAllForFold(0) : store.readAll(0), options);
+    return new Projections(options).foldAll(records);
   }
 
   /**
-   * Restores the store's checkpoint (or starts empty), catches up, then follows every commit.
-   * Catch-up and attach happen in one synchronous stretch, so no commit slips between them.
+   * Rebuilt from a store's whole log: split by stream over the cores when the store offers it and
+   * the log is long (partitioned-rebuild.ts), else in one piece through its fold read path.
+   */
+  static rebuildFrom(store: Pick<CheckpointingStore, 'readAll' | 'readAllForFold' | 'foldPartitions'>, options?: ProjectionsOptions): Projections {
+    return Projections.catchUp(store, undefined, options);
+  }
+
+  /**
+   * The projections as of `checkpoint` (or empty) folded to the end of the store's log; how, as
+   * in `rebuildFrom`. `split` overrides when and how the fold is split (tests, benchmarks).
+   */
+  static catchUp(
+    store: Pick<CheckpointingStore, 'readAll' | 'readAllForFold' | 'foldPartitions'>,
+    checkpoint: ProjectionsCheckpoint | undefined,
+    options?: ProjectionsOptions,
+    split: { minEvents?: number; partitions?: number; worker?: URL | false } = {},
+  ): Projections {
+    const restored = checkpoint && Projections.fromCheckpoint(checkpoint, options);
+    const from = restored ? restored.position : 0;
+    const partitions = split.partitions ?? Math.min(availableParallelism(), MAX_PARTITIONS);
+    // Without the compiled worker (running from TypeScript sources) only an explicit `worker: false` splits.
+    const worker = split.worker ?? partitionWorker();
+    const log = partitions > 1 && worker !== undefined ? store.foldPartitions?.() : undefined;
+    if (log && worker !== undefined && log.upTo - from >= (split.minEvents ?? PARTITION_MIN_EVENTS) && log.upTo > from) {
+      const folded = foldPartitioned(log, restored ? checkpoint : undefined, options, { partitions, worker });
+      if (folded) return folded;
+    }
+    const p = restored || new Projections(options);
+    return p.foldAll(store.readAllForFold ? store.readAllForFold(p.position) : store.readAll(p.position));
+  }
+
+  /**
+   * Restores the store's checkpoint (or starts empty), catches up (`catchUp`), then follows every
+   * commit. Catch-up and attach happen in one synchronous stretch, so no commit slips between them.
    * @returns the projections and a `detach` function
    */
   static follow(store: CheckpointingStore, options?: ProjectionsOptions): { projections: Projections; detach: () => void } {
     const cp = store.loadCheckpoint<ProjectionsState>(PROJECTIONS_CHECKPOINT);
-    const projections = (cp && Projections.fromCheckpoint(cp, options)) || new Projections(options);
-    projections.applyAll(store.readAllForFold ? store.readAllForFold(projections.position) : store.readAll(projections.position));
+    const projections = Projections.catchUp(store, cp, options);
     const detach = store.onCommit((records) => projections.applyAll(records));
     return { projections, detach };
   }

@@ -1,0 +1,45 @@
+/**
+ * The fields a fold reads of a per-request event's data (InferenceStarted / Finished / Failed),
+ * taken from the stored JSON text without building the object: JSON.parse is ~0.75 µs of the
+ * ~3 µs a partition of a rebuild spends per event, a match of these patterns ~0.25 µs, and the
+ * fold reads 3 of the event's 6–9 values.
+ *
+ * Each pattern is the whole text the store's canonical JSON writes for the event's current shape
+ * (catalog/escrow.ts: keys sorted, no whitespace), with strings of printable ASCII without escapes
+ * and integers of at most 15 digits (exact as doubles). Text that matches is valid JSON that
+ * JSON.parse reads into exactly the captured values; anything else (another shape, an escape,
+ * a long number) does not match, and the caller parses the text.
+ */
+
+/** The per-request event types (their data is what `scanRequestData` reads). */
+export const REQUEST_TYPES: readonly string[] = ['InferenceStarted', 'InferenceFinished', 'InferenceFailed'];
+
+/** Whether `type` is one of REQUEST_TYPES. */
+export const isRequestType = (type: string): boolean => type === 'InferenceStarted' || type === 'InferenceFinished' || type === 'InferenceFailed';
+
+/** requestId, nonce and the amount fields of a per-request event (undefined where absent). */
+export interface RequestFields {
+  requestId: string | undefined;
+  nonce: number | undefined;
+  reservedCost: string | undefined;
+  cost: string | undefined;
+}
+
+/** A JSON string's content: printable ASCII but the quote and the backslash (no escapes). */
+const S = String.raw`[ !#-\[\]-~]*`;
+/** A JSON integer of at most 15 digits. */
+const I = String.raw`-?(?:0|[1-9][0-9]{0,14})`;
+const USAGE = String.raw`\{"completionTokens":${I},"promptTokens":${I},"totalTokens":${I}\}`;
+const STARTED = new RegExp(String.raw`^\{"clientKeyId":(?:"${S}"|null),"inputTokens":${I},"maxTokens":${I},"nonce":(${I}),"requestId":"(${S})","reservedCost":"(${S})"\}$`);
+const FINISHED = new RegExp(String.raw`^\{"cost":"(${S})","nonce":(${I}),"requestId":"(${S})","usage":${USAGE}\}$`);
+const FAILED = new RegExp(String.raw`^\{"cost":"(${S})","nonce":(${I}),"reason":"${S}","requestId":"(${S})","usage":${USAGE}\}$`);
+
+/** The fields of a per-request event's data text, or undefined (see the module comment). */
+export function scanRequestData(type: string, text: string): RequestFields | undefined {
+  if (type === 'InferenceStarted') {
+    const m = STARTED.exec(text);
+    return m ? { requestId: m[2], nonce: Number(m[1]), reservedCost: m[3], cost: undefined } : undefined;
+  }
+  const m = (type === 'InferenceFinished' ? FINISHED : type === 'InferenceFailed' ? FAILED : undefined)?.exec(text);
+  return m ? { requestId: m[3], nonce: Number(m[2]), reservedCost: undefined, cost: m[1] } : undefined;
+}

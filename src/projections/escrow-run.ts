@@ -1,0 +1,171 @@
+/**
+ * A run of one escrow's inference events folded in a batch (rebuild, catch-up): the same outcome
+ * as `stepEscrowFast` per event, with the request counters kept as numbers and `pending` as one
+ * mutable Map, and the snapshot built once at the end of the run (`finish`), not per event.
+ *
+ * Why: per event the fast path builds a context, a snapshot and a persistent-map version, and does
+ * decimal-string arithmetic (~1.6 µs of a rebuild's ~2 µs fold per event over the soak's log).
+ *
+ * Why it is the same fold: a run starts only in a state where `stepEscrowFast` serves the event
+ * type (fastTypesIn) and fast transitions are targetless, so the state value, and with it the set
+ * of served types, does not change during the run. Guards and updates are those of escrow.ts
+ * (canStartRequest/startRequestUpdate, canEndRequest/endRequestUpdate), evaluated in the same
+ * order. Amounts are integers in decimal; amounts.ts computes on them exactly (Number when short,
+ * BigInt otherwise), so exact Number arithmetic gives the same strings while every value is a safe
+ * integer. Anything else — an amount that is not a plain integer, a result beyond 2^53, data of
+ * an unexpected type — returns BAIL before anything changes, and the caller folds that event the
+ * usual way after `finish()`.
+ */
+import type { Amount } from '../events/catalog.js';
+import { fastTypesIn, pendingOf, PendingMap, withFastCounters } from '../machines/escrow-fast.js';
+import type { EscrowSnapshot } from '../machines/index.js';
+
+/** `fold` outcomes. */
+export const REFUSED = 0;
+export const ACCEPTED = 1;
+/** Not for a run: finish it and fold the event with stepEscrowFast. */
+export const BAIL = -1;
+
+/** The value of a plain decimal integer string (optional minus, digits) that is a safe integer; else undefined. */
+export function exactInt(s: unknown): number | undefined {
+  if (typeof s !== 'string') return undefined;
+  const n = s.length;
+  if (n === 0 || n > 17) return undefined;
+  let i = s.charCodeAt(0) === 45 ? 1 : 0;
+  if (i === n) return undefined;
+  for (; i < n; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 48 || c > 57) return undefined;
+  }
+  const v = Number(s);
+  return Number.isSafeInteger(v) ? v : undefined;
+}
+
+const RESERVED = 1;
+const SPENT = 2;
+const BALANCE = 4;
+
+interface RequestData {
+  requestId?: unknown;
+  nonce?: unknown;
+  reservedCost?: unknown;
+  cost?: unknown;
+}
+
+/** One escrow's run; see the module comment. */
+export class EscrowRun {
+  /** Whether the pool has indexed this escrow's routability during the run (it cannot change in a run). */
+  indexed = false;
+  private accepted = false;
+  private touched = 0;
+  private nonce: number;
+  private inFlight: number;
+  private readonly nonceReserved: unknown;
+  private readonly routingStop: unknown;
+  private readonly pending: Map<string, Amount>;
+
+  private constructor(
+    /** The snapshot the run started from (its state value is the run's). */
+    readonly base: EscrowSnapshot,
+    private readonly types: ReadonlySet<string>,
+    private reserved: number,
+    private spent: number,
+    private balance: number,
+    private readonly deposit: number,
+  ) {
+    const c = base.context;
+    this.nonce = c.nonce;
+    this.inFlight = c.inFlight;
+    this.nonceReserved = c.nonceReserved;
+    this.routingStop = c.routingStop;
+    this.pending = pendingOf(base).toMap();
+  }
+
+  /** A run from `snapshot`, or undefined when its state serves no fast event or its counters are not plain. */
+  static of(snapshot: EscrowSnapshot): EscrowRun | undefined {
+    const types = fastTypesIn(snapshot);
+    if (!types) return undefined;
+    const c = snapshot.context;
+    if (typeof c.nonce !== 'number' || typeof c.inFlight !== 'number') return undefined;
+    const reserved = exactInt(c.reserved);
+    const spent = exactInt(c.spent);
+    const balance = exactInt(c.balance);
+    const deposit = exactInt(c.deposit);
+    if (reserved === undefined || spent === undefined || balance === undefined || deposit === undefined) return undefined;
+    return new EscrowRun(snapshot, types, reserved, spent, balance, deposit);
+  }
+
+  /** Folds one (upcast) inference event: ACCEPTED, REFUSED or BAIL (nothing changed). */
+  fold(type: string, data: unknown): number {
+    if (typeof data !== 'object' || data === null) return BAIL;
+    const d = data as RequestData;
+    return this.foldRequest(type, d.requestId, d.nonce, type === 'InferenceStarted' ? d.reservedCost : d.cost);
+  }
+
+  /** `fold` given the fields it reads of the data (`amount`: reservedCost of a start, cost of an end). */
+  foldRequest(type: string, requestId: unknown, nonce: unknown, amount: unknown): number {
+    if (!this.types.has(type)) return BAIL;
+    return type === 'InferenceStarted' ? this.start(requestId, nonce, amount) : this.end(requestId, amount);
+  }
+
+  /** canStartRequest, then startRequestUpdate and `pending[requestId] = reservedCost`. */
+  private start(id: unknown, nonce: unknown, cost: unknown): number {
+    if (typeof id !== 'string' || typeof nonce !== 'number') return BAIL;
+    const nonceReserved = this.nonceReserved as number | null | undefined;
+    if (!(nonce > this.nonce && (nonceReserved == null || nonce <= nonceReserved) && nonce < (this.routingStop as number)) || this.pending.has(id)) return REFUSED;
+    const c = exactInt(cost);
+    if (c === undefined) return BAIL;
+    const reserved = this.reserved + c;
+    if (!Number.isSafeInteger(reserved)) return BAIL;
+    if (!(reserved <= this.balance)) return REFUSED;
+    this.nonce = nonce;
+    this.inFlight += 1;
+    this.reserved = reserved;
+    this.touched |= RESERVED;
+    this.pending.set(id, cost as string);
+    this.accepted = true;
+    return ACCEPTED;
+  }
+
+  /** canEndRequest, then endRequestUpdate and `pending` without the request. */
+  private end(id: unknown, cost: unknown): number {
+    if (typeof id !== 'string') return BAIL;
+    const reservation = this.pending.get(id);
+    if (reservation === undefined) return REFUSED;
+    const c = exactInt(cost);
+    if (c === undefined) return BAIL;
+    if (!(c <= this.balance)) return REFUSED;
+    const r = exactInt(reservation);
+    if (r === undefined) return BAIL;
+    const spent = this.spent + c;
+    const reserved = this.reserved - r;
+    const balance = this.deposit - spent;
+    if (!Number.isSafeInteger(spent) || !Number.isSafeInteger(reserved) || !Number.isSafeInteger(balance)) return BAIL;
+    this.inFlight -= 1;
+    this.spent = spent;
+    this.reserved = reserved;
+    this.balance = balance;
+    this.touched |= RESERVED | SPENT | BALANCE;
+    this.pending.delete(id);
+    this.accepted = true;
+    return ACCEPTED;
+  }
+
+  /** The snapshot after the run (`base` itself when nothing was accepted). Ends the run: call it once. */
+  finish(): EscrowSnapshot {
+    if (!this.accepted) return this.base;
+    const c = this.base.context;
+    const t = this.touched;
+    return withFastCounters(
+      this.base,
+      {
+        nonce: this.nonce,
+        inFlight: this.inFlight,
+        reserved: t & RESERVED ? String(this.reserved) : c.reserved,
+        spent: t & SPENT ? String(this.spent) : c.spent,
+        balance: t & BALANCE ? String(this.balance) : c.balance,
+      },
+      PendingMap.fromMap(this.pending),
+    );
+  }
+}
