@@ -19,7 +19,7 @@
  * rebuild of every projection from the log the soak wrote.
  */
 import { fork, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
@@ -27,13 +27,13 @@ import { runInNewContext } from 'node:vm';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { Pool } from 'undici';
 import { generateKeys, loadConfig } from '../src/config/index.js';
-import { openSqliteEventStore, type StoreStats } from '../src/events/sqlite-store.js';
+import type { StoreStats } from '../src/events/sqlite-store.js';
 import { startGateway, type RunningGateway } from '../src/gateway/gateway.js';
 import { createLogger } from '../src/http/logger.js';
 import { registerSimulatedOpenAi } from '../src/network/simulated-hosts/index.js';
-import { Projections } from '../src/projections/index.js';
 import { ROUTING_STOP_NONCE } from '../src/machines/index.js';
 import type { AutocannonSummary, FixedRateSummary, Job, Percentiles } from './load-worker.js';
+import { rebuildInChild } from './rebuild-once.js';
 
 export interface Target {
   name: string;
@@ -341,43 +341,23 @@ async function soak(worker: LoadWorker, target: GatewayTarget, requests: number,
   const growth = warm.length > 1 ? (warm[warm.length - 1]! - warm[0]!) / warm[0]! : 0;
   log(`soak ${target.name}: ${requests.toLocaleString('en')} requests in ${r.seconds.toFixed(0)} s (${r.requestsPerSec} req/s, ${r.errors + r.non2xx} errors), RSS ${rssMiB[0]} → ${rssMiB[rssMiB.length - 1]} MiB, growth after warm-up ${(growth * 100).toFixed(1)}%`);
 
-  // Rebuild every projection from the soak's log (the gateway is stopped first: a cold read).
+  // Rebuild every projection from the soak's log: the gateway is stopped first, and the rebuild runs
+  // in a fresh process, as a gateway starting on this log would (bench/rebuild-once.ts).
   await target.gateway.stop();
-  const file = target.gateway.store.file;
-  const store = openSqliteEventStore(file);
-  try {
-    let t0 = process.hrtime.bigint();
-    let events = 0;
-    for (const _ of store.readAll()) events++;
-    const readSeconds = Number(process.hrtime.bigint() - t0) / 1e9;
-    t0 = process.hrtime.bigint();
-    const p = Projections.rebuildFrom(store); // split by stream over the cores (partitioned-rebuild.ts)
-    const rebuildSeconds = Number(process.hrtime.bigint() - t0) / 1e9;
-    void p;
-    const rebuild = {
-      events,
-      fileMiB: mib(statSync(file).size),
-      readSeconds,
-      readEventsPerSec: Math.round(events / readSeconds),
-      rebuildSeconds,
-      eventsPerSec: Math.round(events / rebuildSeconds),
-    };
-    log(`soak log: ${events.toLocaleString('en')} events (${rebuild.fileMiB} MiB); readAll ${readSeconds.toFixed(2)} s (${rebuild.readEventsPerSec.toLocaleString('en')}/s), rebuild of every projection (rebuildFrom) ${rebuildSeconds.toFixed(2)} s (${rebuild.eventsPerSec.toLocaleString('en')} events/s)`);
-    return {
-      target: target.name,
-      requests,
-      seconds: r.seconds,
-      requestsPerSec: r.requestsPerSec,
-      errors: r.errors + r.non2xx,
-      rssMiB,
-      heapUsedMiB,
-      rssGrowthAfterWarmup: Math.round(growth * 1000) / 1000,
-      ...(afterGc ? { afterGc } : {}),
-      rebuild,
-    };
-  } finally {
-    await store.close();
-  }
+  const rebuild = await rebuildInChild(target.gateway.store.file);
+  log(`soak log: ${rebuild.events.toLocaleString('en')} events (${rebuild.fileMiB} MiB); readAll ${rebuild.readSeconds.toFixed(2)} s (${rebuild.readEventsPerSec.toLocaleString('en')}/s), rebuild of every projection (rebuildFrom, own process) ${rebuild.rebuildSeconds.toFixed(2)} s (${rebuild.eventsPerSec.toLocaleString('en')} events/s)`);
+  return {
+    target: target.name,
+    requests,
+    seconds: r.seconds,
+    requestsPerSec: r.requestsPerSec,
+    errors: r.errors + r.non2xx,
+    rssMiB,
+    heapUsedMiB,
+    rssGrowthAfterWarmup: Math.round(growth * 1000) / 1000,
+    ...(afterGc ? { afterGc } : {}),
+    rebuild,
+  };
 }
 
 /** Servers in this process, load from a child process; the 2 cores are shared, so compare ratios within one run. */
