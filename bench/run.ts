@@ -152,7 +152,7 @@ function markdown(date: Date, m: string, store?: StoreBenchResult, proj?: Projec
                 : ''),
             '',
             `Rebuild from the soak's log (${fmt(gw.soak.rebuild.events)} events, ${gw.soak.rebuild.fileMiB} MiB, gateway stopped): readAll alone ${gw.soak.rebuild.readSeconds.toFixed(2)} s ` +
-              `(${fmt(gw.soak.rebuild.readEventsPerSec)} events/s); \`Projections.rebuildFrom\` (every projection; escrow streams split by stream over the cores, each part folded from its own read-only connection, then merged) ${gw.soak.rebuild.rebuildSeconds.toFixed(2)} s (**${fmt(gw.soak.rebuild.eventsPerSec)} events/s**).`,
+              `(${fmt(gw.soak.rebuild.readEventsPerSec)} events/s); \`Projections.rebuildFrom\` (every projection; escrow streams split by stream over the cores, each part folded from its own read-only connection, then merged) ${gw.soak.rebuild.rebuildSeconds.toFixed(2)} s (**${fmt(gw.soak.rebuild.eventsPerSec)} events/s**, the median of three runs in a fresh process after the file is flushed: ${gw.soak.rebuild.runsEventsPerSec.map(fmt).join(', ')} events/s).`,
             '',
           ]
         : ['Soak: not run (`npm run bench -- --soak`).', '']),
