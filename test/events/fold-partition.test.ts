@@ -4,22 +4,12 @@
  * per-request events of the streams it skips; and the log's tail and streams for planning.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { openSqliteEventStore, eventsFile, type SqliteEventStore } from '../../src/events/sqlite-store.js';
+import { openSqliteEventStore } from '../../src/events/sqlite-store.js';
 import { REQUEST_TYPES } from '../../src/events/request-data.js';
 import { ev as machineEv } from '../machines/events.js';
-import { tempStorage } from '../helpers/store-fixtures.js';
+import { useTempStore } from '../helpers/store-fixtures.js';
 
-let storage: ReturnType<typeof tempStorage>;
-let store: SqliteEventStore;
-
-beforeEach(() => {
-  storage = tempStorage();
-  store = openSqliteEventStore(eventsFile(storage.dir));
-});
-afterEach(async () => {
-  await store.close();
-  storage.cleanup();
-});
+const t = useTempStore();
 
 const client = { actor: { kind: 'client' as const, keyId: 'k1' }, requestId: 'r' };
 
@@ -30,7 +20,7 @@ async function seed(): Promise<void> {
       Array.from({ length: 250 }, (_, j) => {
         const n = i + j;
         const e = n % 10 === 0 ? machineEv.registered() : n % 2 ? machineEv.started(n % 7 ? `req-${n}` : `req-"${n}`, n) : machineEv.finished(`req-${n - 1}`, n - 1);
-        return store.append(`escrow-e${n % 3}`, [{ type: e.type, data: e.data, metadata: client }], { expectedVersion: 'any' });
+        return t.store.append(`escrow-e${n % 3}`, [{ type: e.type, data: e.data, metadata: client }], { expectedVersion: 'any' });
       }),
     );
   }
@@ -39,10 +29,10 @@ async function seed(): Promise<void> {
 describe('partition read', () => {
   it('yields the records readAll yields, but the skipped streams’ requests', async () => {
     await seed();
-    const log = store.foldPartitions()!;
+    const log = t.store.foldPartitions()!;
     expect(log.upTo).toBe(2_500);
     expect(log.streams.sort()).toEqual([['escrow-e0', 833], ['escrow-e1', 832], ['escrow-e2', 832]]);
-    const all = [...store.readAll()];
+    const all = [...t.store.readAll()];
     const read = [...log.read({ after: 0, upTo: log.upTo, skipStreams: [], skipTypes: REQUEST_TYPES })];
     expect(read.map((r) => r.toRecord())).toEqual(all);
     expect(read.filter((r) => r.request).length).toBeGreaterThan(1_500);

@@ -18,6 +18,7 @@ import { openSqliteEventStore, type SqliteEventStore } from '../../src/events/sq
 import { foldPartitioned } from '../../src/projections/partitioned-rebuild.js';
 import { Projections, type ProjectionsOptions } from '../../src/projections/index.js';
 import { ev } from '../machines/events.js';
+import { Prng } from '../../src/network/simulated-hosts/prng.js';
 
 const OPTIONS: ProjectionsOptions = { escrow: { routingStop: 40 }, timelineLimit: 25 };
 const WORKER = new URL('../../dist/src/projections/partition-worker.js', import.meta.url);
@@ -26,16 +27,10 @@ afterAll(() => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
-/** Deterministic PRNG (mulberry32). */
+/** Deterministic random numbers in [0, 1) (the simulated hosts' seeded PRNG). */
 function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const p = new Prng(`partitioned-rebuild-${seed}`);
+  return () => p.next();
 }
 
 type Append = { streamId: string; event: CatalogEvent | { type: string; data: unknown }; metadata?: EventMetadata };
