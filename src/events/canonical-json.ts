@@ -32,7 +32,7 @@ export function isCanonicalPlain(value: unknown): value is object {
   return typeof value === 'object' && value !== null && inCanonicalForm(value);
 }
 
-/** The general path (exported for the test that pins the fast path equal to it). */
+/** The general path (for callers that already know the value is not plain, and the test that pins the fast path equal to it). */
 export function canonicalJsonByWalk(value: unknown, path = '$'): string {
   let out: string | undefined;
   try {

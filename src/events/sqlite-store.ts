@@ -6,7 +6,7 @@ import { Observable, Subject } from 'rxjs';
 import type { EventMetadata, NewEvent, RecordedEvent } from './envelope.js';
 import type { AppendOptions, AppendResult, EventStore, ExpectedVersion } from './store.js';
 import type { Checkpoint, CheckpointStore, CommitListener, CommitNotifier } from './capabilities.js';
-import { canonicalJson, isCanonicalPlain } from './canonical-json.js';
+import { canonicalJson, canonicalJsonByWalk, isCanonicalPlain } from './canonical-json.js';
 import { EventStoreClosedError, WrongExpectedVersionError } from './errors.js';
 import { eventHash } from './hash.js';
 import { ensureGuards } from './guards.js';
@@ -695,8 +695,8 @@ function prepareEvents(streamId: string, events: NewEvent[]): PreparedEvent[] {
     return {
       type: e.type,
       schemaVersion,
-      dataJson: plainData ? JSON.stringify(e.data) : canonicalJson(e.data, `event[${i}].data`),
-      metadataJson: plainMetadata ? JSON.stringify(e.metadata) : canonicalJson(e.metadata, `event[${i}].metadata`),
+      dataJson: plainData ? JSON.stringify(e.data) : canonicalJsonByWalk(e.data, `event[${i}].data`),
+      metadataJson: plainMetadata ? JSON.stringify(e.metadata) : canonicalJsonByWalk(e.metadata, `event[${i}].metadata`),
       data: plainData ? e.data : undefined,
       metadata: plainMetadata ? e.metadata : undefined,
     };
