@@ -44,8 +44,14 @@ interface Metric {
   render(): string;
 }
 
-abstract class Base<S> implements Metric {
+abstract class Base<S extends object> implements Metric {
   protected series = new Map<string, S>();
+  /**
+   * The same series, found by walking the label values in name order (one Map level per label) so
+   * the per-request paths build no key string. Filled only for fully labelled calls; a value and
+   * its String() may both lead to one series. Cleared with `remove`/`reset`.
+   */
+  private index = new Map<unknown, unknown>();
   constructor(
     readonly name: string,
     readonly help: string,
@@ -56,12 +62,52 @@ abstract class Base<S> implements Metric {
     for (const l of labelNames) if (!LABEL.test(l) || l === 'le') throw new Error(`invalid label name '${l}'`);
   }
   protected abstract renderSeries(values: string[], s: S): string[];
-  /** Drops one labelled series (e.g. an escrow removed from the gateway). */
+  protected abstract fresh(): S;
+  /** The series of `labels`, created when new. */
+  protected seriesOf(labels: Labels): S {
+    return this.cached(labels) ?? this.slowSeriesOf(labels);
+  }
+  /** The series found in `index`, or undefined (then the caller takes the checked path). */
+  private cached(labels: Labels): S | undefined {
+    const names = this.labelNames;
+    let count = 0;
+    for (const _ in labels) count++;
+    if (count !== names.length) return undefined;
+    if (count === 0) return this.index.get(undefined) as S | undefined;
+    let node = this.index;
+    const last = names.length - 1;
+    for (let i = 0; i < last; i++) {
+      const next = node.get(labels[names[i]!]) as Map<unknown, unknown> | undefined;
+      if (next === undefined) return undefined;
+      node = next;
+    }
+    return node.get(labels[names[last]!]) as S | undefined;
+  }
+  private slowSeriesOf(labels: Labels): S {
+    const key = labelKey(labels, this.labelNames);
+    let s = this.series.get(key);
+    if (!s) this.series.set(key, (s = this.fresh()));
+    const names = this.labelNames;
+    if (names.length === 0) this.index.set(undefined, s);
+    else if (names.every((n) => labels[n] !== undefined)) {
+      let node = this.index;
+      for (let i = 0; i < names.length - 1; i++) {
+        const v = labels[names[i]!];
+        let next = node.get(v) as Map<unknown, unknown> | undefined;
+        if (!next) node.set(v, (next = new Map()));
+        node = next;
+      }
+      node.set(labels[names[names.length - 1]!], s);
+    }
+    return s;
+  }
   remove(labels: Labels = {}): void {
     this.series.delete(labelKey(labels, this.labelNames));
+    this.index.clear();
   }
   reset(): void {
     this.series.clear();
+    this.index.clear();
   }
   render(): string {
     const lines = [`# HELP ${this.name} ${escapeHelp(this.help)}`, `# TYPE ${this.name} ${this.type}`];
@@ -76,10 +122,10 @@ export class Counter extends Base<{ v: number }> {
   }
   inc(labels: Labels = {}, by = 1): void {
     if (by < 0) throw new Error('counters only go up');
-    const key = labelKey(labels, this.labelNames);
-    const s = this.series.get(key) ?? { v: 0 };
-    s.v += by;
-    this.series.set(key, s);
+    this.seriesOf(labels).v += by;
+  }
+  protected fresh(): { v: number } {
+    return { v: 0 };
   }
   get(labels: Labels = {}): number {
     return this.series.get(labelKey(labels, this.labelNames))?.v ?? 0;
@@ -94,7 +140,10 @@ export class Gauge extends Base<{ v: number }> {
     super(name, help, labelNames, 'gauge');
   }
   set(labels: Labels, value: number): void {
-    this.series.set(labelKey(labels, this.labelNames), { v: value });
+    this.seriesOf(labels).v = value;
+  }
+  protected fresh(): { v: number } {
+    return { v: 0 };
   }
   get(labels: Labels = {}): number | undefined {
     return this.series.get(labelKey(labels, this.labelNames))?.v;
@@ -117,12 +166,13 @@ export class Histogram extends Base<HistogramSeries> {
     this.buckets = [...buckets].sort((a, b) => a - b);
   }
   observe(labels: Labels, value: number): void {
-    const key = labelKey(labels, this.labelNames);
-    const s = this.series.get(key) ?? { counts: this.buckets.map(() => 0), sum: 0, count: 0 };
+    const s = this.seriesOf(labels);
     for (let i = 0; i < this.buckets.length; i++) if (value <= this.buckets[i]!) s.counts[i] = (s.counts[i] ?? 0) + 1;
     s.sum += value;
     s.count++;
-    this.series.set(key, s);
+  }
+  protected fresh(): HistogramSeries {
+    return { counts: this.buckets.map(() => 0), sum: 0, count: 0 };
   }
   protected renderSeries(values: string[], s: HistogramSeries): string[] {
     const lines = this.buckets.map((b, i) => `${this.name}_bucket${renderLabels(this.labelNames, values, ['le', formatValue(b)])} ${s.counts[i] ?? 0}`);
