@@ -80,18 +80,22 @@ function seal(e: PreparedEvent, streamId: string, position: number, streamVersio
   const hash = eventHash(prevHash, { position, streamId, streamVersion, type: e.type, schemaVersion: e.schemaVersion, dataJson: e.dataJson, metadataJson: e.metadataJson, time });
   return {
     row: [position, streamId, streamVersion, e.type, e.schemaVersion, e.dataJson, e.metadataJson, time, prevHash, hash],
-    record: {
-      position,
-      streamId,
-      streamVersion,
-      type: e.type,
-      schemaVersion: e.schemaVersion,
-      data: e.data !== undefined ? e.data : JSON.parse(e.dataJson),
-      metadata: e.metadata !== undefined ? e.metadata : (JSON.parse(e.metadataJson) as EventMetadata),
-      time,
-      prevHash,
-      hash,
-    },
+    record: recordOf(e, streamId, position, streamVersion, time, prevHash, hash),
+  };
+}
+
+function recordOf(e: PreparedEvent, streamId: string, position: number, streamVersion: number, time: string, prevHash: string, hash: string): RecordedEvent {
+  return {
+    position,
+    streamId,
+    streamVersion,
+    type: e.type,
+    schemaVersion: e.schemaVersion,
+    data: e.data !== undefined ? e.data : JSON.parse(e.dataJson),
+    metadata: e.metadata !== undefined ? e.metadata : (JSON.parse(e.metadataJson) as EventMetadata),
+    time,
+    prevHash,
+    hash,
   };
 }
 
@@ -511,13 +515,28 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
     return this.queue.splice(0, n);
   }
 
-  /** One transaction for the whole batch; settles every append in it. */
   /**
    * Decides versions and seals every append of the batch after (lastPos, lastHash): positions,
    * versions, hash chain, records. `row` gets each sealed row with the index of its append, in order.
-   * Shared by both commit paths (in-thread and writer thread).
+   * The in-thread commit path; the writer-thread path leaves the chain to the writer (sendBatch).
    */
   private sealBatch(batch: PendingAppend[], row: (row: EventRow, appendIndex: number) => void): SealedBatch {
+    return this.decideBatch(batch, (e, streamId, pos, version, time, prevHash, i) => {
+      const sealed = seal(e, streamId, pos, version, time, prevHash);
+      row(sealed.row, i);
+      return sealed.record;
+    });
+  }
+
+  /**
+   * Decides versions and positions of every append of the batch after lastPos; `make` turns each
+   * event into its record (given the previous record's hash, "" when the chain is left to the
+   * writer thread) and emits its row.
+   */
+  private decideBatch(
+    batch: PendingAppend[],
+    make: (e: PreparedEvent, streamId: string, pos: number, version: number, time: string, prevHash: string, appendIndex: number) => RecordedEvent,
+  ): SealedBatch {
     const time = this.now().toISOString();
     const outcomes: (AppendResult | Error)[] = [];
     const committed: RecordedEvent[] = [];
@@ -536,10 +555,9 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
       for (const e of item.events) {
         version++;
         pos++;
-        const sealed = seal(e, item.streamId, pos, version, time, hash);
-        hash = sealed.record.hash;
-        row(sealed.row, i);
-        records.push(sealed.record);
+        const record = make(e, item.streamId, pos, version, time, hash, i);
+        hash = record.hash;
+        records.push(record);
       }
       if (version !== actual) heads.set(item.streamId, version);
       committed.push(...records);
@@ -617,8 +635,12 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
    * and hands the rows to the writer thread.
    */
   private sendBatch(batch: PendingAppend[]): void {
-    const rows: EventRow[] = [];
-    const sealed = this.sealBatch(batch, (row) => rows.push(row));
+    const rows: unknown[][] = [];
+    // Records leave here without their hashes: the writer thread chains them and answers them.
+    const sealed = this.decideBatch(batch, (e, streamId, pos, version, time) => {
+      rows.push([pos, streamId, version, e.type, e.schemaVersion, e.dataJson, e.metadataJson, time]);
+      return recordOf(e, streamId, pos, version, time, '', '');
+    });
     const id = ++this.batchIds;
     const checkpoint = this.checkpointDue;
     this.checkpointDue = undefined;
@@ -631,7 +653,16 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
     const f = this.inFlight;
     if (!f || f.id !== reply.id) return;
     this.inFlight = undefined;
-    if (reply.ok) this.finishCommit(f.batch, f.outcomes, f.committed, f.heads, f.pos, f.hash);
+    if (reply.ok) {
+      // The hash chain as the writer computed and stored it, in position order.
+      let prev = this.lastHash;
+      for (let i = 0; i < f.committed.length; i++) {
+        const r = f.committed[i]!;
+        r.prevHash = prev;
+        prev = r.hash = reply.hashes[i]!;
+      }
+      this.finishCommit(f.batch, f.outcomes, f.committed, f.heads, f.pos, prev);
+    }
     // Another connection wrote first, or a row failed: redo the batch in-thread, which reloads the
     // tail and isolates a failing append exactly as before (and the checkpoint is written here).
     else {

@@ -11,9 +11,15 @@
  */
 import { createRequire } from 'node:module';
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
+import { recordCanonicalJson } from './hash.js';
 import { EVENT_COLUMNS } from './rows.js';
 
-/** One batch: rows in EVENT_COLUMNS order, stream heads to upsert, and the tail they follow. */
+/**
+ * One batch: rows in EVENT_COLUMNS order without the last two (prev_hash, hash), stream heads to
+ * upsert, and the tail they follow. The writer chains the hashes from `lastHash` (the same
+ * eventHash as the main thread's in-thread path: recordCanonicalJson is shipped as its own source)
+ * and answers them, so the main thread does not spend a digest per event.
+ */
 export interface WriteBatch {
   id: number;
   lastPos: number;
@@ -24,10 +30,12 @@ export interface WriteBatch {
   checkpoint?: [string, number, string, string];
 }
 
-export type WriteReply = { id: number; ok: true } | { id: number; ok: false; reason: 'foreign' | 'error'; message?: string };
+export type WriteReply = { id: number; ok: true; hashes: string[] } | { id: number; ok: false; reason: 'foreign' | 'error'; message?: string };
 
 const WORKER_SOURCE = `
 const { workerData } = require('node:worker_threads');
+const { hash } = require('node:crypto');
+const recordCanonicalJson = ${recordCanonicalJson.toString()};
 const Database = require(workerData.sqlite);
 const { file, port, flag, busyTimeoutMs, columns } = workerData;
 const db = new Database(file, { timeout: busyTimeoutMs });
@@ -60,11 +68,20 @@ port.on('message', (m) => {
       answer({ id: m.id, ok: false, reason: 'foreign' });
       return;
     }
-    for (const r of m.rows) insert.run(r);
+    const hashes = new Array(m.rows.length);
+    let prev = m.lastHash;
+    for (let i = 0; i < m.rows.length; i++) {
+      const r = m.rows[i];
+      const h = hash('sha256', prev + recordCanonicalJson({ position: r[0], streamId: r[1], streamVersion: r[2], type: r[3], schemaVersion: r[4], dataJson: r[5], metadataJson: r[6], time: r[7] }), 'hex');
+      r.push(prev, h);
+      insert.run(r);
+      hashes[i] = h;
+      prev = h;
+    }
     for (const h of m.heads) upsert.run(h[0], h[1]);
     if (m.checkpoint) saveCheckpoint.run(m.checkpoint);
     commit.run();
-    answer({ id: m.id, ok: true });
+    answer({ id: m.id, ok: true, hashes });
   } catch (e) {
     try {
       if (db.inTransaction) rollback.run();

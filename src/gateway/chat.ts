@@ -36,10 +36,10 @@ export interface ChatSession {
   nonce: number;
   result: ChatResult;
   /**
-   * Records the outcome: decided at once (committed with the next group commit, not awaited).
-   * Safe to call once; later calls are no-ops.
+   * Records the outcome: decided at once (committed with the next group commit, not awaited), so
+   * it returns nothing to wait for. Safe to call once; later calls are no-ops.
    */
-  end(outcome: { usage: Usage; error?: string }): Promise<void>;
+  end(outcome: { usage: Usage; error?: string }): void;
 }
 
 const ZERO_USAGE: Usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
@@ -54,25 +54,26 @@ export async function openChat(ctx: GatewayContext, cmd: ChatCommand): Promise<C
     throw errors.adminOnlyModel(req.model);
   }
   const release = ctx.limiter.acquire(req.inputTokens);
+  let session: ChatSession;
   try {
-    const session = await reserveAndCall(ctx, cmd);
-    const end = session.end;
-    let released = false;
-    session.end = async (outcome) => {
-      try {
-        await end(outcome);
-      } finally {
-        if (!released) {
-          released = true;
-          release();
-        }
-      }
-    };
-    return session;
+    session = await reserveAndCall(ctx, cmd);
   } catch (err) {
     release();
     throw err;
   }
+  const end = session.end;
+  let released = false;
+  session.end = (outcome) => {
+    try {
+      end(outcome);
+    } finally {
+      if (!released) {
+        released = true;
+        release();
+      }
+    }
+  };
+  return session;
 }
 
 async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<ChatSession> {
@@ -141,7 +142,7 @@ async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<Ch
     if (nonce + 1 >= c.routingStop) stopRouting(ctx, escrowId, nonce, c.routingStop);
 
     let ended = false;
-    const end = async (outcome: { usage: Usage; error?: string }): Promise<void> => {
+    const end = (outcome: { usage: Usage; error?: string }): void => {
       if (ended) return;
       ended = true;
       const tokens = BigInt(outcome.usage.total_tokens);
@@ -172,7 +173,7 @@ async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<Ch
       return { escrowId, nonce, result, end };
     } catch (err) {
       const usage = err instanceof HostError && err.usageSoFar ? err.usageSoFar : ZERO_USAGE;
-      await end({ usage, error: err instanceof Error ? err.message : String(err) });
+      end({ usage, error: err instanceof Error ? err.message : String(err) });
       throw hostFailure(err);
     }
   }

@@ -36,8 +36,10 @@ interface Pending {
 export class Engine {
   private readonly pending = new Map<string, Pending>();
   private readonly versions = new Map<string, number>();
-  /** Appends not yet committed (chat records its start and end without waiting for them). */
-  private readonly appending = new Set<Promise<unknown>>();
+  /** Appends not yet committed or failed (chat records its start and end without waiting for them). */
+  private appending = 0;
+  /** `idle()` callers waiting for `appending` to reach 0. */
+  private readonly idleWaiters: (() => void)[] = [];
   /**
    * Escrow streams whose append failed while a decided nonce was ahead of the log (the disk, the
    * store closed, another writer). Requests leave before their start commits, so that nonce may
@@ -105,49 +107,70 @@ export class Engine {
     return !!s && stepEscrowFast(s, event as never).accepted;
   }
 
-  private async appendDecided(streamId: string, events: NewEvent[], snapshot: EscrowSnapshot): Promise<RecordedEvent[]> {
+  private appendDecided(streamId: string, events: NewEvent[], snapshot: EscrowSnapshot): Promise<RecordedEvent[]> {
     const expectedVersion = this.version(streamId);
     const entry = this.pending.get(streamId);
-    const p: Pending = { snapshot, version: expectedVersion + events.length, uncommitted: (entry?.uncommitted ?? 0) + 1 };
-    this.pending.set(streamId, p);
-    try {
-      const result = await this.track(this.store.append(streamId, events, { expectedVersion }));
-      return result.records;
-    } catch (err) {
-      // A failed append leaves the decided state ahead of the log. If no decided nonce is ahead of
-      // the committed one, nothing left unrecorded: the next decision starts again from committed
-      // state (the projections). Otherwise the stream is set aside (see `unwritable`).
-      const decidedNonce = this.pending.get(streamId)?.snapshot.context.nonce ?? 0;
-      this.pending.delete(streamId);
-      if (streamId.startsWith('escrow-') && !streamId.startsWith('escrow-create-') && !this.unwritable.has(streamId)) {
-        const committedNonce = this.projections.pool.escrow(streamId.slice('escrow-'.length))?.context.nonce ?? 0;
-        const reason = err instanceof WrongExpectedVersionError ? `another writer appended to ${streamId}` : err instanceof Error ? err.message : String(err);
-        if (decidedNonce > committedNonce) this.unwritable.set(streamId, reason);
-      }
-      throw err;
-    } finally {
-      const cur = this.pending.get(streamId);
-      if (cur && --cur.uncommitted === 0) this.pending.delete(streamId);
+    // One entry per stream while appends are uncommitted, updated in place (a request decides twice).
+    if (entry) {
+      entry.snapshot = snapshot;
+      entry.version = expectedVersion + events.length;
+      entry.uncommitted++;
+    } else this.pending.set(streamId, { snapshot, version: expectedVersion + events.length, uncommitted: 1 });
+    this.appending++;
+    // Plain reactions instead of an async function and a tracking set: this runs twice per request.
+    return this.store.append(streamId, events, { expectedVersion }).then(
+      (result) => {
+        this.settled(streamId);
+        return result.records;
+      },
+      (err: unknown) => {
+        this.appendFailed(streamId, err);
+        this.settled(streamId);
+        throw err;
+      },
+    );
+  }
+
+  /**
+   * A failed append leaves the decided state ahead of the log. If no decided nonce is ahead of the
+   * committed one, nothing left unrecorded: the next decision starts again from committed state
+   * (the projections). Otherwise the stream is set aside (see `unwritable`).
+   */
+  private appendFailed(streamId: string, err: unknown): void {
+    const decidedNonce = this.pending.get(streamId)?.snapshot.context.nonce ?? 0;
+    this.pending.delete(streamId);
+    if (streamId.startsWith('escrow-') && !streamId.startsWith('escrow-create-') && !this.unwritable.has(streamId)) {
+      const committedNonce = this.projections.pool.escrow(streamId.slice('escrow-'.length))?.context.nonce ?? 0;
+      const reason = err instanceof WrongExpectedVersionError ? `another writer appended to ${streamId}` : err instanceof Error ? err.message : String(err);
+      if (decidedNonce > committedNonce) this.unwritable.set(streamId, reason);
     }
+  }
+
+  /** An append of `streamId` committed or failed. */
+  private settled(streamId: string): void {
+    const cur = this.pending.get(streamId);
+    if (cur && --cur.uncommitted === 0) this.pending.delete(streamId);
+    this.appendEnded();
   }
 
   /** Appends to a non-escrow stream (settings, rotation) with an exact expected version. */
   async append(streamId: string, events: NewEvent[]): Promise<RecordedEvent[]> {
     const expectedVersion = this.version(streamId);
-    const result = await this.track(this.store.append(streamId, events, { expectedVersion }));
-    return result.records;
+    this.appending++;
+    try {
+      return (await this.store.append(streamId, events, { expectedVersion })).records;
+    } finally {
+      this.appendEnded();
+    }
   }
 
-  private track<T>(p: Promise<T>): Promise<T> {
-    this.appending.add(p);
-    const done = () => this.appending.delete(p);
-    p.then(done, done);
-    return p;
+  private appendEnded(): void {
+    if (--this.appending === 0) for (const wake of this.idleWaiters.splice(0)) wake();
   }
 
   /** Resolves once every append decided so far (and any decided meanwhile) has committed or failed. */
   async idle(): Promise<void> {
-    while (this.appending.size > 0) await Promise.allSettled([...this.appending]);
+    while (this.appending > 0) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
   }
 
   private readonly queues = new Map<string, Promise<unknown>>();

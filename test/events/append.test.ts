@@ -2,6 +2,9 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openSqliteEventStore, eventsFile, type SqliteEventStore } from '../../src/events/sqlite-store.js';
 import { WrongExpectedVersionError } from '../../src/events/errors.js';
 import { verifyLog } from '../../src/events/verify.js';
+import { eventHash } from '../../src/events/hash.js';
+import { canonicalJson } from '../../src/events/canonical-json.js';
+import type { RecordedEvent } from '../../src/events/envelope.js';
 import { ev, tempStorage } from '../helpers/store-fixtures.js';
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -61,6 +64,30 @@ describe('append with expected version', () => {
     const replayed = [...store.readAll()];
     expect(r.records).toStrictEqual(replayed);
     expect(replayed[1]!.data).toStrictEqual({ a: { b: '1970-01-01T00:00:00.000Z' }, list: [null], z: 1 });
+  });
+
+  it('chains the hashes on the writer thread exactly as the in-thread path does, across group commits', async () => {
+    const live: RecordedEvent[] = [];
+    store.onCommit((records) => live.push(...records));
+    // Many appends in a few turns: several batches, the next queued while one is on the writer thread.
+    for (let turn = 0; turn < 5; turn++) {
+      await Promise.all(Array.from({ length: 40 }, (_, i) => store.append(`escrow-${i % 7}`, [ev('a', { turn, i }), ev('b', { note: 'é\u2028"' })], { expectedVersion: 'any' })));
+    }
+    expect(live).toHaveLength(400);
+    let prev = '';
+    for (const r of live) {
+      expect(r.prevHash).toBe(prev);
+      expect(r.hash).toBe(eventHash(prev, { ...r, dataJson: canonicalJson(r.data), metadataJson: canonicalJson(r.metadata) }));
+      prev = r.hash;
+    }
+    expect(live).toStrictEqual([...store.readAll()]);
+    expect(await verifyLog(store.file)).toMatchObject({ ok: true, events: 400, lastHash: prev });
+    // A store without the writer thread continues the same chain.
+    await store.close();
+    store = openSqliteEventStore(eventsFile(join(storage.dir, 'state')), { writerThread: false });
+    const next = await store.append('escrow-1', [ev('c')], { expectedVersion: 'any' });
+    expect(next.records[0]!.prevHash).toBe(prev);
+    expect(await verifyLog(store.file)).toMatchObject({ ok: true, events: 401, lastHash: next.records[0]!.hash });
   });
 
   it("'any' skips the check", async () => {

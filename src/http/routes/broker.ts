@@ -67,7 +67,7 @@ export function registerBrokerRoutes(app: FastifyInstance, ctx: GatewayContext, 
       const result = session.result;
       if (result.kind === 'completion') {
         const usage = result.completion.usage;
-        await session.end({ usage });
+        session.end({ usage });
         observe(200, usage);
         reply.raw.off('close', onClose);
         // The host's own text when it already names the model the client asked for (saves a serialization).
@@ -84,7 +84,7 @@ export function registerBrokerRoutes(app: FastifyInstance, ctx: GatewayContext, 
         }
       } catch (err) {
         const usage = err instanceof HostError && err.usageSoFar ? err.usageSoFar : result.usage();
-        await session.end({ usage, error: err instanceof Error ? err.message : String(err) });
+        session.end({ usage, error: err instanceof Error ? err.message : String(err) });
         const apiError = hostFailure(err);
         ctx.metrics.errors.inc({ model: req.model, code: apiError.code ?? 'stream_error' });
         observe(apiError.status, usage);
@@ -96,11 +96,11 @@ export function registerBrokerRoutes(app: FastifyInstance, ctx: GatewayContext, 
       }
       const usage = result.usage();
       if (sse.closed) {
-        await session.end({ usage, error: 'client disconnected' });
+        session.end({ usage, error: 'client disconnected' });
         observe(499, usage);
         return reply;
       }
-      await session.end({ usage });
+      session.end({ usage });
       observe(200, usage);
       sse.done();
       return reply;
