@@ -36,6 +36,11 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** Merged into the one log line written when the response finishes or the client leaves. */
     logFields: RequestLogFields;
+    /**
+     * Set by a handler that must stop work when the client leaves before the response finished
+     * (the request's one 'close' listener calls it); one listener per request instead of two.
+     */
+    onClientGone: (() => void) | null;
   }
 }
 
@@ -101,6 +106,7 @@ export function createHttpApp(options: HttpAppOptions = {}): FastifyInstance {
   });
 
   app.decorateRequest('logFields', null as unknown as RequestLogFields);
+  app.decorateRequest('onClientGone', null);
   // Callback style: an async hook would cost a promise and a microtask per request.
   app.addHook('onRequest', (request, reply, done) => {
     request.logFields = {};
@@ -110,6 +116,7 @@ export function createHttpApp(options: HttpAppOptions = {}): FastifyInstance {
       const res = reply.raw;
       const status = res.statusCode;
       const aborted = !res.writableFinished;
+      if (aborted) request.onClientGone?.();
       const route = request.routeOptions.url ?? '(unmatched)';
       options.metrics?.httpRequests.inc({ method: request.method, route, status });
       // The line is only built when its level is on (LOG_LEVEL=warn skips it per request).
@@ -129,7 +136,7 @@ export function createHttpApp(options: HttpAppOptions = {}): FastifyInstance {
     };
     // The raw 'close', not onResponse: it also fires for hijacked (SSE) replies and client aborts,
     // and after 'finish' when the response completed (writableFinished tells which).
-    reply.raw.once('close', logLine);
+    reply.raw.on('close', logLine); // 'close' comes once: no once() wrapper needed
     // The spec's bodiless 404 for an empty escrow id, whatever route pattern would match it.
     if (isEmptyEscrowPath(request.url)) sendEmptyNotFound(reply);
     else done();

@@ -128,6 +128,30 @@ describe('host faults', () => {
     expectExact();
   });
 
+  it('a client that leaves before a non-streamed answer cancels the host request; the escrow is exact', async () => {
+    setFaults({ latencyMs: 1200, remaining: 1 });
+    const endedBefore = accountingOf(gw, escrowId).ended;
+    const abort = new AbortController();
+    const started = Date.now();
+    const sent = fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${gw.keys.adminApiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body(false)),
+      signal: abort.signal,
+    });
+    while (gw.ctx.engine.escrow(escrowId)!.context.inFlight === 0 && Date.now() - started < 2000) await new Promise((r) => setTimeout(r, 10));
+    expect(gw.ctx.engine.escrow(escrowId)!.context.inFlight).toBe(1);
+    abort.abort();
+    await expect(sent).rejects.toThrow();
+    while (accountingOf(gw, escrowId).ended === endedBefore && Date.now() - started < 3000) await new Promise((r) => setTimeout(r, 10));
+    // Ended well before the host's 1.2 s: the gateway dropped the host call when the client left.
+    expect(Date.now() - started).toBeLessThan(1000);
+    const last = gw.store.readStream(`escrow-${escrowId}`).filter((r) => r.type === 'InferenceFailed' || r.type === 'InferenceFinished').at(-1)!;
+    expect(last.type).toBe('InferenceFailed');
+    expect((last.data as { reason: string }).reason).toMatch(/aborted by the caller/);
+    expectExact();
+  });
+
   it('a slow host within the timeouts still gives a complete answer', async () => {
     setFaults({ latencyMs: 250, remaining: 2 });
     const a = await chat(false);

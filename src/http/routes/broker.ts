@@ -34,10 +34,7 @@ export function registerBrokerRoutes(app: FastifyInstance, ctx: GatewayContext, 
       const caller = request.auth?.kind === 'admin' ? { kind: 'admin' as const } : { kind: 'client' as const, keyId: request.auth?.keyId ?? 'unknown' };
       // The client leaving cancels the host request; usage delivered so far is still billed.
       const abort = new CallController();
-      const onClose = () => {
-        if (!reply.raw.writableFinished) abort.abort(new Error('client disconnected'));
-      };
-      reply.raw.once('close', onClose);
+      request.onClientGone = () => abort.abort(new Error('client disconnected'));
       const observe = (status: number, usage?: { prompt_tokens: number; completion_tokens: number }) => {
         ctx.metrics.chatRequests.inc({ model: req.model, status });
         ctx.metrics.chatLatency.observe({ model: req.model, stream: String(req.stream) }, Number(process.hrtime.bigint() - started) / 1e9);
@@ -69,7 +66,6 @@ export function registerBrokerRoutes(app: FastifyInstance, ctx: GatewayContext, 
         const usage = result.completion.usage;
         session.end({ usage });
         observe(200, usage);
-        reply.raw.off('close', onClose);
         // The host's own text when it already names the model the client asked for (saves a serialization).
         if (result.text !== undefined && result.completion.model === req.model) return reply.type('application/json; charset=utf-8').send(result.text);
         return { ...result.completion, model: req.model };
