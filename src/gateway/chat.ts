@@ -87,10 +87,10 @@ async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<Ch
 
   // The pool follows commits; the engine's decided state can be one append ahead (a finalize or a
   // reservation still committing). The statechart has the last word: a refused escrow is skipped.
-  const refused = new Set<string>();
+  let refused: Set<string> | undefined; // made on the first refusal (rare)
   for (let attempt = 0; ; attempt++) {
     const picked = pickEscrow(ctx, req.model, reservedCost, refused);
-    if (!picked && refused.size > 0) throw noneAvailable(req.model);
+    if (!picked && refused) throw noneAvailable(req.model);
     if (!picked) throw noCapacity(ctx, req.model, reservedCost);
     const snapshot = ctx.engine.escrow(picked.escrowId)!;
     const c = snapshot.context;
@@ -121,7 +121,7 @@ async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<Ch
       ]);
     } catch (err) {
       if (err instanceof TransitionRefused) {
-        refused.add(picked.escrowId);
+        (refused ??= new Set()).add(picked.escrowId);
         if (attempt < 8) continue;
         throw noneAvailable(req.model);
       }
@@ -180,8 +180,8 @@ async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<Ch
 }
 
 /** The pool's pick, unless it is refused or no longer active in the decided state; then the next best. */
-function pickEscrow(ctx: GatewayContext, model: string, reservedCost: bigint, refused: ReadonlySet<string>) {
-  const usable = (id: string) => !refused.has(id) && ctx.engine.escrow(id)?.value === 'active';
+function pickEscrow(ctx: GatewayContext, model: string, reservedCost: bigint, refused: ReadonlySet<string> | undefined) {
+  const usable = (id: string) => !refused?.has(id) && ctx.engine.escrow(id)?.value === 'active';
   const first = ctx.projections.pool.pick(model, reservedCost.toString());
   if (!first || usable(first.escrowId)) return first;
   let best: (typeof first) | undefined;
