@@ -94,7 +94,7 @@ describe('explain rotation', () => {
       expect(text).toContain('escrow 3 settled on chain at height 93');
       expect(text).toContain('in progress (waiting poc)\n'); // no "with FAILURES": recovered
       expect(text).toContain('Failures (all recovered):');
-      expect(text).toContain('step settle of escrow 3 attempt 2 (regular): the chain said unreachable');
+      expect(text).toContain('step settle of escrow 3 attempt 2 (regular): no answer from the chain (unreachable: chain RPC unreachable');
       expect(text).toContain('; transient, settled on a later attempt');
     });
 
@@ -113,8 +113,8 @@ describe('explain rotation', () => {
       expect(x.cycles[0]!.settles[0]).toMatchObject({ escrowId: '3', state: 'failed' });
       expect(x.cycles[0]!.failures.at(-1)).toMatchObject({ windowClosed: true, escrowId: '3' });
       const text = formatExplain(x);
-      expect(text).toContain(`GAVE UP settle of escrow 3 at height 205, epoch 2: ${message}; its settle window has closed`);
-      expect(text).toContain(`step settle of escrow 3 (regular): ${message}; settle window closed, not retried`);
+      expect(text).toContain(`GAVE UP settle of escrow 3 at height 205, epoch 2: ${message}; the unused deposit can no longer be settled on chain`);
+      expect(text).toContain(`step settle of escrow 3 (regular): ${message}\n`);
       expect(text).not.toContain('Settles not finished');
     });
   });

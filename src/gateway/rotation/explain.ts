@@ -259,7 +259,7 @@ export function explainRotation(records: Iterable<RecordedEvent>, filter: Explai
           const window = epoch !== undefined ? ` (settle window: epochs ${epoch} and ${epoch + 1})` : '';
           const attempt = d.attempt !== undefined ? ` (attempt ${d.attempt})` : '';
           const text = d.windowClosed
-            ? `GAVE UP settle of escrow ${d.escrowId ?? '?'} at ${at(d.chain)}: ${d.error.message}; ${WINDOW_CLOSED}`
+            ? `GAVE UP settle of escrow ${d.escrowId ?? '?'} at ${at(d.chain)}: ${d.error.message}; the unused deposit can no longer be settled on chain`
             : `FAILED settle of escrow ${d.escrowId ?? '?'}${attempt} at ${at(d.chain)}: ${reasonOf(d.error)}; ` +
               (d.retryAtHeight !== undefined
                 ? `transient, tried again from height ${d.retryAtHeight} while the settle window is open${window}`
@@ -361,13 +361,18 @@ export function formatExplain(x: RotationExplanation): string {
       out.push(failed ? '  Failures:' : '  Failures (all recovered):');
       for (const f of c.failures) {
         const step = f.step === 'settle' ? `settle of escrow ${f.escrowId ?? '?'}${f.attempt !== undefined ? ` attempt ${f.attempt}` : ''}` : f.step;
-        // A window given up by the gateway was never sent: the chain said nothing.
-        const said = f.error.code === undefined && f.windowClosed ? f.error.message : `the chain said ${f.error.kind}: ${f.error.message}`;
+        // A retry given up by the gateway was never sent, and an unreachable chain said nothing.
+        const givenUp = f.windowClosed && f.error.code === undefined;
+        const said = givenUp
+          ? f.error.message
+          : f.error.kind === 'unreachable' || f.error.kind === 'timeout'
+            ? `no answer from the chain (${f.error.kind}: ${f.error.message})`
+            : `the chain said ${f.error.kind}: ${f.error.message}`;
         const outcome = recovered(f)
           ? '; transient, settled on a later attempt'
           : f.retryAtHeight !== undefined
             ? `; transient, retried from height ${f.retryAtHeight}`
-            : f.windowClosed
+            : f.windowClosed && !givenUp
               ? '; settle window closed, not retried'
               : '';
         out.push(`    step ${step}${f.role ? ` (${f.role})` : ''}: ${said}${f.error.rawLog ? ` [raw log: ${f.error.rawLog}]` : ''}${outcome}`);
