@@ -126,6 +126,27 @@ describe('rotation settle retries on a devnet with faults', () => {
     expect(await verifyLog(`${g.storageDir}/events.sqlite`, [projectionsCheck()])).toMatchObject({ ok: true });
   }, 60_000);
 
+  it('a retry scheduled before a restart is continued by the restarted gateway from the log (attempt 2) and settles', async () => {
+    const decided = await settleDecided();
+    const first = decided.first;
+    let g = decided.g;
+    g.devnet!.chain.faults.rpcDown = true;
+    await g.rotation.tick();
+    expect(settleFailures(g, first).map((e) => e.data)).toEqual([expect.objectContaining({ attempt: 1, retryAtHeight: expect.any(Number) })]);
+    // Same storage (log and devnet state); the restarted node answers again.
+    gw = g = await g.restart();
+    g.rotation.reconfigure();
+    await waitFor('the escrow settled', async () => {
+      await g.rotation.tick();
+      return g.ctx.engine.escrow(first)?.value === 'settled';
+    }, 20_000, 20);
+    expect(marked(g, 'escrow_rotation_settled', first)).toEqual([expect.objectContaining({ attempt: 2 })]);
+    expect(settleFailures(g, first)).toHaveLength(1);
+    expect(settleTxsOnChain(g.devnet!, first)).toBe(1);
+    expect((await g.ctx.chain.escrow(first))?.settled).toBe(true);
+    expect((await g.call(`/v1/admin/devshards/${first}`)).json.state).toBe('settled');
+  }, 60_000);
+
   it('a chain refusal (wrong_epoch: the window closed before the settle) is recorded once and not retried', async () => {
     const { g, first } = await settleDecided();
     g.devnet!.chain.jumpTo(2 * EPOCH + 20); // epoch 2: the regular's window (epochs 0 and 1) is over
