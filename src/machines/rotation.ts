@@ -7,6 +7,12 @@
  * After an on-chain create failure the pair (role, epoch) joins `suppressed`: a later create
  * decision for the same model, role and epoch is refused by the `createAllowed` guard, and the
  * rotation task records RotationCreateSuppressed instead.
+ *
+ * A settle that failed transiently (RotationFailed with `retryAtHeight`) joins `settleRetries`
+ * instead of the cycle's `settleFailed`: the plan tries it again from that height while the
+ * escrow's settle window is open. Such retries outlive the phase that decided the settle, so their
+ * failures are accepted in any state; a failure without `retryAtHeight` (a chain refusal, a closed
+ * window, or any settle failure recorded before retries existed) keeps the escrow out for the cycle.
  */
 import { assertEvent, assign, setup } from 'xstate';
 import type { CatalogEventOf, ChainErrorInfo, EscrowRole, RotationEventData } from '../events/catalog.js';
@@ -35,6 +41,18 @@ export interface RotationContext {
   cycle: RotationCycle;
   /** Depletion replacements decided: old escrow id → replacement intent (the last 100). */
   replacing: Record<string, { intentId: string; failedEpoch?: number }>;
+  /**
+   * Escrows whose last settle attempt failed transiently: escrow id → that attempt and the height
+   * from which the next one may run. Absent until the first such failure, so the state folded from
+   * a log without one (and checkpoints written before retries existed) is unchanged.
+   */
+  settleRetries?: Record<string, SettleRetry>;
+}
+
+/** A settle to try again: the attempt that failed (1 = the first) and when the next may run. */
+export interface SettleRetry {
+  attempt: number;
+  retryAtHeight: number;
 }
 
 /** Ids decided in the current cycle (reset when phase 1 starts). */
@@ -60,6 +78,28 @@ const emptyCycle = (): RotationCycle => ({ temporary: [], regular: [], promoted:
 export const cycleOf = (context: RotationContext): RotationCycle => ({ ...emptyCycle(), ...(context.cycle ?? {}) });
 
 const REPLACING_LIMIT = 100;
+/** Pending retries kept per model (far above any real number of escrows settling at once). */
+const SETTLE_RETRY_LIMIT = 100;
+
+/** The pending settle retries of a context (none in contexts that predate them). */
+export const settleRetriesOf = (context: RotationContext): Record<string, SettleRetry> => context.settleRetries ?? {};
+
+/**
+ * `settleRetries` after a settle failure: a transient one (re)schedules the escrow, any other ends
+ * its retries. Answers no change (an empty object) when there is nothing to change.
+ */
+function settleRetriesAfter(context: RotationContext, d: RotationEventData['RotationFailed']): Pick<RotationContext, 'settleRetries'> | Record<string, never> {
+  if (d.step !== 'settle' || !d.escrowId) return {};
+  const retries = settleRetriesOf(context);
+  if (d.retryAtHeight !== undefined) {
+    const others = Object.entries(retries).filter(([id]) => id !== d.escrowId);
+    const kept = others.slice(Math.max(0, others.length - (SETTLE_RETRY_LIMIT - 1)));
+    return { settleRetries: Object.fromEntries([...kept, [d.escrowId, { attempt: d.attempt ?? 1, retryAtHeight: d.retryAtHeight }]]) };
+  }
+  if (!Object.hasOwn(retries, d.escrowId)) return {};
+  const { [d.escrowId]: _ended, ...rest } = retries;
+  return { settleRetries: rest };
+}
 
 /** Suppression key of a model's (role, epoch); the model is implicit (one machine per model). */
 export const suppressionKey = (role: EscrowRole, epoch: number): string => `${role}@${epoch}`;
@@ -73,11 +113,17 @@ const withSuppression = (suppressed: string[], role: EscrowRole, epoch: number):
 
 const isCreateStep = (step: string) => step === 'create_temporary' || step === 'create_target';
 
-/** Depletion replacements and chain-read failures can happen in any state; they do not move it. */
+/**
+ * Depletion replacements, chain-read failures and failures of settle retries can happen in any
+ * state; they do not move it.
+ */
 const anytime = {
   DepletionReplacementDecided: { actions: 'replacementDecided' },
   DepletionReplacementFailed: { actions: 'replacementFailed' },
-  RotationFailed: { guard: 'readChainFailed', actions: 'failed' },
+  RotationFailed: [
+    { guard: 'readChainFailed', actions: 'failed' },
+    { guard: 'settleRetryFailed', actions: 'failed' },
+  ],
 } as const;
 
 /** The rotation statechart (one per model). */
@@ -101,6 +147,9 @@ export const rotationMachine = setup({
     createFailed: ({ event }) => event.type === 'RotationFailed' && isCreateStep(event.data.step),
     settleFailed: ({ event }) => event.type === 'RotationFailed' && event.data.step === 'settle',
     readChainFailed: ({ event }) => event.type === 'RotationFailed' && (event.data.step === 'read_chain' || event.data.step === 'promote'),
+    /** Another failure of a settle awaiting its retry (or the retry given up). */
+    settleRetryFailed: ({ context, event }) =>
+      event.type === 'RotationFailed' && event.data.step === 'settle' && !!event.data.escrowId && Object.hasOwn(settleRetriesOf(context), event.data.escrowId),
   },
   actions: {
     startPhase: assign(({ context, event }) => {
@@ -161,14 +210,17 @@ export const rotationMachine = setup({
       assertEvent(event, 'RotationFailed');
       const d = event.data;
       const cycle = cycleOf(context);
+      // A transient settle failure is retried (settleRetries), not kept out of the cycle.
+      const settleOver = d.step === 'settle' && d.escrowId && d.retryAtHeight === undefined;
       return {
         lastError: d.error,
         height: d.chain.height,
         cycle: {
           ...cycle,
           failedIntents: d.intentId ? [...cycle.failedIntents, d.intentId] : cycle.failedIntents,
-          settleFailed: d.step === 'settle' && d.escrowId ? [...cycle.settleFailed, d.escrowId] : cycle.settleFailed,
+          settleFailed: settleOver ? [...cycle.settleFailed, d.escrowId!] : cycle.settleFailed,
         },
+        ...settleRetriesAfter(context, d),
         settleFailed: context.settleFailed + (d.step === 'settle' ? 1 : 0),
         suppressed: d.suppress && d.role ? withSuppression(context.suppressed, d.role, d.chain.epoch) : context.suppressed,
       };

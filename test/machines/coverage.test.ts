@@ -64,6 +64,8 @@ const rotationEvents = () => [
   ev.rotationFailed('create_temporary', 'temporary'),
   ev.rotationFailed('create_target', 'regular'),
   ev.rotationFailed('settle'),
+  ev.rotationSettleFailed('e1', { attempt: 1, retryAtHeight: 1002 }),
+  ev.rotationSettleFailed('e1', { windowClosed: true }),
   ev.rotationFailed('read_chain', undefined, 7, false),
   ev.promoted(),
   ev.settleDecided('regular'),
@@ -89,7 +91,8 @@ const plans: Record<keyof typeof machines, { events: (s: any) => readonly any[];
   },
   rotation: {
     events: rotationEvents,
-    serialize: (s: RotationSnapshot) => JSON.stringify(s.value),
+    // Whether a settle awaits its retry: settle failures are accepted anywhere only then.
+    serialize: (s: RotationSnapshot) => JSON.stringify([s.value, Object.keys(s.context.settleRetries ?? {}).length > 0]),
   },
 };
 

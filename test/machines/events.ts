@@ -69,6 +69,22 @@ export const ev = {
     type: 'RotationFailed',
     data: { model, step, role, chain: chain(epoch), error: err, suppress },
   }),
+  /** A settle failure of escrow `escrowId`: transient (retried from `retryAtHeight`) when that is given. */
+  rotationSettleFailed: (escrowId = 'e1', o: { attempt?: number; retryAtHeight?: number; windowClosed?: boolean; height?: number; model?: string } = {}): E<'RotationFailed'> => ({
+    type: 'RotationFailed',
+    data: {
+      model: o.model ?? 'm1',
+      step: 'settle',
+      role: 'regular',
+      chain: chain(7, o.height ?? 1000),
+      error: o.retryAtHeight !== undefined ? { kind: 'unreachable', message: 'chain RPC unreachable' } : { kind: 'wrong_epoch', message: 'settlement outside the escrow epoch window', code: 1107 },
+      suppress: false,
+      escrowId,
+      ...(o.attempt !== undefined ? { attempt: o.attempt } : {}),
+      ...(o.retryAtHeight !== undefined ? { retryAtHeight: o.retryAtHeight } : {}),
+      ...(o.windowClosed ? { windowClosed: true } : {}),
+    },
+  }),
   replacementDecided: (model = 'm1'): E<'DepletionReplacementDecided'> => ({ type: 'DepletionReplacementDecided', data: { model, escrowId: 'e1', reason: 'depleted', chain: chain(), intentId: 'r1' } }),
   replacementFailed: (model = 'm1', suppress = true): E<'DepletionReplacementFailed'> => ({
     type: 'DepletionReplacementFailed',

@@ -64,6 +64,33 @@ describe('rotation statechart', () => {
     expect(given(ev.phaseStarted(1)).can(ev.phaseCompleted(2))).toBe(false);
   });
 
+  it('given a transient settle failure, then the escrow awaits a retry (not kept out), its next failures are accepted after the phase, and a final one ends the retries', () => {
+    const settling = [ev.phaseStarted(1), ev.settleDecided('regular', ['e1'])];
+    const s = given(...settling, ev.rotationSettleFailed('e1', { attempt: 1, retryAtHeight: 1002 }));
+    expect(s.context.settleRetries).toEqual({ e1: { attempt: 1, retryAtHeight: 1002 } });
+    expect(s.context.cycle.settleFailed).toEqual([]);
+    // The phase moves on; the retry's failure is still recorded (another escrow's is refused).
+    const waiting = given(...settling, ev.rotationSettleFailed('e1', { attempt: 1, retryAtHeight: 1002 }), ev.phaseCompleted(1));
+    expect(waiting.value).toBe('waitingPoc');
+    expect(waiting.can(ev.rotationSettleFailed('e2', { attempt: 2, retryAtHeight: 1006 }))).toBe(false);
+    const again = step(rotationMachine, waiting, ev.rotationSettleFailed('e1', { attempt: 2, retryAtHeight: 1006, height: 1002 }));
+    expect(again.accepted).toBe(true);
+    expect(again.snapshot.value).toBe('waitingPoc');
+    expect(again.snapshot.context.settleRetries).toEqual({ e1: { attempt: 2, retryAtHeight: 1006 } });
+    const closed = step(rotationMachine, again.snapshot, ev.rotationSettleFailed('e1', { windowClosed: true }));
+    expect(closed.accepted).toBe(true);
+    expect(closed.snapshot.context.settleRetries).toEqual({});
+    expect(closed.snapshot.context.lastError?.kind).toBe('wrong_epoch');
+    expect(closed.snapshot.can(ev.rotationSettleFailed('e1', { attempt: 3, retryAtHeight: 1040 }))).toBe(false);
+  });
+
+  it('given a settle failure recorded before retries existed (no attempt, no retryAtHeight), then it replays as before: kept out, no retry state', () => {
+    const s = given(ev.phaseStarted(1), ev.settleDecided('regular', ['e1']), ev.rotationSettleFailed('e1'));
+    expect(s.context.cycle.settleFailed).toEqual(['e1']);
+    expect(s.context.settleFailed).toBe(1);
+    expect('settleRetries' in s.context).toBe(false);
+  });
+
   it('counts settle failures while settling', () => {
     const s = given(ev.phaseStarted(1), ev.settleDecided('regular'), ev.rotationFailed('settle', undefined, 7, false));
     expect(s.context.settleFailed).toBe(1);

@@ -60,4 +60,62 @@ describe('explain rotation', () => {
     expect(explainRotation(log, { model: M, epoch: 7 }).cycles).toHaveLength(1);
     expect(formatExplain(explainRotation(log, { epoch: 3 }))).toMatch(/No rotation is recorded/);
   });
+
+  describe('settle retries', () => {
+    const c0 = chain(85, 0);
+    const down = { kind: 'unreachable' as const, message: 'chain RPC unreachable at http://127.0.0.1:1/: 503' };
+    const start = [
+      esc('3', { type: 'EscrowCreated', data: { escrowId: '3', txHash: 'A', height: 10, epoch: 0, creator: 'c', amount: '1000000000', model: M, role: 'regular', slots: [] } }),
+      rot({ type: 'RotationPhaseStarted', data: { model: M, phase: 1, chain: c0, target: 0, existing: 1 } }),
+      rot({ type: 'RotationPromoted', data: { model: M, chain: c0, escrowIds: [] } }),
+      rot({ type: 'RotationSettleDecided', data: { model: M, role: 'regular', chain: c0, escrowIds: ['3'] } }),
+      rot({ type: 'RotationFailed', data: { model: M, step: 'settle', role: 'regular', chain: c0, error: down, suppress: false, escrowId: '3', attempt: 1, retryAtHeight: 87 } }),
+      rot({ type: 'RotationPhaseCompleted', data: { model: M, phase: 1, chain: c0, created: 0, promoted: 0, settleDecided: 1 } }),
+      rot({ type: 'RotationFailed', data: { model: M, step: 'settle', role: 'regular', chain: chain(88, 0), error: down, suppress: false, escrowId: '3', attempt: 2, retryAtHeight: 92 } }),
+    ];
+
+    it('a settle retried after the phase and then settled: every attempt in the cycle that decided it, the cycle not failed', () => {
+      const x = explainRotation(
+        record([
+          ...start,
+          esc('3', { type: 'EscrowSettleRequested', data: { txHash: 'S', keySource: { kind: 'env', name: 'K' }, txBytes: 'AA==', origin: 'rotation' } }),
+          esc('3', { type: 'EscrowSettled', data: { txHash: 'S', height: 93, refund: '999000000' } }),
+        ]),
+      );
+      const cycle = x.cycles[0]!;
+      expect(cycle.failures.map((f) => [f.attempt, f.retryAtHeight])).toEqual([
+        [1, 87],
+        [2, 92],
+      ]);
+      expect(cycle.settles).toEqual([{ escrowId: '3', role: 'regular', state: 'settled', inFlight: 0, reason: `unreachable: ${down.message}` }]);
+      const text = formatExplain(x);
+      expect(text).toContain('FAILED settle of escrow 3 (attempt 2) at height 88, epoch 0: unreachable');
+      expect(text).toContain('transient, tried again from height 92 while the settle window is open (settle window: epochs 0 and 1)');
+      expect(text).toContain('escrow 3 settled on chain at height 93');
+      expect(text).toContain('in progress (waiting poc)\n'); // no "with FAILURES": recovered
+      expect(text).toContain('Failures (all recovered):');
+      expect(text).toContain('step settle of escrow 3 attempt 2 (regular): no answer from the chain (unreachable: chain RPC unreachable');
+      expect(text).toContain('; transient, settled on a later attempt');
+    });
+
+    it('a retry still waiting is listed with the height it waits for', () => {
+      const text = formatExplain(explainRotation(record(start)));
+      expect(text).toContain('with FAILURES');
+      expect(text).toContain('escrow 3 (regular): last attempt failed (unreachable: chain RPC unreachable');
+      expect(text).toContain('attempt 3 from height 92 while the settle window is open');
+    });
+
+    it('a retry given up because the settle window closed says so, and that nothing was sent', () => {
+      const message = 'settle window closed: escrow 3 belongs to epoch 0 and the chain is in epoch 2 (a settle is accepted only in epochs 0 and 1); not retried after 2 failed attempt(s)';
+      const x = explainRotation(
+        record([...start, rot({ type: 'RotationFailed', data: { model: M, step: 'settle', role: 'regular', chain: chain(205, 2), error: { kind: 'wrong_epoch', message }, suppress: false, escrowId: '3', windowClosed: true } })]),
+      );
+      expect(x.cycles[0]!.settles[0]).toMatchObject({ escrowId: '3', state: 'failed' });
+      expect(x.cycles[0]!.failures.at(-1)).toMatchObject({ windowClosed: true, escrowId: '3' });
+      const text = formatExplain(x);
+      expect(text).toContain(`GAVE UP settle of escrow 3 at height 205, epoch 2: ${message}; the unused deposit can no longer be settled on chain`);
+      expect(text).toContain(`step settle of escrow 3 (regular): ${message}\n`);
+      expect(text).not.toContain('Settles not finished');
+    });
+  });
 });

@@ -2,6 +2,9 @@ import { describe, expect, it } from 'vitest';
 import type { CatalogEventOf, ChainInputs, EscrowRole, RotationModelSettings } from '../../src/events/catalog.js';
 import { foldRotation, stateName, type RotationEvent } from '../../src/machines/index.js';
 import { planRotation, type PlanEscrow, type PlanIntent } from '../../src/gateway/rotation/plan.js';
+import { isTransientSettleFailure, settleRetryDelay } from '../../src/gateway/rotation/settle-retry.js';
+import { ChainError } from '../../src/chain/port.js';
+import { ApiError } from '../../src/http/errors.js';
 
 const M = 'm1';
 const settings: RotationModelSettings = { model_id: M, temp_count: 2, target_count: 1, amount: '1000000000', private_key_env: 'KEY' };
@@ -21,9 +24,23 @@ const ev = {
   promoted: (ids: string[], c: ChainInputs): E<'RotationPromoted'> => ({ type: 'RotationPromoted', data: { model: M, chain: c, escrowIds: ids } }),
   settles: (role: EscrowRole, ids: string[], c: ChainInputs): E<'RotationSettleDecided'> => ({ type: 'RotationSettleDecided', data: { model: M, role, chain: c, escrowIds: ids } }),
   suppressed: (role: EscrowRole, c: ChainInputs): E<'RotationCreateSuppressed'> => ({ type: 'RotationCreateSuppressed', data: { model: M, role, chain: c, reason: 'insufficient_funds' } }),
+  /** A settle failure as the task records it; `retryAtHeight` makes it transient. Without options: as recorded before retries existed. */
+  settleFailed: (escrowId: string, c: ChainInputs, o: { attempt?: number; retryAtHeight?: number; windowClosed?: boolean } = {}): E<'RotationFailed'> => ({
+    type: 'RotationFailed',
+    data: {
+      model: M,
+      step: 'settle',
+      role: 'regular',
+      chain: c,
+      error: o.retryAtHeight !== undefined ? { kind: 'unreachable', message: 'chain RPC unreachable' } : { kind: 'wrong_epoch', message: 'settlement outside the escrow epoch window', code: 1107 },
+      suppress: false,
+      escrowId,
+      ...o,
+    },
+  }),
 };
 
-const escrow = (id: string, role: EscrowRole, state: PlanEscrow['state'] = 'active', intentId: string | null = null): PlanEscrow => ({ id, role, state, intentId });
+const escrow = (id: string, role: EscrowRole, state: PlanEscrow['state'] = 'active', intentId: string | null = null, epoch: number | null = 0): PlanEscrow => ({ id, role, state, intentId, epoch });
 
 /** given the rotation log, escrows and intents; when the task plans at `c`; then the next step. */
 function when(events: RotationEvent[], c: ChainInputs, escrows: PlanEscrow[], intents: Record<string, PlanIntent> = {}, model = settings) {
@@ -124,5 +141,71 @@ describe('rotation plan', () => {
   it('with temp_count 0, the regulars are promoted (bridge) rather than settled before a replacement exists', () => {
     const none = { ...settings, temp_count: 0 };
     expect(when([ev.started(1, pre)], pre, [escrow('1', 'regular')], {}, none)).toEqual({ kind: 'promote', escrowIds: ['1'] });
+  });
+
+  describe('settle retries', () => {
+    // Phase 1 settled regular 1 (epoch 0, window: epochs 0 and 1) after temporary 7 was created.
+    const decided = [ev.started(1, pre), ev.decided('temporary', ['t1'], pre), ev.settles('regular', ['1'], pre)];
+    const escrows = (state: PlanEscrow['state'] = 'finalized') => [escrow('1', 'regular', state, null, 0), escrow('7', 'temporary', 'active', 't1', 0)];
+    const intents = { t1: 'created' as const };
+    const transient = [...decided, ev.settleFailed('1', pre, { attempt: 1, retryAtHeight: 85 + settleRetryDelay(1) })];
+
+    it('backs off in blocks: 2, 4, 8, 16, then 32 at most', () => {
+      expect([1, 2, 3, 4, 5, 6, 20].map(settleRetryDelay)).toEqual([2, 4, 8, 16, 32, 32, 32]);
+    });
+
+    it('retries what says nothing about the settlement (node down, timeout, stale sequence, hosts that did not sign), not what the chain refused', () => {
+      for (const kind of ['unreachable', 'timeout', 'bad_sequence'] as const) expect(isTransientSettleFailure(new ChainError(kind, kind))).toBe(true);
+      for (const kind of ['wrong_epoch', 'already_settled', 'bad_signatures', 'wrong_settler', 'overspent', 'not_found', 'nonce_too_high', 'insufficient_funds', 'rejected'] as const) {
+        expect(isTransientSettleFailure(new ChainError(kind, kind))).toBe(false);
+      }
+      // settleEscrow wraps chain errors in API errors that keep the kind as code
+      expect(isTransientSettleFailure(new ApiError(502, 'Preparing the settlement failed on chain: unreachable', { code: 'unreachable' }))).toBe(true);
+      expect(isTransientSettleFailure(new ApiError(502, 'Only 1 of 3 hosts signed', { code: 'host_signatures_missing' }))).toBe(true);
+      expect(isTransientSettleFailure(new ApiError(422, 'Settlement failed on chain: wrong_epoch', { code: 'wrong_epoch' }))).toBe(false);
+      expect(isTransientSettleFailure(new ApiError(400, 'key unset', { code: 'creator_key_unavailable' }))).toBe(false);
+      expect(isTransientSettleFailure(new Error('disk I/O error'))).toBe(false);
+    });
+
+    it('given a transient failure, the phase moves on without it, and the settle is tried again once the chain reached retryAtHeight', () => {
+      expect(when(transient, chain(86), escrows(), intents)).toEqual({ kind: 'complete_phase', phase: 1 });
+      expect(when(transient, chain(87), escrows(), intents)).toEqual({ kind: 'retry_settle', escrowId: '1', attempt: 2 });
+      // after the phase: the retry comes before the wait for the boundary
+      const waiting = [...transient, ev.completed(1, chain(86))];
+      expect(when(waiting, chain(86), escrows(), intents)).toMatchObject({ kind: 'wait' });
+      expect(when(waiting, chain(90), escrows(), intents)).toEqual({ kind: 'retry_settle', escrowId: '1', attempt: 2 });
+      // the second failure doubles the wait
+      const twice = [...waiting, ev.settleFailed('1', chain(90), { attempt: 2, retryAtHeight: 90 + settleRetryDelay(2) })];
+      expect(settleRetryDelay(2)).toBe(4);
+      expect(when(twice, chain(93), escrows(), intents)).toMatchObject({ kind: 'wait' });
+      expect(when(twice, chain(94), escrows(), intents)).toEqual({ kind: 'retry_settle', escrowId: '1', attempt: 3 });
+      // still inside the window in the next epoch (phase 2 under way)
+      const phase2 = [...twice, ev.started(2, after)];
+      expect(when(phase2, chain(150), escrows(), intents)).toEqual({ kind: 'retry_settle', escrowId: '1', attempt: 3 });
+    });
+
+    it('given the escrow settled, is settling or deferred since, there is nothing to retry', () => {
+      for (const state of ['settled', 'settling', 'settleDeferred'] as const) {
+        expect(when(transient, chain(95), escrows(state), intents)).toEqual({ kind: 'complete_phase', phase: 1 });
+      }
+    });
+
+    it('given the settle window closed while a retry was pending, it is given up (recorded, never sent) and not tried again', () => {
+      const waiting = [...transient, ev.completed(1, chain(86))];
+      expect(when(waiting, chain(212), escrows(), intents)).toEqual({ kind: 'settle_window_closed', escrowId: '1', escrowEpoch: 0, attempts: 1 });
+      const closed = [...waiting, ev.settleFailed('1', chain(212), { windowClosed: true })];
+      expect(when(closed, chain(212), escrows(), intents)).toMatchObject({ kind: 'start_phase', phase: 2 });
+      expect(when(closed, chain(300), escrows(), intents).kind).not.toMatch(/settle/);
+    });
+
+    it('given a permanent refusal (or a failure recorded before retries existed), the escrow is never tried again', () => {
+      const refused = [...decided, ev.settleFailed('1', pre, { attempt: 1 })];
+      const old = [...decided, ev.settleFailed('1', pre)];
+      for (const log of [refused, old]) {
+        expect(when(log, chain(86), escrows(), intents)).toEqual({ kind: 'complete_phase', phase: 1 });
+        expect(when(log, chain(99), escrows(), intents)).toEqual({ kind: 'complete_phase', phase: 1 });
+        expect(when([...log, ev.completed(1, chain(99))], chain(150), escrows(), intents).kind).not.toMatch(/settle/);
+      }
+    });
   });
 });

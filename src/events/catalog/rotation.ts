@@ -45,6 +45,11 @@ export interface RotationEventData {
   /**
    * `suppress` true: the chain refused a create; no repeat for this model, role and epoch.
    * `intentId` names the failed create (create steps), `escrowId` the escrow whose settle failed.
+   * Settle step only (all optional, so events recorded before settle retries replay unchanged, as
+   * failures that are not retried): `attempt` is the rotation's attempt at this settle that failed
+   * (1 = the first); `retryAtHeight`, set for a transient failure, is the height from which the
+   * rotation tries again while the settle window is open; `windowClosed` records that a pending
+   * retry was given up because the window had closed (nothing was sent to the chain).
    */
   RotationFailed: {
     model: string;
@@ -55,6 +60,9 @@ export interface RotationEventData {
     suppress: boolean;
     intentId?: string;
     escrowId?: string;
+    attempt?: number;
+    retryAtHeight?: number;
+    windowClosed?: boolean;
   };
   DepletionReplacementDecided: {
     model: string;

@@ -32,6 +32,8 @@ export function chainApiError(err: unknown, what: string): ApiError {
   return new ApiError(status, `${what} failed on chain: ${info.kind}: ${info.message}`, {
     code: info.kind,
     type: status >= 500 ? 'upstream_error' : 'invalid_request_error',
+    // Kept so a recorded failure (rotation) carries the chain's code and raw log, not only the kind.
+    cause: err,
   });
 }
 

@@ -4,7 +4,9 @@
  * rotation-debug projection). The chain is read with a short deadline; when it does not answer the
  * chain members are null and `chain.error` says why, so the document is always served.
  */
+import { settleRetriesOf, type EscrowState } from '../../machines/index.js';
 import type { GatewayContext } from '../context.js';
+import { SETTLE_PENDING } from './plan.js';
 import { errorInfo, readEpoch } from './steps.js';
 
 export const DEBUG_CHAIN_TIMEOUT_MS = 1_500;
@@ -67,6 +69,10 @@ export async function rotationDebugDocument(ctx: GatewayContext, timeoutMs = DEB
       suppressed: c.suppressed,
       replacements: c.replacements,
       last_error: c.lastError,
+      // Settles that failed transiently and are tried again (escrows settled since are left out).
+      settle_retries: Object.entries(settleRetriesOf(c))
+        .filter(([id]) => SETTLE_PENDING.includes(ctx.engine.escrow(id)?.value as EscrowState))
+        .map(([id, r]) => ({ escrow_id: id, failed_attempts: r.attempt, retry_at_height: r.retryAtHeight })),
       time: e?.time ?? null,
     };
   }

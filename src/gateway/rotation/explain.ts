@@ -2,8 +2,9 @@
  * `shardgate explain rotation`: what each rotation did, in order, from the log alone. Pure: give it
  * the recorded events (any order-preserving subset that holds the `rotation-*` streams and the
  * escrow / intent streams they name) and it answers per model and cycle the steps taken, and for a
- * failed or unfinished cycle the failing step, the chain's reason, what was suppressed and which
- * settles still wait on in-flight requests.
+ * failed or unfinished cycle the failing step, the chain's reason, what was suppressed, which
+ * settles still wait on in-flight requests or on a retry, and which ones can no longer be settled
+ * because their settle window closed.
  */
 import { parseStreamId, upcast, type ChainErrorInfo, type ChainInputs, type EscrowRole } from '../../events/catalog.js';
 import type { RecordedEvent } from '../../events/envelope.js';
@@ -22,6 +23,11 @@ export interface ExplainFailure {
   suppressed: boolean;
   intentId?: string;
   escrowId?: string;
+  /** Settle failures: the attempt that failed, and when a transient one is tried again. */
+  attempt?: number;
+  retryAtHeight?: number;
+  /** Not retried because the escrow's settle window had closed (recorded by the gateway, or the chain's wrong_epoch). */
+  windowClosed?: boolean;
   position: number;
 }
 
@@ -40,7 +46,15 @@ export interface ExplainCycle {
   suppressed: { role: EscrowRole; epoch: number; reason: string }[];
   created: { role: EscrowRole; intentId: string; escrowId: string | null; failed: boolean }[];
   promoted: string[];
-  settles: { escrowId: string; role: EscrowRole; state: 'decided' | 'deferred' | 'settling' | 'settled' | 'failed'; inFlight: number; reason?: string }[];
+  settles: {
+    escrowId: string;
+    role: EscrowRole;
+    state: 'decided' | 'deferred' | 'settling' | 'retrying' | 'settled' | 'failed';
+    inFlight: number;
+    reason?: string;
+    /** While retrying: the next attempt's number and the height it waits for. */
+    retry?: { attempt: number; atHeight: number };
+  }[];
 }
 
 export interface ExplainReplacement {
@@ -70,6 +84,7 @@ export interface ExplainFilter {
 const short = (id: string) => (id.length > 12 ? `${id.slice(0, 8)}…` : id);
 const reasonOf = (e: ChainErrorInfo) => `${e.kind}: ${e.message}`;
 const at = (c: ChainInputs) => `height ${c.height}, epoch ${c.epoch}`;
+const WINDOW_CLOSED = 'its settle window has closed, so the unused deposit can no longer be settled on chain; not retried';
 
 /** Explains every rotation in the log (optionally one model and / or one epoch). */
 export function explainRotation(records: Iterable<RecordedEvent>, filter: ExplainFilter = {}): RotationExplanation {
@@ -81,6 +96,8 @@ export function explainRotation(records: Iterable<RecordedEvent>, filter: Explai
   /** escrow id → the cycle that decided its settle. */
   const settling = new Map<string, ExplainCycle>();
   const inFlight = new Map<string, number>();
+  /** escrow id → its epoch (settle window: that epoch and the next). */
+  const escrowEpoch = new Map<string, number>();
 
   const push = (cycle: ExplainCycle, r: RecordedEvent, text: string) => cycle.steps.push({ position: r.position, time: r.time, event: r.type, text });
 
@@ -104,6 +121,7 @@ export function explainRotation(records: Iterable<RecordedEvent>, filter: Explai
       const id = stream.id;
       switch (e.type) {
         case 'EscrowCreated': {
+          escrowEpoch.set(id, e.data.epoch);
           const link = e.data.intentId ? intents.get(e.data.intentId) : undefined;
           if (link?.cycle) {
             const created = link.cycle.created.find((x) => x.intentId === e.data.intentId);
@@ -132,8 +150,10 @@ export function explainRotation(records: Iterable<RecordedEvent>, filter: Explai
             push(cycle, record, `settle of escrow ${id} deferred: ${e.data.inFlight} request(s) in flight`);
           } else if (e.type === 'EscrowSettleRequested') {
             s.state = 'settling';
+            delete s.retry;
           } else if (e.type === 'EscrowSettled') {
             s.state = 'settled';
+            delete s.retry;
             push(cycle, record, `escrow ${id} settled on chain at height ${e.data.height} (refund ${e.data.refund})`);
           } else {
             s.state = 'failed';
@@ -206,8 +226,11 @@ export function explainRotation(records: Iterable<RecordedEvent>, filter: Explai
         break;
       case 'RotationFailed': {
         const d = e.data;
-        if (!cycle) break;
-        cycle.failures.push({
+        // A settle's failures belong to the cycle that decided it (a retry may fail in a later one).
+        const owner = (d.step === 'settle' && d.escrowId ? settling.get(d.escrowId) : undefined) ?? cycle;
+        if (!owner) break;
+        const windowClosed = d.step === 'settle' && (d.windowClosed === true || d.error.kind === 'wrong_epoch');
+        owner.failures.push({
           step: d.step,
           role: d.role ?? null,
           error: d.error,
@@ -215,13 +238,41 @@ export function explainRotation(records: Iterable<RecordedEvent>, filter: Explai
           position: record.position,
           ...(d.intentId ? { intentId: d.intentId } : {}),
           ...(d.escrowId ? { escrowId: d.escrowId } : {}),
+          ...(d.attempt !== undefined ? { attempt: d.attempt } : {}),
+          ...(d.retryAtHeight !== undefined ? { retryAtHeight: d.retryAtHeight } : {}),
+          ...(windowClosed ? { windowClosed } : {}),
         });
-        if (d.suppress && d.role) cycle.suppressed.push({ role: d.role, epoch: d.chain.epoch, reason: reasonOf(d.error) });
-        const what = d.step === 'settle' ? `settle of escrow ${d.escrowId ?? '?'}` : d.step.replace('_', ' ');
+        if (d.suppress && d.role) owner.suppressed.push({ role: d.role, epoch: d.chain.epoch, reason: reasonOf(d.error) });
+        if (d.step === 'settle') {
+          const s = owner.settles.find((x) => x.escrowId === d.escrowId);
+          if (s) {
+            s.reason = reasonOf(d.error);
+            if (d.retryAtHeight !== undefined) {
+              s.state = 'retrying';
+              s.retry = { attempt: (d.attempt ?? 1) + 1, atHeight: d.retryAtHeight };
+            } else {
+              s.state = 'failed';
+              delete s.retry;
+            }
+          }
+          const epoch = d.escrowId ? escrowEpoch.get(d.escrowId) : undefined;
+          const window = epoch !== undefined ? ` (settle window: epochs ${epoch} and ${epoch + 1})` : '';
+          const attempt = d.attempt !== undefined ? ` (attempt ${d.attempt})` : '';
+          const text = d.windowClosed
+            ? `GAVE UP settle of escrow ${d.escrowId ?? '?'} at ${at(d.chain)}: ${d.error.message}; the unused deposit can no longer be settled on chain`
+            : `FAILED settle of escrow ${d.escrowId ?? '?'}${attempt} at ${at(d.chain)}: ${reasonOf(d.error)}; ` +
+              (d.retryAtHeight !== undefined
+                ? `transient, tried again from height ${d.retryAtHeight} while the settle window is open${window}`
+                : windowClosed
+                  ? WINDOW_CLOSED
+                  : 'not retried');
+          push(owner, record, text);
+          break;
+        }
         push(
-          cycle,
+          owner,
           record,
-          `FAILED ${what} at ${at(d.chain)}: ${reasonOf(d.error)}${d.suppress && d.role ? `; further ${d.role} creates for this model in epoch ${d.chain.epoch} are suppressed` : ''}`,
+          `FAILED ${d.step.replace('_', ' ')} at ${at(d.chain)}: ${reasonOf(d.error)}${d.suppress && d.role ? `; further ${d.role} creates for this model in epoch ${d.chain.epoch} are suppressed` : ''}`,
         );
         break;
       }
@@ -300,15 +351,31 @@ export function formatExplain(x: RotationExplanation): string {
   const out: string[] = [];
   if (x.cycles.length === 0 && x.replacements.length === 0) return 'No rotation is recorded in this log (for the given model / epoch).\n';
   for (const c of x.cycles) {
-    const failed = c.failures.length > 0;
+    // A transient settle failure followed by the escrow's settlement is recovered, not a failure of the cycle.
+    const recovered = (f: ExplainFailure) => f.retryAtHeight !== undefined && c.settles.some((s) => s.escrowId === f.escrowId && s.state === 'settled');
+    const failed = c.failures.some((f) => !recovered(f));
     const verdict = c.status === 'completed' ? (failed ? 'completed with FAILURES' : 'completed') : `in progress (${c.stage.replace('_', ' ')})${failed ? ' with FAILURES' : ''}`;
     out.push(`Rotation of ${c.model}, cycle of epoch ${c.epoch} (boundary at height ${c.boundaryHeight}): ${verdict}`);
     for (const s of c.steps) out.push(`  #${s.position} ${s.time}  ${s.text}`);
-    if (failed) {
-      out.push('  Failures:');
+    if (c.failures.length > 0) {
+      out.push(failed ? '  Failures:' : '  Failures (all recovered):');
       for (const f of c.failures) {
-        const step = f.step === 'settle' ? `settle of escrow ${f.escrowId ?? '?'}` : f.step;
-        out.push(`    step ${step}${f.role ? ` (${f.role})` : ''}: the chain said ${f.error.kind}: ${f.error.message}${f.error.rawLog ? ` [raw log: ${f.error.rawLog}]` : ''}`);
+        const step = f.step === 'settle' ? `settle of escrow ${f.escrowId ?? '?'}${f.attempt !== undefined ? ` attempt ${f.attempt}` : ''}` : f.step;
+        // A retry given up by the gateway was never sent, and an unreachable chain said nothing.
+        const givenUp = f.windowClosed && f.error.code === undefined;
+        const said = givenUp
+          ? f.error.message
+          : f.error.kind === 'unreachable' || f.error.kind === 'timeout'
+            ? `no answer from the chain (${f.error.kind}: ${f.error.message})`
+            : `the chain said ${f.error.kind}: ${f.error.message}`;
+        const outcome = recovered(f)
+          ? '; transient, settled on a later attempt'
+          : f.retryAtHeight !== undefined
+            ? `; transient, retried from height ${f.retryAtHeight}`
+            : f.windowClosed && !givenUp
+              ? '; settle window closed, not retried'
+              : '';
+        out.push(`    step ${step}${f.role ? ` (${f.role})` : ''}: ${said}${f.error.rawLog ? ` [raw log: ${f.error.rawLog}]` : ''}${outcome}`);
       }
     }
     if (c.suppressed.length > 0) {
@@ -321,7 +388,7 @@ export function formatExplain(x: RotationExplanation): string {
         out.push(`    ${s.role} creates for ${c.model} in epoch ${s.epoch} (after: ${s.reason})`);
       }
     }
-    const waiting = c.settles.filter((s) => s.state === 'deferred' || s.state === 'decided' || s.state === 'settling');
+    const waiting = c.settles.filter((s) => s.state === 'deferred' || s.state === 'decided' || s.state === 'settling' || s.state === 'retrying');
     if (waiting.length > 0) {
       out.push('  Settles not finished:');
       for (const s of waiting) {
@@ -330,7 +397,9 @@ export function formatExplain(x: RotationExplanation): string {
             ? `waiting on ${s.inFlight} in-flight request(s); broadcast once they drain`
             : s.state === 'settling'
               ? 'settle tx sent, outcome not yet recorded'
-              : 'decided, not yet finalized';
+              : s.state === 'retrying'
+                ? `last attempt failed (${s.reason ?? 'transient'}); attempt ${s.retry?.attempt ?? '?'} from height ${s.retry?.atHeight ?? '?'} while the settle window is open`
+                : 'decided, not yet finalized';
         out.push(`    escrow ${s.escrowId} (${s.role}): ${why}`);
       }
     }

@@ -63,6 +63,8 @@ export async function appendRotation<K extends RotationEventType>(
 /** A failure as recorded: chain errors keep their kind; API errors keep their code when it names one. */
 export function errorInfo(err: unknown): ChainErrorInfo {
   if (err instanceof ChainError) return chainErrorInfo(err);
+  // A chain error answered as an API error (settleEscrow): record what the chain said.
+  if (err instanceof ApiError && err.cause instanceof ChainError) return chainErrorInfo(err.cause);
   if (err instanceof ApiError) {
     const kinds = ['not_allowlisted', 'below_min_amount', 'insufficient_funds', 'epoch_limit', 'already_settled', 'wrong_epoch', 'bad_signatures', 'wrong_settler', 'nonce_too_high', 'overspent', 'not_found', 'bad_sequence', 'unreachable', 'timeout'];
     const kind = (err.code && kinds.includes(err.code) ? err.code : 'rejected') as ChainErrorInfo['kind'];
