@@ -169,9 +169,9 @@ export class EscrowPoolProjection {
   }
 
   /**
-   * Starts a batch fold: until endBatch, `fold` folds inference events of escrows in a fast state
-   * in runs (escrow-run.ts) instead of a snapshot per event. For rebuild and catch-up, where many
-   * events are folded before anything reads the pool.
+   * Starts a batch fold: until endBatch, `fold` folds inference events (and nonce reservations)
+   * of escrows in a fast state in runs (escrow-run.ts) instead of a snapshot per event. For
+   * rebuild and catch-up, where many events are folded before anything reads the pool.
    */
   beginBatch(): void {
     this.runs ??= new Map();
@@ -191,7 +191,8 @@ export class EscrowPoolProjection {
     const runs = this.runs;
     if (runs && stream.kind === 'escrow') {
       const type = record.type;
-      if (type === 'InferenceStarted' || type === 'InferenceFinished' || type === 'InferenceFailed') {
+      // NoncesReserved too: one in every ~256 requests of an escrow, it would otherwise end the run.
+      if (type === 'InferenceStarted' || type === 'InferenceFinished' || type === 'InferenceFailed' || type === 'NoncesReserved') {
         let run = runs.get(stream.id);
         if (!run) {
           const snapshot = this.escrows.get(stream.id);

@@ -3,7 +3,8 @@
  * escrow logs with `EscrowPoolProjection.fold` inside a batch gives, per event, the same state value
  * and `accepted` as `apply`, the same exception where `apply` throws, and at the end the same pool
  * (checkpoint JSON, key order included). Amounts include the odd ones (long, negative, leading
- * zeros, beyond 2^53, not numbers at all) where a run must hand the event back.
+ * zeros, beyond 2^53, not numbers at all) where a run must hand the event back; so do nonce
+ * reservations that are not safe integers.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -33,7 +34,10 @@ const event: fc.Arbitrary<Loose> = fc.oneof(
   { weight: 6, arbitrary: fc.tuple(requestId, amount).map(([id, cost]) => odd(ev.finished('x', 1), { requestId: id, cost })) },
   { weight: 2, arbitrary: fc.tuple(requestId, amount).map(([id, cost]) => odd(ev.failed('x', 1), { requestId: id, cost })) },
   { weight: 1, arbitrary: fc.constant<Loose>({ type: 'InferenceStarted', data: null }) },
-  { weight: 1, arbitrary: fc.integer({ min: 0, max: 40 }).map((upTo) => ev.noncesReserved(upTo)) },
+  { weight: 3, arbitrary: fc.integer({ min: 0, max: 40 }).map((upTo) => ev.noncesReserved(upTo)) },
+  // Reservations a run must hand back (not a safe integer) or refuse like the machine.
+  { weight: 1, arbitrary: fc.constantFrom<unknown>('30', 2.5, Number.NaN, 2 ** 53, null, undefined).map((upTo) => odd(ev.noncesReserved(1), { upTo })) },
+  { weight: 1, arbitrary: fc.constant<Loose>({ type: 'NoncesReserved', data: null }) },
   { weight: 1, arbitrary: amount.map((cost) => odd(ev.usageRecovered(), { cost })) },
   {
     weight: 2,
