@@ -110,6 +110,32 @@ describe('escrow runs (batch fold)', () => {
     expect(batch.escrow('e1')!.context.balance).toBe('9999500');
   });
 
+  it('keeps the pending order across many starts (the run renews its map every few starts)', () => {
+    const records: RecordedEvent[] = [];
+    const push = (e: Loose) => records.push({ position: records.length + 1, streamId: 'escrow-e1', streamVersion: records.length, type: e.type, schemaVersion: 1, data: e.data, metadata: META, time: 't', prevHash: '', hash: '' });
+    push(ev.created('e1', 'm1', '1000000000'));
+    push(ev.registered('e1'));
+    push(ev.noncesReserved(500));
+    const inFlight: string[] = [];
+    for (let n = 1; n <= 300; n++) {
+      push(ev.started(`r${n}`, n, '10'));
+      inFlight.push(`r${n}`);
+      // Ends out of order, and in bursts, so the pending map grows and shrinks.
+      if (n % 7 === 0) for (const id of inFlight.splice(n % 3, 4)) push(ev.finished(id, 1, '5'));
+      if (n % 97 === 0) push(ev.noncesReserved(500 + n));
+    }
+    const plain = new EscrowPoolProjection();
+    const batch = new EscrowPoolProjection();
+    batch.beginBatch();
+    for (const r of records) {
+      plain.apply(r, { kind: 'escrow', id: 'e1' });
+      batch.fold(r, { kind: 'escrow', id: 'e1' });
+    }
+    batch.endBatch();
+    expect(Object.keys(batch.escrow('e1')!.context.pending)).toEqual(inFlight);
+    expect(JSON.stringify(batch.snapshot())).toBe(JSON.stringify(plain.snapshot()));
+  });
+
   it('reads plain safe integers only', () => {
     expect([exactInt('0'), exactInt('-12'), exactInt('007'), exactInt('9007199254740991')]).toEqual([0, -12, 7, 9007199254740991]);
     for (const s of ['', '-', '+1', '1e3', ' 1', '1.0', '9007199254740992', '123456789012345678', 12, null]) expect(exactInt(s)).toBeUndefined();
