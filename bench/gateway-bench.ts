@@ -236,7 +236,7 @@ export async function startGatewayTarget(hostUrl: string, opts: { mode?: 'upstre
 }
 
 /** The load generator process (bench/load-worker.ts). */
-class LoadWorker {
+export class LoadWorker {
   private readonly child: ChildProcess;
   private next = 0;
   private readonly waiting = new Map<number, { resolve(v: unknown): void; reject(e: Error): void }>();
@@ -268,7 +268,7 @@ class LoadWorker {
   }
 }
 
-const request = (target: Target, body = CHAT_BODY) => ({
+export const request = (target: Target, body = CHAT_BODY) => ({
   url: `${target.url}/v1/chat/completions`,
   headers: { 'content-type': 'application/json', ...target.headers },
   body,

@@ -17,6 +17,7 @@ import {
 import type { EventMetadata, RecordedEvent } from '../src/events/envelope.js';
 import { escrowMachine, initialSnapshot, ROUTING_STOP_NONCE, step, type EscrowSnapshot } from '../src/machines/index.js';
 import { stepEscrowFast } from '../src/machines/escrow-fast.js';
+import { NONCE_BLOCK } from '../src/gateway/nonce-lease.js';
 import { EscrowPoolProjection, Projections } from '../src/projections/index.js';
 
 export interface ProjectionsBenchOptions {
@@ -84,6 +85,8 @@ interface Lane {
   escrowId: string;
   model: string;
   nonce: number;
+  /** Highest reserved nonce (NoncesReserved). */
+  reserved: number;
   /** requestIds in flight, with their nonce. */
   inFlight: { requestId: string; nonce: number }[];
 }
@@ -109,7 +112,8 @@ export interface GenerateOptions extends Pick<ProjectionsBenchOptions, 'models' 
  * Events of realistic shape: per model `escrowsPerModel` escrows take chat concurrently, each with
  * about `inFlight` requests in flight (started, then finished — 2% fail — in random order). An
  * escrow reaching the routing stop is stopped, drained, finalized, settled and replaced by a new
- * one created through a creation intent. A few settings events are sprinkled in. Yields exactly
+ * one created through a creation intent. Nonces are reserved in blocks as the gateway reserves
+ * them (NoncesReserved when half of the block is used; gateway/nonce-lease.ts). A few settings events are sprinkled in. Yields exactly
  * `events` events (streamed, so a multi-million-event SQLite log need not sit in memory).
  */
 export function* generateEvents(events: number, opts: GenerateOptions = {}): Generator<GeneratedEvent, { escrows: number }> {
@@ -142,7 +146,7 @@ export function* generateEvents(events: number, opts: GenerateOptions = {}): Gen
       data: { escrowId, intentId, txHash: `TX${n}`, height: 10 + n, epoch: 7, creator: 'gonka1creator', amount: DEPOSIT, model, role: 'regular', slots: [{ slotId: 0, host: 'h0', url: 'http://h0' }] },
     }, actor);
     push(escrowStream(escrowId), { type: 'EscrowRegistered', data: { escrowId, model } }, actor);
-    return { escrowId, model, nonce: 0, inFlight: [] };
+    return { escrowId, model, nonce: 0, reserved: 0, inFlight: [] };
   };
 
   const finish = (lane: Lane, index: number): void => {
@@ -194,12 +198,19 @@ export function* generateEvents(events: number, opts: GenerateOptions = {}): Gen
     }
     if (lane.inFlight.length >= window) finish(lane, Math.floor(rand() * lane.inFlight.length));
     const requestId = requestIdOf(++requests);
+    const meta: EventMetadata = { actor: { kind: 'client', keyId }, requestId, correlationId: requestId };
     lane.nonce += 1;
+    if (lane.reserved - lane.nonce < NONCE_BLOCK / 2) {
+      // As NonceLeases.ensure: the next block, recorded with the metadata of the request that needed it.
+      const upTo = Math.min(Math.max(lane.reserved, lane.nonce - 1) + NONCE_BLOCK, ROUTING_STOP_NONCE - 1);
+      if (upTo > lane.reserved) push(escrowStream(lane.escrowId), { type: 'NoncesReserved', data: { upTo } }, meta);
+      lane.reserved = upTo;
+    }
     lane.inFlight.push({ requestId, nonce: lane.nonce });
     push(escrowStream(lane.escrowId), {
       type: 'InferenceStarted',
       data: { requestId, nonce: lane.nonce, clientKeyId: keyId, reservedCost: '100000', inputTokens: 512, maxTokens: 1024 },
-    }, { actor: { kind: 'client', keyId }, requestId, correlationId: requestId });
+    }, meta);
     if (tick % 100_000 === 0) push(settingsStream, { type: 'ModelAccessModeChanged', data: { model: lane.model, mode: 'api_key', previous: 'api_key' } });
   }
 }

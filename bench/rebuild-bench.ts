@@ -2,8 +2,10 @@
  * Rebuild-from-SQLite benchmark (not a test; `node dist/bench/rebuild-bench.js [events] [repeats]`).
  *
  * Writes (once; cached under the OS temp dir) a SQLite event log shaped like the gateway soak's —
- * mostly InferenceStarted / InferenceFinished with `req-<uuid>` request ids, written through the
- * real store with group commit — then times, interleaved in each repeat so the ratios come from
+ * mostly InferenceStarted / InferenceFinished with `req-<uuid>` request ids, nonces reserved in
+ * blocks (NoncesReserved), SOAK_SHAPE escrows of one model all taking requests at once with about
+ * one request in flight each (the soak: 53 escrows, 64 connections; bench/soak-log.ts writes a
+ * real one), written through the real store with group commit — then times, interleaved in each repeat so the ratios come from
  * the same moment of a shared machine:
  *
  *  - `rebuildFrom`: `Projections.rebuildFrom(store)`, what the gateway bench's soak measures: the
@@ -29,7 +31,7 @@ export interface RebuildBenchOptions {
   events?: number;
   /** Timed repeats of every measurement (default 3). */
   repeats?: number;
-  /** Log file (default `<tmp>/shardgate-rebuild-bench/soak-<events>.sqlite`, reused when complete). */
+  /** Log file (default `<tmp>/shardgate-rebuild-bench/soak-shaped-<events>.sqlite`, reused when complete). */
   file?: string;
   /** Measurements to run (default all), by name. */
   only?: string[];
@@ -53,6 +55,13 @@ export interface RebuildBenchResult {
   best: Record<string, Measurement>;
   load: { start: number; end: number };
 }
+
+/**
+ * The soak's shape (bench/soak-log.ts, 1,000,000 requests): its escrows are all created before the
+ * load and share it, ~19,000 requests each, none reaching the routing stop; a request's end comes
+ * ~100 events after its start.
+ */
+export const SOAK_SHAPE = { models: 1, escrowsPerModel: 52, inFlight: 1 } as const;
 
 /** Deterministic `req-<uuid>`-shaped ids (the gateway's genReqId makes `req-${randomUUID()}`). */
 function uuidLike(n: number): string {
@@ -88,7 +97,7 @@ export async function ensureLog(file: string, events: number, log: (line: string
     const burst = 1_000;
     let acks: Promise<unknown>[] = [];
     let written = 0;
-    for (const { streamId, event, metadata } of generateEvents(events, { requestId: uuidLike, keyId: 'ck_7f3a9c21' })) {
+    for (const { streamId, event, metadata } of generateEvents(events, { ...SOAK_SHAPE, requestId: uuidLike, keyId: 'ck_7f3a9c21' })) {
       acks.push(store.append(streamId, [{ type: event.type, data: event.data, metadata }], { expectedVersion: 'any' }));
       if (acks.length === burst) {
         await Promise.all(acks);
@@ -143,7 +152,8 @@ export async function benchRebuild(opts: RebuildBenchOptions = {}): Promise<Rebu
   const events = opts.events ?? 2_000_000;
   const repeats = opts.repeats ?? 3;
   const log = opts.log ?? (() => {});
-  const file = opts.file ?? join(tmpdir(), 'shardgate-rebuild-bench', `soak-${events}.sqlite`);
+  // The name changes with the shape, so a log cached in an older shape is not reused.
+  const file = opts.file ?? join(tmpdir(), 'shardgate-rebuild-bench', `soak-shaped-${events}.sqlite`);
   await ensureLog(file, events, log);
   const fileBytes = statSync(file).size;
   log(`log: ${events.toLocaleString('en')} events, ${(fileBytes / 2 ** 20).toFixed(1)} MiB (${Math.round(fileBytes / events)} bytes/event)`);

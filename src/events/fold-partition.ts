@@ -1,10 +1,10 @@
 /**
  * Reading the log for a fold split by stream (projections/partitioned-rebuild.ts): each partition
  * reads, on its own read-only connection, every event except the events of some types (the
- * per-request ones) in the streams another partition folds. SQLite skips those rows itself
- * (~0.3 µs each: it still decodes their type and stream id), so better-sqlite3 builds rows only
- * for the events the partition folds: ~2 µs per folded event in all, with 2 partitions, over the
- * soak-shaped log (bench/rebuild-bench.ts).
+ * per-request ones and nonce reservations) in the streams another partition folds. SQLite skips
+ * those rows itself (~0.3 µs each: it still decodes their type and stream id), so better-sqlite3
+ * builds rows only for the events the partition folds: ~2 µs per folded event in all, with 2
+ * partitions, over the soak-shaped log (bench/rebuild-bench.ts).
  *
  * Time, metadata and stream version are left out of the read (~0.3 µs per event): a fold reads
  * them of almost no event (the timeline shows the time and actor of the entries it keeps, loaded

@@ -82,6 +82,10 @@ export const canStartRequest = (context: EscrowContext, d: StartData, alreadyPen
 export const canEndRequest = (context: EscrowContext, d: EndData, reservation: Amount | undefined): boolean =>
   reservation !== undefined && lte(d.cost, context.balance);
 
+/** A reservation beyond both the last reservation and the last used nonce, below the routing stop. */
+export const canReserveNonces = (context: Pick<EscrowContext, 'nonce' | 'nonceReserved' | 'routingStop'>, upTo: number): boolean =>
+  upTo > Math.max(context.nonce, context.nonceReserved ?? 0) && upTo < context.routingStop;
+
 /** Counters after a request starts (the caller adds `requestId → reservedCost` to `pending`). */
 export const startRequestUpdate = (context: EscrowContext, d: StartData): Pick<EscrowContext, 'nonce' | 'inFlight' | 'reserved'> => ({
   nonce: d.nonce,
@@ -133,8 +137,7 @@ export const escrowMachine = setup({
     /** A reservation beyond both the last reservation and the last used nonce, below the routing stop. */
     canReserveNonces: ({ context, event }) => {
       assertEvent(event, 'NoncesReserved');
-      const { upTo } = event.data;
-      return upTo > Math.max(context.nonce, context.nonceReserved ?? 0) && upTo < context.routingStop;
+      return canReserveNonces(context, event.data.upTo);
     },
     /** Skips exactly to a reservation the log holds, above the last used nonce. */
     canSkipNonces: ({ context, event }) => {

@@ -6,8 +6,11 @@
  * A creation intent (`escrow-create-<uuid>`) is folded through the escrow machine too; when the
  * escrow stream starts with EscrowCreated naming that intent, the escrow continues from the
  * intent's snapshot, so one escrow's state covers its whole life.
+ *
+ * Beside it: pool-types.ts (what it hands out and keeps), routable-escrows.ts (the routable sets),
+ * escrow-run.ts (a batch fold's runs), stream-refs.ts (parsed stream ids).
  */
-import { parseStreamId, SCHEMA_VERSIONS, upcast, type Amount, type EscrowRole } from '../events/catalog.js';
+import { parseStreamId, SCHEMA_VERSIONS, upcast, type Amount } from '../events/catalog.js';
 import { requestFieldsOf } from '../events/fold-read.js';
 import type { RecordedEvent } from '../events/envelope.js';
 import {
@@ -19,91 +22,15 @@ import {
   type EscrowInput,
   type EscrowSnapshot,
   type EscrowState,
-  type PersistedMachineState,
 } from '../machines/index.js';
 import { stepEscrowFast } from '../machines/escrow-fast.js';
 import { ACCEPTED, BAIL, EscrowRun } from './escrow-run.js';
+import { summary, type EscrowPoolState, type FoldStep, type PendingCreate, type PoolEscrow, type PoolPart, type PoolShared } from './pool-types.js';
+import { RoutableEscrows } from './routable-escrows.js';
+import type { StreamRef } from './stream-refs.js';
 
-/** A parsed stream id (the aggregate parses each record's once and hands it to every projection). */
-export type StreamRef = ReturnType<typeof parseStreamId>;
-
-/**
- * parseStreamId keeping each stream's ref, for a fold of many records: a log has few streams, and
- * one ref object (and id string) per stream also spares the maps keyed by id re-hashing a new
- * string each time.
- */
-export function streamRefs(): (streamId: string) => StreamRef {
-  const refs = new Map<string, StreamRef>();
-  return (streamId) => {
-    let ref = refs.get(streamId);
-    if (!ref) refs.set(streamId, (ref = parseStreamId(streamId)));
-    return ref;
-  };
-}
-
-/** What the router needs of one routable escrow. */
-export interface PoolEscrow {
-  escrowId: string;
-  model: string;
-  role: EscrowRole;
-  state: EscrowState;
-  nonce: number;
-  balance: Amount;
-  reserved: Amount;
-  inFlight: number;
-}
-
-/** An intent not yet resolved (a restart must reconcile it with the chain by tx hash). */
-export interface PendingCreate {
-  intentId: string;
-  model: string;
-  role: EscrowRole;
-  epoch: number;
-  txHash: string;
-  position: number;
-}
-
-export interface EscrowPoolState {
-  escrows: Record<string, PersistedMachineState>;
-  intents: Record<string, PersistedMachineState>;
-  pendingCreates: Record<string, PendingCreate>;
-}
-
-/**
- * Some escrows of a pool, for putting a pool together from partitions of a fold (`merge`): each
- * with the position that orders it (its first event; negative for escrows restored from a
- * checkpoint, in restore order), and the routable ones with the position they became routable at.
- */
-export interface PoolPart {
-  escrows: [escrowId: string, state: PersistedMachineState, firstAt: number][];
-  routable: [model: string, escrowId: string, since: number][];
-}
-
-/** What every partition of a fold has alike: the creation intents, in their order. */
-export interface PoolShared {
-  intents: [intentId: string, state: PersistedMachineState][];
-  pendingCreates: [intentId: string, pending: PendingCreate][];
-}
-
-const summary = (escrowId: string, snapshot: EscrowSnapshot): PoolEscrow => {
-  const c = snapshot.context;
-  return {
-    escrowId,
-    model: c.model ?? '',
-    role: c.role,
-    state: snapshot.value as EscrowState,
-    nonce: c.nonce,
-    balance: c.balance,
-    reserved: c.reserved,
-    inFlight: c.inFlight,
-  };
-};
-
-/** What a batch fold needs of one folded escrow event: the state value after it and whether it was accepted. */
-export interface FoldStep {
-  value: EscrowSnapshot['value'];
-  accepted: boolean;
-}
+export type { EscrowPoolState, FoldStep, PendingCreate, PoolEscrow, PoolPart, PoolShared } from './pool-types.js';
+export { streamRefs, type StreamRef } from './stream-refs.js';
 
 /** The escrow pool projection. */
 export class EscrowPoolProjection {
@@ -117,12 +44,9 @@ export class EscrowPoolProjection {
   private readonly step: FoldStep = { value: 'none', accepted: false };
   private readonly intents = new Map<string, EscrowSnapshot>();
   private readonly pendingCreates = new Map<string, PendingCreate>();
-  /** model → escrow ids in state `active`. */
-  private readonly routable = new Map<string, Set<string>>();
+  private readonly routable = new RoutableEscrows();
   /** Position of each escrow's first event (negative: restored, in restore order); orders `merge`. */
   private readonly firstAt = new Map<string, number>();
-  /** Position at which each routable escrow joined its model's set (orders `merge`). */
-  private readonly routableAt = new Map<string, number>();
 
   constructor(private readonly input: EscrowInput = {}) {}
 
@@ -169,9 +93,9 @@ export class EscrowPoolProjection {
   }
 
   /**
-   * Starts a batch fold: until endBatch, `fold` folds inference events of escrows in a fast state
-   * in runs (escrow-run.ts) instead of a snapshot per event. For rebuild and catch-up, where many
-   * events are folded before anything reads the pool.
+   * Starts a batch fold: until endBatch, `fold` folds inference events (and nonce reservations)
+   * of escrows in a fast state in runs (escrow-run.ts) instead of a snapshot per event. For
+   * rebuild and catch-up, where many events are folded before anything reads the pool.
    */
   beginBatch(): void {
     this.runs ??= new Map();
@@ -191,7 +115,8 @@ export class EscrowPoolProjection {
     const runs = this.runs;
     if (runs && stream.kind === 'escrow') {
       const type = record.type;
-      if (type === 'InferenceStarted' || type === 'InferenceFinished' || type === 'InferenceFailed') {
+      // NoncesReserved too: one in every ~256 requests of an escrow, it would otherwise end the run.
+      if (type === 'InferenceStarted' || type === 'InferenceFinished' || type === 'InferenceFailed' || type === 'NoncesReserved') {
         let run = runs.get(stream.id);
         if (!run) {
           const snapshot = this.escrows.get(stream.id);
@@ -236,19 +161,9 @@ export class EscrowPoolProjection {
   }
 
   private index(id: string, before: EscrowSnapshot, after: EscrowSnapshot, position: number): void {
-    const model = after.context.model ?? '';
-    const wasRoutable = before.value === 'active' && this.routable.get(before.context.model ?? '')?.has(id);
-    const isRoutable = after.value === 'active';
-    if (wasRoutable && !isRoutable) this.routable.get(model)?.delete(id);
-    if (isRoutable) {
-      let set = this.routable.get(model);
-      if (!set) this.routable.set(model, (set = new Set()));
-      if (!set.has(id)) {
-        set.add(id);
-        this.routableAt.set(id, position);
-      }
-    }
+    this.routable.update(id, before, after, position);
   }
+
 
   /**
    * The routable escrow of `model` with the fewest requests in flight whose usable balance
@@ -257,7 +172,7 @@ export class EscrowPoolProjection {
    */
   pick(model: string, reservedCost: Amount = '0'): PoolEscrow | undefined {
     this.finishRuns();
-    const ids = this.routable.get(model);
+    const ids = this.routable.of(model);
     if (!ids) return undefined;
     const need = BigInt(reservedCost);
     let best: EscrowSnapshot | undefined;
@@ -291,13 +206,13 @@ export class EscrowPoolProjection {
 
   /** Whether any escrow of the model is routable (no allocation; the per-request check). */
   hasRoutable(model: string): boolean {
-    return (this.routable.get(model)?.size ?? 0) > 0;
+    return (this.routable.of(model)?.size ?? 0) > 0;
   }
 
   /** Routable escrows of a model. */
   routableOf(model: string): PoolEscrow[] {
     this.finishRuns();
-    return [...(this.routable.get(model) ?? [])].map((id) => summary(id, this.escrows.get(id)!));
+    return [...(this.routable.of(model) ?? [])].map((id) => summary(id, this.escrows.get(id)!));
   }
 
   /** Every escrow the gateway knows (removed ones included), in first-seen order. */
@@ -349,9 +264,7 @@ export class EscrowPoolProjection {
     this.finishRuns();
     const escrows: PoolPart['escrows'] = [];
     for (const [id, s] of this.escrows) if (owns(id)) escrows.push([id, persistState(s), this.firstAt.get(id)!]);
-    const routable: PoolPart['routable'] = [];
-    for (const [model, ids] of this.routable) for (const id of ids) if (owns(id)) routable.push([model, id, this.routableAt.get(id)!]);
-    return { escrows, routable };
+    return { escrows, routable: this.routable.part(owns) };
   }
 
   /** The creation intents, for `merge`. */
@@ -372,12 +285,7 @@ export class EscrowPoolProjection {
       this.escrows.set(id, restoreState(escrowMachine, p));
       this.firstAt.set(id, firstAt);
     }
-    for (const [model, id, since] of parts.flatMap((part) => part.routable).sort((a, b) => a[2] - b[2])) {
-      let set = this.routable.get(model);
-      if (!set) this.routable.set(model, (set = new Set()));
-      set.add(id);
-      this.routableAt.set(id, since);
-    }
+    this.routable.merge(parts.flatMap((part) => part.routable));
   }
 
   private clear(): void {
@@ -387,6 +295,5 @@ export class EscrowPoolProjection {
     this.pendingCreates.clear();
     this.routable.clear();
     this.firstAt.clear();
-    this.routableAt.clear();
   }
 }

@@ -1,13 +1,13 @@
 /**
  * One partition of a fold split by stream (partitioned-rebuild.ts). A partition folds, with the
- * ordinary Projections, every event of the log except the per-request events (PARTITIONED_TYPES)
- * of the escrow streams other partitions own. What it hands back is exact for what it owns and
+ * ordinary Projections, every event of the log except the per-request events and nonce
+ * reservations (PARTITIONED_TYPES) of the escrow streams other partitions own. What it hands back is exact for what it owns and
  * for what every partition shares:
  *
  *  - its own escrow streams: every one of their events is folded, in log order, and the only thing
  *    an escrow stream takes from outside is, at its first event, a creation intent — shared;
- *  - shared state (creation intents, settings, rotation debug): per-request events of an escrow
- *    stream reach none of it; another stream's events reach it only through (a) its first event
+ *  - shared state (creation intents, settings, rotation debug): per-request events and nonce
+ *    reservations of an escrow stream reach none of it; another stream's events reach it only through (a) its first event
  *    (EscrowCreated takes over an intent: folded here too, it starts from the same intent state)
  *    and (b) EscrowSettled/EscrowSettleFailed for rotation debug, which reads only the record.
  *
@@ -24,8 +24,12 @@ import type { RotationDebugState } from './rotation-debug.js';
 import type { SettingsState } from './settings.js';
 import type { Timeline } from './timeline.js';
 
-/** Event types a partition reads only for the escrow streams it owns: the per-request ones (almost all of a busy log). */
-export const PARTITIONED_TYPES: readonly string[] = REQUEST_TYPES;
+/**
+ * Event types a partition reads only for the escrow streams it owns: the per-request ones (almost
+ * all of a busy log) and NoncesReserved (one per 256 requests of an escrow; read for another
+ * partition's stream, each cost a lookup of its stream version, ~40 µs).
+ */
+export const PARTITIONED_TYPES: readonly string[] = [...REQUEST_TYPES, 'NoncesReserved'];
 
 /** What every partition has alike (taken from one of them). */
 export interface PartitionShared {

@@ -3,7 +3,8 @@
  * escrow logs with `EscrowPoolProjection.fold` inside a batch gives, per event, the same state value
  * and `accepted` as `apply`, the same exception where `apply` throws, and at the end the same pool
  * (checkpoint JSON, key order included). Amounts include the odd ones (long, negative, leading
- * zeros, beyond 2^53, not numbers at all) where a run must hand the event back.
+ * zeros, beyond 2^53, not numbers at all) where a run must hand the event back; so do nonce
+ * reservations that are not safe integers.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -33,7 +34,10 @@ const event: fc.Arbitrary<Loose> = fc.oneof(
   { weight: 6, arbitrary: fc.tuple(requestId, amount).map(([id, cost]) => odd(ev.finished('x', 1), { requestId: id, cost })) },
   { weight: 2, arbitrary: fc.tuple(requestId, amount).map(([id, cost]) => odd(ev.failed('x', 1), { requestId: id, cost })) },
   { weight: 1, arbitrary: fc.constant<Loose>({ type: 'InferenceStarted', data: null }) },
-  { weight: 1, arbitrary: fc.integer({ min: 0, max: 40 }).map((upTo) => ev.noncesReserved(upTo)) },
+  { weight: 3, arbitrary: fc.integer({ min: 0, max: 40 }).map((upTo) => ev.noncesReserved(upTo)) },
+  // Reservations a run must hand back (not a safe integer) or refuse like the machine.
+  { weight: 1, arbitrary: fc.constantFrom<unknown>('30', 2.5, Number.NaN, 2 ** 53, null, undefined).map((upTo) => odd(ev.noncesReserved(1), { upTo })) },
+  { weight: 1, arbitrary: fc.constant<Loose>({ type: 'NoncesReserved', data: null }) },
   { weight: 1, arbitrary: amount.map((cost) => odd(ev.usageRecovered(), { cost })) },
   {
     weight: 2,
@@ -104,6 +108,32 @@ describe('escrow runs (batch fold)', () => {
     batch.endBatch();
     expect(batch.escrow('e1')!.context.pending).toEqual({});
     expect(batch.escrow('e1')!.context.balance).toBe('9999500');
+  });
+
+  it('keeps the pending order across many starts (the run renews its map every few starts)', () => {
+    const records: RecordedEvent[] = [];
+    const push = (e: Loose) => records.push({ position: records.length + 1, streamId: 'escrow-e1', streamVersion: records.length, type: e.type, schemaVersion: 1, data: e.data, metadata: META, time: 't', prevHash: '', hash: '' });
+    push(ev.created('e1', 'm1', '1000000000'));
+    push(ev.registered('e1'));
+    push(ev.noncesReserved(500));
+    const inFlight: string[] = [];
+    for (let n = 1; n <= 300; n++) {
+      push(ev.started(`r${n}`, n, '10'));
+      inFlight.push(`r${n}`);
+      // Ends out of order, and in bursts, so the pending map grows and shrinks.
+      if (n % 7 === 0) for (const id of inFlight.splice(n % 3, 4)) push(ev.finished(id, 1, '5'));
+      if (n % 97 === 0) push(ev.noncesReserved(500 + n));
+    }
+    const plain = new EscrowPoolProjection();
+    const batch = new EscrowPoolProjection();
+    batch.beginBatch();
+    for (const r of records) {
+      plain.apply(r, { kind: 'escrow', id: 'e1' });
+      batch.fold(r, { kind: 'escrow', id: 'e1' });
+    }
+    batch.endBatch();
+    expect(Object.keys(batch.escrow('e1')!.context.pending)).toEqual(inFlight);
+    expect(JSON.stringify(batch.snapshot())).toBe(JSON.stringify(plain.snapshot()));
   });
 
   it('reads plain safe integers only', () => {
