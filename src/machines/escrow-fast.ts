@@ -51,11 +51,27 @@ type PendingNode = { map: Map<string, Amount> } | { next: PendingMap; key: strin
  * other version is a one-entry difference from a neighbour. Reading a version moves ownership to it
  * (O(distance), 1 in the usual linear fold), so every version always reads as it was made.
  */
+/**
+ * Adds after which a new version takes a fresh copy of the map instead of editing the shared one.
+ * Why: an escrow's map lives long (old space) and rebuilds its table every few requests; V8 links
+ * each old table to the next (for iterators), so every request id a table held stays reachable from
+ * old space and is promoted, until a full GC. The live gateway then ran a mark-compact every few
+ * seconds (the same pattern made the rebuild's escrow runs promote ~90 MB, see escrow-run.ts). A
+ * map renewed this often dies young with its tables; the copy costs (requests in flight) / 32
+ * entries per request. Versions made before a renewal keep their own (no longer edited) map.
+ */
+const PENDING_RENEW = 32;
+
 export class PendingMap {
   private node: PendingNode;
   private record: Record<string, Amount> | undefined;
 
-  private constructor(node: PendingNode, readonly size: number) {
+  private constructor(
+    node: PendingNode,
+    readonly size: number,
+    /** Adds made on this version's map since it was created (see PENDING_RENEW). */
+    private readonly adds = 0,
+  ) {
     this.node = node;
   }
 
@@ -111,9 +127,15 @@ export class PendingMap {
   /** A new version with `key → value`; this one is unchanged. */
   set(key: string, value: Amount): PendingMap {
     const map = this.own();
+    if (this.adds >= PENDING_RENEW) {
+      // A new family: this version keeps the old map, unedited from now on.
+      const fresh = new Map(map);
+      fresh.set(key, value);
+      return new PendingMap({ map: fresh }, fresh.size);
+    }
     const old = map.get(key);
     map.set(key, value);
-    const next = new PendingMap({ map }, old === undefined ? this.size + 1 : this.size);
+    const next = new PendingMap({ map }, old === undefined ? this.size + 1 : this.size, this.adds + 1);
     this.node = { next, key, value: old };
     return next;
   }
@@ -124,7 +146,7 @@ export class PendingMap {
     const old = map.get(key);
     if (old === undefined) return this;
     map.delete(key);
-    const next = new PendingMap({ map }, this.size - 1);
+    const next = new PendingMap({ map }, this.size - 1, this.adds);
     this.node = { next, key, value: old };
     return next;
   }

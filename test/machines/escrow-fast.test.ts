@@ -6,7 +6,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { fastTransitions, stepEscrowFast } from '../../src/machines/escrow-fast.js';
+import { fastTransitions, PendingMap, stepEscrowFast } from '../../src/machines/escrow-fast.js';
 import { escrowMachine, initialSnapshot, persistState, restoreState, step, type EscrowEvent, type EscrowSnapshot } from '../../src/machines/index.js';
 import { ev } from './events.js';
 
@@ -125,5 +125,49 @@ describe('stepEscrowFast', () => {
     expect(drained.accepted).toBe(true);
     expect(drained.snapshot.context.inFlight).toBe(0);
     expect(step(escrowMachine, drained.snapshot, ev.settleRequested()).snapshot.value).toBe('settling');
+  });
+});
+
+describe('PendingMap (the persistent map behind the fast path)', () => {
+  it('every version reads as it was made, across the map renewals of long runs and branches', () => {
+    const op = fc.oneof(
+      { weight: 3, arbitrary: fc.tuple(fc.constant('set' as const), fc.integer({ min: 0, max: 60 }), fc.nat(999)) },
+      { weight: 2, arbitrary: fc.tuple(fc.constant('delete' as const), fc.integer({ min: 0, max: 60 }), fc.constant(0)) },
+      // Derive the next version from an older one (the engine and the projections branch like this).
+      { weight: 1, arbitrary: fc.tuple(fc.constant('branch' as const), fc.nat(), fc.constant(0)) },
+    );
+    fc.assert(
+      fc.property(fc.array(op, { minLength: 50, maxLength: 400 }), (ops) => {
+        const versions: { map: PendingMap; expected: Record<string, string> }[] = [{ map: PendingMap.from({}), expected: {} }];
+        let cur = versions[0]!;
+        for (const [kind, k, v] of ops) {
+          if (kind === 'branch') {
+            cur = versions[k % versions.length]!;
+            continue;
+          }
+          const key = `req-${k}`;
+          const expected = { ...cur.expected };
+          let map: PendingMap;
+          if (kind === 'set') {
+            expected[key] = String(v);
+            map = cur.map.set(key, String(v));
+          } else {
+            delete expected[key];
+            map = cur.map.delete(key);
+          }
+          cur = { map, expected };
+          versions.push(cur);
+        }
+        // Read in an order unlike the one they were made in: rerooting must keep every version exact.
+        for (const i of [...versions.keys()].reverse().concat([...versions.keys()])) {
+          const { map, expected } = versions[i]!;
+          expect(map.size).toBe(Object.keys(expected).length);
+          for (const key of Object.keys(expected)) expect(map.get(key)).toBe(expected[key]);
+          expect(map.has('req-61')).toBe(false);
+        }
+        expect(cur.map.toRecord()).toEqual(cur.expected);
+      }),
+      { numRuns: 60 },
+    );
   });
 });
