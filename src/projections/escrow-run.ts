@@ -13,12 +13,12 @@
  * (canStartRequest/startRequestUpdate, canEndRequest/endRequestUpdate), evaluated in the same
  * order; a reservation calls canReserveNonces itself. Amounts are integers in decimal; amounts.ts
  * computes on them exactly (Number when short, BigInt otherwise), so exact Number arithmetic gives
- * the same strings while every value is a safe integer. Anything else — an amount that is not a plain integer, a result beyond 2^53, data of
- * an unexpected type — returns BAIL before anything changes, and the caller folds that event the
+ * the same strings while every value is a safe integer. Anything else — an amount that is not a
+ * plain integer, a result beyond 2^53, data of an unexpected type — returns BAIL before anything changes, and the caller folds that event the
  * usual way after `finish()`.
  */
 import type { Amount } from '../events/catalog.js';
-import { fastTypesIn, pendingOf, PendingMap, withFastCounters } from '../machines/escrow-fast.js';
+import { fastTypesIn, pendingOf, PENDING_RENEW, PendingMap, withFastCounters } from '../machines/escrow-fast.js';
 import { canReserveNonces, type EscrowSnapshot } from '../machines/index.js';
 
 /** `fold` outcomes. */
@@ -42,16 +42,6 @@ export function exactInt(s: unknown): number | undefined {
   return Number.isSafeInteger(v) ? v : undefined;
 }
 
-/**
- * Starts after which a run copies its pending map into a new one. Why: a run lives for the whole
- * fold (old space); its Map rebuilds its table every few requests, and V8 links each old table to
- * the next (for iterators), so once the chain starts in old space every table after it, and every
- * request id (a slice keeping its event's data text) any of them held, survives the scavenges
- * until a full GC. Over the soak's log (53 escrows in flight at once) that promoted ~90 MB per
- * partition against ~10 MB, and took 5 mark-compacts instead of 1 or 2. A map renewed this often
- * dies young with its tables; the copy costs (requests in flight) / 32 entries per request.
- */
-const PENDING_RENEW = 32;
 
 const RESERVED = 1;
 const SPENT = 2;
@@ -148,6 +138,7 @@ export class EscrowRun {
     this.reserved = reserved;
     this.touched |= RESERVED;
     this.pending.set(id, cost as string);
+    // A run lives for the whole fold: its map is renewed like the live one (PENDING_RENEW).
     if (++this.starts === PENDING_RENEW) {
       this.starts = 0;
       this.pending = new Map(this.pending);

@@ -1,15 +1,16 @@
 /**
  * One partition of a fold split by stream (partitioned-rebuild.ts). A partition folds, with the
  * ordinary Projections, every event of the log except the per-request events and nonce
- * reservations (PARTITIONED_TYPES) of the escrow streams other partitions own. What it hands back is exact for what it owns and
- * for what every partition shares:
+ * reservations (PARTITIONED_TYPES) of the escrow streams other partitions own. What it hands back
+ * is exact for what it owns and for what every partition shares:
  *
  *  - its own escrow streams: every one of their events is folded, in log order, and the only thing
  *    an escrow stream takes from outside is, at its first event, a creation intent — shared;
  *  - shared state (creation intents, settings, rotation debug): per-request events and nonce
- *    reservations of an escrow stream reach none of it; another stream's events reach it only through (a) its first event
- *    (EscrowCreated takes over an intent: folded here too, it starts from the same intent state)
- *    and (b) EscrowSettled/EscrowSettleFailed for rotation debug, which reads only the record.
+ *    reservations of an escrow stream reach none of it; another stream's events reach it only
+ *    through (a) its first event (EscrowCreated takes over an intent: folded here too, it starts
+ *    from the same intent state) and (b) EscrowSettled/EscrowSettleFailed for rotation debug,
+ *    which reads only the record.
  *
  * So the fold needs that another partition's escrow stream takes over an intent only at its
  * first event (version 0). An EscrowCreated later in such a stream would depend on requests this
