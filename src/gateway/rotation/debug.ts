@@ -6,7 +6,7 @@
  */
 import { settleRetriesOf, type EscrowState } from '../../machines/index.js';
 import type { GatewayContext } from '../context.js';
-import { SETTLE_PENDING } from './plan.js';
+import { SETTLE_PENDING } from './settle-retry.js';
 import { errorInfo, readEpoch } from './steps.js';
 
 export const DEBUG_CHAIN_TIMEOUT_MS = 1_500;
