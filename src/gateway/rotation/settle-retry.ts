@@ -57,7 +57,7 @@ export type DueSettleRetry =
   | { kind: 'settle_window_closed'; escrowId: string; escrowEpoch: number; attempts: number };
 
 /**
- * The pending retries that are due at this chain reading, in the order they were scheduled: a
+ * The pending retries that are due at this chain reading (in the record's key order): a
  * retry once the chain reached its `retryAtHeight`, or, once the escrow's settle window has
  * closed, the record that it is given up. Escrows that left the settle-pending states since
  * (settled, settling, deferred) or are unknown need nothing. Pure: the log's retries, the escrows
