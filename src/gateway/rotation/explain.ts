@@ -253,32 +253,16 @@ export function explainRotation(records: Iterable<RecordedEvent>, filter: Explai
         // A settle's failures belong to the cycle that decided it (a retry may fail in a later one).
         const owner = (d.step === 'settle' && d.escrowId ? settling.get(d.escrowId) : undefined) ?? cycle;
         if (!owner) break;
-        const windowClosed = d.step === 'settle' && (d.windowClosed === true || d.error.kind === 'wrong_epoch');
-        owner.failures.push({
-          step: d.step,
-          role: d.role ?? null,
-          error: d.error,
-          suppressed: d.suppress,
-          position: record.position,
-          ...(d.intentId ? { intentId: d.intentId } : {}),
-          ...(d.escrowId ? { escrowId: d.escrowId } : {}),
-          ...(d.attempt !== undefined ? { attempt: d.attempt } : {}),
-          ...(d.retryAtHeight !== undefined ? { retryAtHeight: d.retryAtHeight } : {}),
-          ...(windowClosed ? { windowClosed } : {}),
-        });
+        const failure = failureOf(d, record.position);
+        owner.failures.push(failure);
         if (d.suppress && d.role) owner.suppressed.push({ role: d.role, epoch: d.chain.epoch, reason: reasonOf(d.error) });
         if (d.step === 'settle') {
           const s = owner.settles.find((x) => x.escrowId === d.escrowId);
           if (s) {
             s.reason = reasonOf(d.error);
-            if (d.retryAtHeight !== undefined) {
-              s.state = 'retrying';
-              s.retry = { attempt: (d.attempt ?? 1) + 1, atHeight: d.retryAtHeight };
-            } else {
-              s.state = 'failed';
-              delete s.retry;
-            }
+            settleAfter(s, d);
           }
+          const windowClosed = failure.windowClosed === true;
           const epoch = d.escrowId ? escrowEpoch.get(d.escrowId) : undefined;
           const window = epoch !== undefined ? ` (settle window: epochs ${epoch} and ${epoch + 1})` : '';
           const attempt = d.attempt !== undefined ? ` (attempt ${d.attempt})` : '';
@@ -365,28 +349,45 @@ export function explainRotation(records: Iterable<RecordedEvent>, filter: Explai
   };
 }
 
-/** A failed attempt at (or the given-up retry of) the settle of a replacement's old escrow. */
-function replacedSettleFailed(rep: ExplainReplacement, d: RotationEventData['DepletionReplacementFailed'], position: number): void {
-  const settle = (rep.settle ??= { state: 'failed', failures: [] });
-  const windowClosed = d.windowClosed === true || d.error.kind === 'wrong_epoch';
-  settle.failures.push({
-    step: 'settle',
-    role: null,
+/** The fields of a recorded failure (RotationFailed, or a replacement's DepletionReplacementFailed) that explain reads. */
+type RecordedFailure = Omit<RotationEventData['RotationFailed'], 'model' | 'chain' | 'step'> & { step: string };
+
+/**
+ * A recorded failure as explained. A settle's window closed when the gateway gave its retry up or
+ * the chain answered wrong_epoch.
+ */
+function failureOf(d: RecordedFailure, position: number): ExplainFailure {
+  const windowClosed = d.step === 'settle' && (d.windowClosed === true || d.error.kind === 'wrong_epoch');
+  return {
+    step: d.step,
+    role: d.role ?? null,
     error: d.error,
-    suppressed: false,
-    escrowId: d.escrowId,
+    suppressed: d.suppress,
     position,
+    ...(d.intentId ? { intentId: d.intentId } : {}),
+    ...(d.escrowId ? { escrowId: d.escrowId } : {}),
     ...(d.attempt !== undefined ? { attempt: d.attempt } : {}),
     ...(d.retryAtHeight !== undefined ? { retryAtHeight: d.retryAtHeight } : {}),
     ...(windowClosed ? { windowClosed } : {}),
-  });
+  };
+}
+
+/** Where a settle stands after a failed attempt: waiting for its retry, or failed for good. */
+function settleAfter(s: { state: string; retry?: { attempt: number; atHeight: number } }, d: Pick<RecordedFailure, 'attempt' | 'retryAtHeight'>): void {
   if (d.retryAtHeight !== undefined) {
-    settle.state = 'retrying';
-    settle.retry = { attempt: (d.attempt ?? 1) + 1, atHeight: d.retryAtHeight };
+    s.state = 'retrying';
+    s.retry = { attempt: (d.attempt ?? 1) + 1, atHeight: d.retryAtHeight };
   } else {
-    settle.state = 'failed';
-    delete settle.retry;
+    s.state = 'failed';
+    delete s.retry;
   }
+}
+
+/** A failed attempt at (or the given-up retry of) the settle of a replacement's old escrow. */
+function replacedSettleFailed(rep: ExplainReplacement, d: RotationEventData['DepletionReplacementFailed'], position: number): void {
+  const settle = (rep.settle ??= { state: 'failed', failures: [] });
+  settle.failures.push(failureOf({ ...d, step: 'settle' }, position));
+  settleAfter(settle, d);
 }
 
 /**
