@@ -8,7 +8,6 @@
  * the replacement's create and the old escrow's settle.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { runExplainRotation } from '../../src/cli/commands/explain.js';
 import { rotationStream } from '../../src/events/catalog.js';
 import { verifyLog } from '../../src/events/verify.js';
 import { settleRetryDelay, SETTLE_RETRY_MAX_BLOCKS } from '../../src/gateway/rotation/settle-retry.js';
@@ -16,7 +15,7 @@ import { depletionSettleRetriesOf, foldRotation } from '../../src/machines/index
 import { projectionsCheck } from '../../src/projections/verify-check.js';
 import { settleTxsOnChain, streamTypes } from '../faults/helpers.js';
 import { createEscrowViaApi, disposeTestGateway } from '../helpers/gateway.js';
-import { enableRotation, MODEL, ofType, startRotationGateway, waitFor, type RotationGateway } from './helpers.js';
+import { enableRotation, expectNeverSent, expectRefusedOnce, explainText, marked, MODEL, ofType, startRotationGateway, tickFor, tickUntilSettled, waitFor, type RotationGateway } from './helpers.js';
 
 /** Long epochs: the old escrow's window (its epoch and the next) must outlast the retries. */
 const EPOCH = 200;
@@ -24,26 +23,7 @@ const EPOCH = 200;
 const settleFailures = (g: RotationGateway, escrowId: string) =>
   ofType(g, 'DepletionReplacementFailed').filter((e) => e.data.step === 'settle' && e.data.escrowId === escrowId);
 
-/** Log lines (parsed) with a marker, about one escrow. */
-const marked = (g: RotationGateway, msg: string, escrowId: string) =>
-  g.logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === msg && l.escrow_id === escrowId);
-
-const explainText = (g: RotationGateway) => {
-  let text = '';
-  runExplainRotation(g.store, { model: MODEL }, (s) => (text += s));
-  return text;
-};
-
 const depletionRetries = async (g: RotationGateway) => (await g.call('/v1/debug/rotation')).json.models[MODEL].depletion_settle_retries;
-
-/** Depletion checks (as the timer would run them, but faster) until the chain passed `blocks` more blocks. */
-async function checkFor(g: RotationGateway, blocks: number) {
-  const until = g.devnet!.chain.state.height + blocks;
-  await waitFor(`${blocks} blocks of checks`, async () => {
-    await g.depletion.tick();
-    return g.devnet!.chain.state.height >= until;
-  }, 20_000, 20);
-}
 
 describe('depletion replacement settle retries on a devnet with faults', () => {
   let gw: RotationGateway | undefined;
@@ -98,10 +78,7 @@ describe('depletion replacement settle retries on a devnet with faults', () => {
     } finally {
       faults.rpcDown = false;
     }
-    await waitFor('the old escrow settled', async () => {
-      await g.depletion.tick();
-      return g.ctx.engine.escrow(old)?.value === 'settled';
-    }, 20_000, 20);
+    await tickUntilSettled(g, old, g.depletion.tick);
 
     // What the operator sees: settled on chain and in the gateway, by exactly one settle tx.
     expect((await g.ctx.chain.escrow(old))?.settled).toBe(true);
@@ -147,10 +124,7 @@ describe('depletion replacement settle retries on a devnet with faults', () => {
     // Same storage (log and devnet state); the restarted node answers again.
     gw = g = await g.restart();
     expect(await depletionRetries(g)).toEqual([{ escrow_id: old, failed_attempts: 1, retry_at_height: settleFailures(g, old)[0]!.data.retryAtHeight }]);
-    await waitFor('the old escrow settled', async () => {
-      await g.depletion.tick();
-      return g.ctx.engine.escrow(old)?.value === 'settled';
-    }, 20_000, 20);
+    await tickUntilSettled(g, old, g.depletion.tick);
     expect(marked(g, 'escrow_depletion_settled', old)).toEqual([expect.objectContaining({ attempt: 2 })]);
     expect(settleFailures(g, old)).toHaveLength(1);
     expect(settleTxsOnChain(g.devnet!, old)).toBe(1);
@@ -162,18 +136,9 @@ describe('depletion replacement settle retries on a devnet with faults', () => {
     // Epoch 2 when the escrow depletes: the replacement is created, the old escrow's window (epochs 0 and 1) is over.
     const { g, old, replacement } = await replaced({ downAtSettle: false, before: (g) => g.devnet!.chain.jumpTo(2 * EPOCH + 20) });
     expect(g.ctx.engine.escrow(replacement)?.value).toBe('active');
-    await checkFor(g, SETTLE_RETRY_MAX_BLOCKS + 8);
+    await tickFor(g, SETTLE_RETRY_MAX_BLOCKS + 8, g.depletion.tick);
 
-    const failures = settleFailures(g, old).map((e) => e.data);
-    expect(failures).toHaveLength(1);
-    expect(failures[0]).toMatchObject({ attempt: 1, error: { kind: 'wrong_epoch', code: 1107 } });
-    expect(failures[0]!.retryAtHeight).toBeUndefined();
-    // One settle tx, included and refused by the chain; none after it.
-    const requested = g.store.readStream(`escrow-${old}`).filter((r) => r.type === 'EscrowSettleRequested');
-    expect(requested).toHaveLength(1);
-    expect(g.devnet!.chain.state.txs[(requested[0]!.data as { txHash: string }).txHash]?.result.code).toBe(1107);
-    expect(settleTxsOnChain(g.devnet!, old)).toBe(0);
-    expect((await g.call(`/v1/admin/devshards/${old}`)).json.state).toBe('finalized');
+    await expectRefusedOnce(g, old, settleFailures(g, old).map((e) => e.data));
 
     expect(marked(g, 'escrow_depletion_settle_retry_scheduled', old)).toEqual([]);
     expect(marked(g, 'escrow_depletion_replacement_failed: the old escrow could not be settled', old)).toEqual([
@@ -193,15 +158,12 @@ describe('depletion replacement settle retries on a devnet with faults', () => {
     } finally {
       faults.rpcDown = false;
     }
-    await checkFor(g, SETTLE_RETRY_MAX_BLOCKS + 8);
+    await tickFor(g, SETTLE_RETRY_MAX_BLOCKS + 8, g.depletion.tick);
 
     const failures = settleFailures(g, old).map((e) => e.data);
     expect(failures).toHaveLength(2);
     expect(failures[1]).toMatchObject({ windowClosed: true, error: { kind: 'wrong_epoch', message: expect.stringContaining(`settle window closed: escrow ${old} belongs to epoch 0`) } });
-    // Nothing was ever signed for it; it stays unsettled.
-    expect(streamTypes(g, old)).not.toContain('EscrowSettleRequested');
-    expect((await g.ctx.chain.escrow(old))?.settled).toBe(false);
-    expect((await g.call(`/v1/admin/devshards/${old}`)).json.state).toBe('finalized');
+    await expectNeverSent(g, old);
     expect(marked(g, 'escrow_depletion_settle_window_closed', old)).toEqual([expect.objectContaining({ escrow_epoch: 0, attempts: 1 })]);
 
     const debug = (await g.call('/v1/debug/rotation')).json;
