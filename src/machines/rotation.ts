@@ -13,9 +13,11 @@
  * escrow's settle window is open. Such retries outlive the phase that decided the settle, so their
  * failures are accepted in any state; a failure without `retryAtHeight` (a chain refusal, a closed
  * window, or any settle failure recorded before retries existed) keeps the escrow out for the cycle.
+ * The settle of an escrow a depletion replacement replaced is retried the same way, by the
+ * depletion check, from `depletionSettleRetries` (DepletionReplacementFailed with step 'settle').
  */
 import { assertEvent, assign, setup } from 'xstate';
-import type { CatalogEventOf, ChainErrorInfo, EscrowRole, RotationEventData } from '../events/catalog.js';
+import type { CatalogEventOf, ChainErrorInfo, EscrowRole, ReplacementReason, RotationEventData } from '../events/catalog.js';
 
 export type RotationEventType = keyof RotationEventData;
 export type RotationEvent = CatalogEventOf<RotationEventType>;
@@ -47,12 +49,22 @@ export interface RotationContext {
    * a log without one (and checkpoints written before retries existed) is unchanged.
    */
   settleRetries?: Record<string, SettleRetry>;
+  /**
+   * The same for old escrows of depletion replacements whose settle failed transiently (retried by
+   * the depletion check, not the rotation task); absent until the first such failure.
+   */
+  depletionSettleRetries?: Record<string, DepletionSettleRetry>;
 }
 
 /** A settle to try again: the attempt that failed (1 = the first) and when the next may run. */
 export interface SettleRetry {
   attempt: number;
   retryAtHeight: number;
+}
+
+/** A depletion replacement's old escrow to settle again, and why it was replaced (for the record). */
+export interface DepletionSettleRetry extends SettleRetry {
+  reason: ReplacementReason;
 }
 
 /** Ids decided in the current cycle (reset when phase 1 starts). */
@@ -84,21 +96,40 @@ const SETTLE_RETRY_LIMIT = 100;
 /** The pending settle retries of a context (none in contexts that predate them). */
 export const settleRetriesOf = (context: RotationContext): Record<string, SettleRetry> => context.settleRetries ?? {};
 
+/** The pending settle retries of depletion replacements' old escrows (none in contexts that predate them). */
+export const depletionSettleRetriesOf = (context: RotationContext): Record<string, DepletionSettleRetry> => context.depletionSettleRetries ?? {};
+
 /**
- * `settleRetries` after a settle failure: a transient one (re)schedules the escrow, any other ends
- * its retries. Answers no change (an empty object) when there is nothing to change.
+ * Pending retries after a settle failure of `escrowId`: `next` (a transient failure) (re)schedules
+ * it, undefined (any other failure) ends its retries. Undefined when nothing changes.
  */
+function rescheduled<T>(retries: Record<string, T>, escrowId: string, next: T | undefined): Record<string, T> | undefined {
+  if (next !== undefined) {
+    const others = Object.entries(retries).filter(([id]) => id !== escrowId);
+    const kept = others.slice(Math.max(0, others.length - (SETTLE_RETRY_LIMIT - 1)));
+    return Object.fromEntries([...kept, [escrowId, next]]);
+  }
+  if (!Object.hasOwn(retries, escrowId)) return undefined;
+  const { [escrowId]: _ended, ...rest } = retries;
+  return rest;
+}
+
+/** The retry a settle failure schedules: only a transient one (with `retryAtHeight`) has one. */
+const retryOf = (d: { attempt?: number; retryAtHeight?: number }): SettleRetry | undefined =>
+  d.retryAtHeight === undefined ? undefined : { attempt: d.attempt ?? 1, retryAtHeight: d.retryAtHeight };
+
+/** `settleRetries` after a rotation settle failure; no change (an empty object) when there is none. */
 function settleRetriesAfter(context: RotationContext, d: RotationEventData['RotationFailed']): Pick<RotationContext, 'settleRetries'> | Record<string, never> {
   if (d.step !== 'settle' || !d.escrowId) return {};
-  const retries = settleRetriesOf(context);
-  if (d.retryAtHeight !== undefined) {
-    const others = Object.entries(retries).filter(([id]) => id !== d.escrowId);
-    const kept = others.slice(Math.max(0, others.length - (SETTLE_RETRY_LIMIT - 1)));
-    return { settleRetries: Object.fromEntries([...kept, [d.escrowId, { attempt: d.attempt ?? 1, retryAtHeight: d.retryAtHeight }]]) };
-  }
-  if (!Object.hasOwn(retries, d.escrowId)) return {};
-  const { [d.escrowId]: _ended, ...rest } = retries;
-  return { settleRetries: rest };
+  const next = rescheduled(settleRetriesOf(context), d.escrowId, retryOf(d));
+  return next ? { settleRetries: next } : {};
+}
+
+/** `depletionSettleRetries` after the settle of a replaced escrow failed; no change (an empty object) when there is none. */
+function depletionSettleRetriesAfter(context: RotationContext, d: RotationEventData['DepletionReplacementFailed']): Pick<RotationContext, 'depletionSettleRetries'> | Record<string, never> {
+  const retry = retryOf(d);
+  const next = rescheduled(depletionSettleRetriesOf(context), d.escrowId, retry && { ...retry, reason: d.reason });
+  return next ? { depletionSettleRetries: next } : {};
 }
 
 /** Suppression key of a model's (role, epoch); the model is implicit (one machine per model). */
@@ -234,6 +265,8 @@ export const rotationMachine = setup({
     replacementFailed: assign(({ context, event }) => {
       assertEvent(event, 'DepletionReplacementFailed');
       const d = event.data;
+      // The replacement exists: only the old escrow's settle is (re)scheduled or ended.
+      if (d.step === 'settle') return { model: d.model, lastError: d.error, ...depletionSettleRetriesAfter(context, d) };
       const replacing = { ...(context.replacing ?? {}) };
       const entry = replacing[d.escrowId];
       if (entry && d.suppress) replacing[d.escrowId] = { ...entry, failedEpoch: d.chain.epoch };

@@ -72,6 +72,7 @@ const rotationEvents = () => [
   ev.settleDecided('temporary'),
   ev.replacementDecided(),
   ev.replacementFailed(),
+  ev.replacementSettleFailed('e1', { attempt: 1, retryAtHeight: 1002 }),
 ];
 
 const plans: Record<keyof typeof machines, { events: (s: any) => readonly any[]; serialize: (s: any) => string; input?: unknown }> = {

@@ -90,6 +90,22 @@ export const ev = {
     type: 'DepletionReplacementFailed',
     data: { model, escrowId: 'e1', reason: 'depleted', chain: chain(), error: err, suppress },
   }),
+  /** The settle of a replaced escrow failed: transient (retried from `retryAtHeight`) when that is given. */
+  replacementSettleFailed: (escrowId = 'e1', o: { attempt?: number; retryAtHeight?: number; windowClosed?: boolean; height?: number } = {}): E<'DepletionReplacementFailed'> => ({
+    type: 'DepletionReplacementFailed',
+    data: {
+      model: 'm1',
+      escrowId,
+      reason: 'depleted',
+      chain: chain(7, o.height ?? 1000),
+      error: o.retryAtHeight !== undefined ? { kind: 'unreachable', message: 'chain RPC unreachable' } : { kind: 'wrong_epoch', message: 'settlement outside the escrow epoch window', code: 1107 },
+      suppress: false,
+      step: 'settle',
+      ...(o.attempt !== undefined ? { attempt: o.attempt } : {}),
+      ...(o.retryAtHeight !== undefined ? { retryAtHeight: o.retryAtHeight } : {}),
+      ...(o.windowClosed ? { windowClosed: true } : {}),
+    },
+  }),
 };
 
 /** Wraps events as committed records (positions from 1, times a second apart). */

@@ -59,6 +59,29 @@ describe('rotation statechart', () => {
     expect(s.context.suppressed).toEqual(['regular@7']);
   });
 
+  it('given a transient settle failure of a replaced escrow, then it awaits a depletion retry (replacement and suppressions untouched), and a final failure ends it', () => {
+    const decided = [ev.replacementDecided(), ev.phaseStarted(1)];
+    const s = given(...decided, ev.replacementSettleFailed('e1', { attempt: 1, retryAtHeight: 1002 }));
+    expect(stateName(s.value)).toBe('phase1.creatingTemporaries');
+    expect(s.context.depletionSettleRetries).toEqual({ e1: { attempt: 1, retryAtHeight: 1002, reason: 'depleted' } });
+    expect(s.context.replacing).toEqual({ e1: { intentId: 'r1' } });
+    expect(s.context.suppressed).toEqual([]);
+    expect(s.context.lastError?.kind).toBe('unreachable');
+    expect('settleRetries' in s.context).toBe(false);
+    const again = given(...decided, ev.replacementSettleFailed('e1', { attempt: 1, retryAtHeight: 1002 }), ev.replacementSettleFailed('e1', { attempt: 2, retryAtHeight: 1006, height: 1002 }));
+    expect(again.context.depletionSettleRetries).toEqual({ e1: { attempt: 2, retryAtHeight: 1006, reason: 'depleted' } });
+    const closed = step(rotationMachine, again, ev.replacementSettleFailed('e1', { windowClosed: true }));
+    expect(closed.accepted).toBe(true);
+    expect(closed.snapshot.context.depletionSettleRetries).toEqual({});
+    expect(closed.snapshot.context.lastError?.kind).toBe('wrong_epoch');
+  });
+
+  it('given a replacement failure recorded before settle retries existed (no step), then it replays as before: a create failure, no retry state', () => {
+    const s = given(ev.replacementDecided(), ev.replacementFailed());
+    expect(s.context.replacing).toEqual({ e1: { intentId: 'r1', failedEpoch: 7 } });
+    expect('depletionSettleRetries' in s.context).toBe(false);
+  });
+
   it('does not start phase 2 without phase 1, nor complete a phase it is not in', () => {
     expect(given().can(ev.phaseStarted(2))).toBe(false);
     expect(given(ev.phaseStarted(1)).can(ev.phaseCompleted(2))).toBe(false);

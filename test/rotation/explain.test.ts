@@ -118,4 +118,60 @@ describe('explain rotation', () => {
       expect(text).not.toContain('Settles not finished');
     });
   });
+
+  describe('settle retries of a depletion replacement\'s old escrow', () => {
+    const c0 = chain(85, 0);
+    const down = { kind: 'unreachable' as const, message: 'chain RPC unreachable at http://127.0.0.1:1/: 503' };
+    const failed = (height: number, attempt: number, retryAtHeight: number) =>
+      rot({ type: 'DepletionReplacementFailed', data: { model: M, escrowId: '3', reason: 'depleted', chain: chain(height, 0), error: down, suppress: false, step: 'settle', attempt, retryAtHeight } });
+    const start = [
+      esc('3', { type: 'EscrowCreated', data: { escrowId: '3', txHash: 'A', height: 10, epoch: 0, creator: 'c', amount: '1000000000', model: M, role: 'regular', slots: [] } }),
+      rot({ type: 'DepletionReplacementDecided', data: { model: M, escrowId: '3', reason: 'depleted', chain: c0, intentId: 'd-1' } }),
+      esc('4', { type: 'EscrowCreated', data: { escrowId: '4', intentId: 'd-1', txHash: 'B', height: 86, epoch: 0, creator: 'c', amount: '1000000000', model: M, role: 'regular', slots: [] } }),
+      failed(86, 1, 88),
+      failed(88, 2, 92),
+    ];
+
+    it('a retry still waiting: the replacement succeeded, the old escrow\'s settle waits for its next attempt; each failure listed', () => {
+      const x = explainRotation(record(start));
+      expect(x.replacements).toEqual([expect.objectContaining({ escrowId: '3', replacementId: '4', failure: null, settle: expect.objectContaining({ state: 'retrying', retry: { attempt: 3, atHeight: 92 } }) })]);
+      expect(x.replacements[0]!.settle!.failures.map((f) => [f.attempt, f.retryAtHeight])).toEqual([
+        [1, 88],
+        [2, 92],
+      ]);
+      const text = formatExplain(x);
+      expect(text).toContain('escrow 3 (depleted) at height 85, epoch 0: replaced by escrow 4; settle of escrow 3 not finished: last attempt failed (unreachable: chain RPC unreachable');
+      expect(text).toContain('attempt 3 from height 92 while the settle window is open');
+      expect(text).toContain('settle of escrow 3 attempt 2: no answer from the chain (unreachable: chain RPC unreachable at http://127.0.0.1:1/: 503); transient, retried from height 92');
+    });
+
+    it('settled on a later attempt: said once, the failures recovered', () => {
+      const text = formatExplain(
+        explainRotation(
+          record([
+            ...start,
+            esc('3', { type: 'EscrowSettleRequested', data: { txHash: 'S', keySource: { kind: 'env', name: 'K' }, txBytes: 'AA==', origin: 'depletion' } }),
+            esc('3', { type: 'EscrowSettled', data: { txHash: 'S', height: 93, refund: '999000000' } }),
+          ]),
+        ),
+      );
+      expect(text).toContain('replaced by escrow 4; escrow 3 settled on chain at height 93 after 2 failed settle attempt(s)');
+      expect(text).toContain('settle of escrow 3 attempt 1: no answer from the chain (unreachable: chain RPC unreachable at http://127.0.0.1:1/: 503); transient, settled on a later attempt');
+    });
+
+    it('given up because the settle window closed, nothing sent; a chain refusal is not retried', () => {
+      const message = 'settle window closed: escrow 3 belongs to epoch 0 and the chain is in epoch 2 (a settle is accepted only in epochs 0 and 1); not retried after 2 failed attempt(s)';
+      const gaveUp = rot({ type: 'DepletionReplacementFailed', data: { model: M, escrowId: '3', reason: 'depleted', chain: chain(205, 2), error: { kind: 'wrong_epoch', message }, suppress: false, step: 'settle', windowClosed: true } });
+      const x = explainRotation(record([...start, gaveUp]));
+      expect(x.replacements[0]!.settle).toMatchObject({ state: 'failed' });
+      expect(x.replacements[0]!.settle!.failures.at(-1)).toMatchObject({ windowClosed: true });
+      expect(formatExplain(x)).toContain(`replaced by escrow 4; GAVE UP settle of escrow 3: ${message}; the unused deposit can no longer be settled on chain`);
+
+      const refused = { kind: 'wrong_epoch' as const, message: 'settlement outside the escrow epoch window', code: 1107 };
+      const once = rot({ type: 'DepletionReplacementFailed', data: { model: M, escrowId: '3', reason: 'depleted', chain: chain(205, 2), error: refused, suppress: false, step: 'settle', attempt: 1 } });
+      const text = formatExplain(explainRotation(record([...start.slice(0, 3), once])));
+      expect(text).toContain('settle of escrow 3 FAILED: wrong_epoch: settlement outside the escrow epoch window; its settle window has closed');
+      expect(text).toContain('settle of escrow 3 attempt 1: the chain said wrong_epoch: settlement outside the escrow epoch window; settle window closed, not retried');
+    });
+  });
 });

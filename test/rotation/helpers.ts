@@ -2,8 +2,11 @@
  * A test gateway on a fast devnet (50 ms blocks, short epochs) with the rotation task and the
  * depletion check attached, plus chat load and log helpers.
  */
+import { expect } from 'vitest';
+import { runExplainRotation } from '../../src/cli/commands/explain.js';
 import { upcast, type RecordedCatalogEvent } from '../../src/events/catalog.js';
 import type { DepletionCheck, RotationTask } from '../../src/gateway/rotation/index.js';
+import { settleTxsOnChain, streamTypes } from '../faults/helpers.js';
 import { MODEL, startTestGateway, type TestGateway, type TestGatewayOptions } from '../helpers/gateway.js';
 
 export { MODEL };
@@ -88,4 +91,54 @@ export function chatLoad(gw: TestGateway, workers = 4, maxTokens = 8) {
       return { total: statuses.length, failures };
     },
   };
+}
+
+/** Log lines (parsed) with a marker, about one escrow. */
+export const marked = (gw: TestGateway, msg: string, escrowId: string) =>
+  gw.logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === msg && l.escrow_id === escrowId);
+
+/** `shardgate explain rotation` of the gateway's log, for MODEL. */
+export function explainText(gw: TestGateway): string {
+  let text = '';
+  runExplainRotation(gw.store, { model: MODEL }, (s) => (text += s));
+  return text;
+}
+
+/** Runs `tick` (as a timer would, but faster) until the devnet passed `blocks` more blocks: longer than any backoff. */
+export async function tickFor(gw: TestGateway, blocks: number, tick: () => Promise<void>): Promise<void> {
+  const until = gw.devnet!.chain.state.height + blocks;
+  await waitFor(`${blocks} blocks of ticks`, async () => {
+    await tick();
+    return gw.devnet!.chain.state.height >= until;
+  }, 20_000, 20);
+}
+
+/** Runs `tick` until the escrow is settled. */
+export const tickUntilSettled = (gw: TestGateway, escrowId: string, tick: () => Promise<void>): Promise<void> =>
+  waitFor(`escrow ${escrowId} settled`, async () => {
+    await tick();
+    return gw.ctx.engine.escrow(escrowId)?.value === 'settled';
+  }, 20_000, 20);
+
+/** A settle given up without a tx: nothing was ever signed, the chain has it unsettled, the gateway finalized. */
+export async function expectNeverSent(gw: TestGateway, escrowId: string): Promise<void> {
+  expect(streamTypes(gw, escrowId)).not.toContain('EscrowSettleRequested');
+  expect((await gw.ctx.chain.escrow(escrowId))?.settled).toBe(false);
+  expect((await gw.call(`/v1/admin/devshards/${escrowId}`)).json.state).toBe('finalized');
+}
+
+/**
+ * A settle refused by the chain once and not retried: `failures` (the recorded ones) is one
+ * wrong_epoch (1107) without a retry, and one settle tx was sent, included and refused; none after it.
+ */
+export async function expectRefusedOnce(gw: TestGateway, escrowId: string, failures: { attempt?: number; retryAtHeight?: number }[]): Promise<void> {
+  expect(failures).toHaveLength(1);
+  expect(failures[0]).toMatchObject({ attempt: 1, error: { kind: 'wrong_epoch', code: 1107 } });
+  expect(failures[0]!.retryAtHeight).toBeUndefined();
+  const requested = gw.store.readStream(`escrow-${escrowId}`).filter((r) => r.type === 'EscrowSettleRequested');
+  expect(requested).toHaveLength(1);
+  expect(gw.devnet!.chain.state.txs[(requested[0]!.data as { txHash: string }).txHash]?.result.code).toBe(1107);
+  expect(settleTxsOnChain(gw.devnet!, escrowId)).toBe(0);
+  expect((await gw.ctx.chain.escrow(escrowId))?.settled).toBe(false);
+  expect((await gw.call(`/v1/admin/devshards/${escrowId}`)).json.state).toBe('finalized');
 }

@@ -6,7 +6,6 @@
  * settle, so the fault lands between that decision and the settle.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { runExplainRotation } from '../../src/cli/commands/explain.js';
 import { rotationStream } from '../../src/events/catalog.js';
 import { verifyLog } from '../../src/events/verify.js';
 import { runModel } from '../../src/gateway/rotation/index.js';
@@ -16,31 +15,12 @@ import { foldRotation, settleRetriesOf, stateName } from '../../src/machines/ind
 import { projectionsCheck } from '../../src/projections/verify-check.js';
 import { settleTxsOnChain, streamTypes } from '../faults/helpers.js';
 import { createEscrowViaApi, disposeTestGateway } from '../helpers/gateway.js';
-import { enableRotation, MODEL, ofType, startRotationGateway, waitFor, type RotationGateway } from './helpers.js';
+import { enableRotation, expectNeverSent, expectRefusedOnce, explainText, marked, MODEL, ofType, startRotationGateway, tickFor, tickUntilSettled, waitFor, type RotationGateway } from './helpers.js';
 
 /** Longer epochs than the other rotation tests: the regular's window (its epoch and the next) must outlast the retries. */
 const EPOCH = 200;
 
 const settleFailures = (g: RotationGateway, escrowId: string) => ofType(g, 'RotationFailed').filter((e) => e.data.step === 'settle' && e.data.escrowId === escrowId);
-
-/** Log lines (parsed) with a marker, about one escrow. */
-const marked = (g: RotationGateway, msg: string, escrowId: string) =>
-  g.logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === msg && l.escrow_id === escrowId);
-
-const explainText = (g: RotationGateway) => {
-  let text = '';
-  runExplainRotation(g.store, { model: MODEL }, (s) => (text += s));
-  return text;
-};
-
-/** Ticks (as the timer would, but faster) until the chain passed `blocks` more blocks: longer than any backoff. */
-async function tickFor(g: RotationGateway, blocks: number) {
-  const until = g.devnet!.chain.state.height + blocks;
-  await waitFor(`${blocks} blocks of ticks`, async () => {
-    await g.rotation.tick();
-    return g.devnet!.chain.state.height >= until;
-  }, 20_000, 20);
-}
 
 describe('rotation settle retries on a devnet with faults', () => {
   let gw: RotationGateway | undefined;
@@ -86,10 +66,7 @@ describe('rotation settle retries on a devnet with faults', () => {
     } finally {
       faults.rpcDown = false;
     }
-    await waitFor('the escrow settled', async () => {
-      await g.rotation.tick();
-      return g.ctx.engine.escrow(first)?.value === 'settled';
-    }, 20_000, 20);
+    await tickUntilSettled(g, first, g.rotation.tick);
 
     // What the operator sees: settled on chain and in the gateway, by exactly one settle tx.
     expect((await g.ctx.chain.escrow(first))?.settled).toBe(true);
@@ -136,10 +113,7 @@ describe('rotation settle retries on a devnet with faults', () => {
     // Same storage (log and devnet state); the restarted node answers again.
     gw = g = await g.restart();
     g.rotation.reconfigure();
-    await waitFor('the escrow settled', async () => {
-      await g.rotation.tick();
-      return g.ctx.engine.escrow(first)?.value === 'settled';
-    }, 20_000, 20);
+    await tickUntilSettled(g, first, g.rotation.tick);
     expect(marked(g, 'escrow_rotation_settled', first)).toEqual([expect.objectContaining({ attempt: 2 })]);
     expect(settleFailures(g, first)).toHaveLength(1);
     expect(settleTxsOnChain(g.devnet!, first)).toBe(1);
@@ -151,19 +125,9 @@ describe('rotation settle retries on a devnet with faults', () => {
     const { g, first } = await settleDecided();
     g.devnet!.chain.jumpTo(2 * EPOCH + 20); // epoch 2: the regular's window (epochs 0 and 1) is over
     await g.rotation.tick();
-    await tickFor(g, SETTLE_RETRY_MAX_BLOCKS + 8);
+    await tickFor(g, SETTLE_RETRY_MAX_BLOCKS + 8, g.rotation.tick);
 
-    const failures = settleFailures(g, first).map((e) => e.data);
-    expect(failures).toHaveLength(1);
-    expect(failures[0]).toMatchObject({ attempt: 1, error: { kind: 'wrong_epoch', code: 1107 } });
-    expect(failures[0]!.retryAtHeight).toBeUndefined();
-    // One settle tx, included and refused by the chain; none after it.
-    const requested = g.store.readStream(`escrow-${first}`).filter((r) => r.type === 'EscrowSettleRequested');
-    expect(requested).toHaveLength(1);
-    expect(g.devnet!.chain.state.txs[(requested[0]!.data as { txHash: string }).txHash]?.result.code).toBe(1107);
-    expect(settleTxsOnChain(g.devnet!, first)).toBe(0);
-    expect((await g.ctx.chain.escrow(first))?.settled).toBe(false);
-    expect((await g.call(`/v1/admin/devshards/${first}`)).json.state).toBe('finalized');
+    await expectRefusedOnce(g, first, settleFailures(g, first).map((e) => e.data));
 
     expect(marked(g, 'escrow_rotation_settle_retry_scheduled', first)).toEqual([]);
     expect(marked(g, 'escrow_rotation_settle_failed', first)).toEqual([expect.objectContaining({ retried: false, note: expect.stringContaining('settle window of this escrow has closed') })]);
@@ -185,15 +149,12 @@ describe('rotation settle retries on a devnet with faults', () => {
       faults.rpcDown = false;
     }
     await g.rotation.tick();
-    await tickFor(g, SETTLE_RETRY_MAX_BLOCKS + 8);
+    await tickFor(g, SETTLE_RETRY_MAX_BLOCKS + 8, g.rotation.tick);
 
     const failures = settleFailures(g, first).map((e) => e.data);
     expect(failures).toHaveLength(2);
     expect(failures[1]).toMatchObject({ windowClosed: true, error: { kind: 'wrong_epoch', message: expect.stringContaining(`settle window closed: escrow ${first} belongs to epoch 0`) } });
-    // Nothing was ever signed for it; it stays unsettled.
-    expect(streamTypes(g, first)).not.toContain('EscrowSettleRequested');
-    expect((await g.ctx.chain.escrow(first))?.settled).toBe(false);
-    expect((await g.call(`/v1/admin/devshards/${first}`)).json.state).toBe('finalized');
+    await expectNeverSent(g, first);
     expect(marked(g, 'escrow_rotation_settle_window_closed', first)).toEqual([expect.objectContaining({ escrow_epoch: 0, attempts: 1 })]);
 
     const debug = (await g.call('/v1/debug/rotation')).json;

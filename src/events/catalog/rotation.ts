@@ -71,6 +71,14 @@ export interface RotationEventData {
     chain: ChainInputs;
     intentId: string;
   };
+  /**
+   * Without `step` (as every event recorded before depletion settle retries): the replacement's
+   * create failed; `suppress` true when the chain refused it (no repeat this epoch).
+   * `step: 'settle'`: the replacement exists and the settle of the old escrow `escrowId` failed
+   * (`suppress` false), with the fields of RotationFailed's settle step: `attempt` (1 = the first),
+   * `retryAtHeight` for a transient failure (the depletion check tries again from that height while
+   * the settle window is open), `windowClosed` when a pending retry was given up (nothing sent).
+   */
   DepletionReplacementFailed: {
     model: string;
     escrowId: string;
@@ -78,5 +86,9 @@ export interface RotationEventData {
     chain: ChainInputs;
     error: ChainErrorInfo;
     suppress: boolean;
+    step?: 'create' | 'settle';
+    attempt?: number;
+    retryAtHeight?: number;
+    windowClosed?: boolean;
   };
 }

@@ -4,9 +4,9 @@
  * rotation-debug projection). The chain is read with a short deadline; when it does not answer the
  * chain members are null and `chain.error` says why, so the document is always served.
  */
-import { settleRetriesOf, type EscrowState } from '../../machines/index.js';
+import { depletionSettleRetriesOf, settleRetriesOf, type EscrowState, type SettleRetry } from '../../machines/index.js';
 import type { GatewayContext } from '../context.js';
-import { SETTLE_PENDING } from './plan.js';
+import { SETTLE_PENDING } from './settle-retry.js';
 import { errorInfo, readEpoch } from './steps.js';
 
 export const DEBUG_CHAIN_TIMEOUT_MS = 1_500;
@@ -28,6 +28,13 @@ export interface RotationDebugDocument {
   /** Per model: the statechart's current stage and counts. */
   models: Record<string, unknown>;
   latest: unknown[];
+}
+
+/** Settles that failed transiently and are tried again (escrows settled since are left out). */
+function pendingRetries(ctx: GatewayContext, retries: Record<string, SettleRetry>) {
+  return Object.entries(retries)
+    .filter(([id]) => SETTLE_PENDING.includes(ctx.engine.escrow(id)?.value as EscrowState))
+    .map(([id, r]) => ({ escrow_id: id, failed_attempts: r.attempt, retry_at_height: r.retryAtHeight }));
 }
 
 export async function rotationDebugDocument(ctx: GatewayContext, timeoutMs = DEBUG_CHAIN_TIMEOUT_MS): Promise<RotationDebugDocument> {
@@ -69,10 +76,9 @@ export async function rotationDebugDocument(ctx: GatewayContext, timeoutMs = DEB
       suppressed: c.suppressed,
       replacements: c.replacements,
       last_error: c.lastError,
-      // Settles that failed transiently and are tried again (escrows settled since are left out).
-      settle_retries: Object.entries(settleRetriesOf(c))
-        .filter(([id]) => SETTLE_PENDING.includes(ctx.engine.escrow(id)?.value as EscrowState))
-        .map(([id, r]) => ({ escrow_id: id, failed_attempts: r.attempt, retry_at_height: r.retryAtHeight })),
+      settle_retries: pendingRetries(ctx, settleRetriesOf(c)),
+      // The same for the old escrows of depletion replacements (retried by the depletion check).
+      depletion_settle_retries: pendingRetries(ctx, depletionSettleRetriesOf(c)),
       time: e?.time ?? null,
     };
   }

@@ -8,16 +8,24 @@
  *
  * Replacement is decided before it is signed (DepletionReplacementDecided names the intent id), so
  * a restart completes it instead of creating a second one.
+ *
+ * Once replaced, the old escrow is finalized and no longer a candidate, so a failed settle of it
+ * is recorded (DepletionReplacementFailed, step 'settle') and, when transient, tried again by later
+ * checks as the rotation tries its own (settle-retry.ts): from the recorded height, while the
+ * settle window is open, else given up and recorded once. The decision reads only the log and the
+ * chain reading, so it survives a restart and replays the same.
  */
 import { randomUUID } from 'node:crypto';
-import { newEvent, type RotationModelSettings } from '../../events/catalog.js';
+import { newEvent, type ChainInputs, type RotationModelSettings } from '../../events/catalog.js';
 import type { ReplacementReason } from '../../events/catalog.js';
-import { suppressionKey } from '../../machines/index.js';
+import { depletionSettleRetriesOf, suppressionKey } from '../../machines/index.js';
 import type { GatewayContext } from '../context.js';
 import { TransitionRefused } from '../engine.js';
 import { createDecided, createdByIntent, intentFailure, intentStatus, resolvePendingCreate } from './create.js';
 import { withModelLock } from './lock.js';
-import { appendRotation, chainInputs, DEPLETION_META, errorInfo, finalizeAndSettle, isChainRefusal, readEpoch } from './steps.js';
+import { dueSettleRetries, settleWindowClosedError, windowNote } from './settle-retry.js';
+import { appendRotation, attemptSettle, chainInputs, DEPLETION_META, errorInfo, isChainRefusal, readEpoch } from './steps.js';
+import { planEscrows } from './task.js';
 
 const CHAIN_TIMEOUT_MS = 5_000;
 
@@ -72,8 +80,10 @@ export function onRequestEnded(ctx: GatewayContext, escrowId: string): void {
     .finally(() => st.busy.delete(escrowId));
 }
 
-/** One periodic pass: mark depleted escrows, then replace (or log) every stopped one. */
+/** One periodic pass: due settle retries, then mark depleted escrows and replace (or log) every stopped one. */
 export async function checkDepletion(ctx: GatewayContext): Promise<void> {
+  // Retries first: a settle window does not wait for the replacements.
+  await retrySettles(ctx);
   const candidates: [string, ReplacementReason][] = [];
   for (const [id, e] of ctx.projections.pool.contexts()) {
     const usable = BigInt(e.context.balance) - BigInt(e.context.reserved);
@@ -130,6 +140,8 @@ export async function replace(ctx: GatewayContext, escrowId: string, reason: Rep
   const log = ctx.logger.child({ component: 'depletion', model, escrow_id: escrowId });
   const state = ctx.engine.escrow(escrowId)?.value;
   if (state !== 'depleted' && state !== 'routingStopped') return;
+  // Its settle awaits a retry (finalize failed too): retrySettles keeps to the backoff.
+  if (Object.hasOwn(depletionSettleRetriesOf(ctx.projections.rotation.rotation(model).context), escrowId)) return;
   const epoch = await readEpoch(ctx, CHAIN_TIMEOUT_MS);
   const chain = chainInputs(epoch);
   const rot = ctx.projections.rotation.rotation(model).context;
@@ -183,10 +195,75 @@ export async function replace(ctx: GatewayContext, escrowId: string, reason: Rep
     }
     log.info({ replacement_id: outcome.escrowId, tx_hash: outcome.txHash }, 'escrow_depletion_replacement_created');
   }
+  await settleReplaced(ctx, m, escrowId, reason, chain, 1);
+}
+
+/**
+ * Attempt `attempt` (1 = the first) at finalize + settle of a replaced escrow. A failure is
+ * recorded; a transient one with the height of the next attempt.
+ */
+async function settleReplaced(ctx: GatewayContext, m: RotationModelSettings, escrowId: string, reason: ReplacementReason, chain: ChainInputs, attempt: number): Promise<void> {
+  const model = m.model_id;
+  const log = ctx.logger.child({ component: 'depletion', model, escrow_id: escrowId });
+  const base = { height: chain.height, epoch: chain.epoch, attempt };
+  const outcome = await attemptSettle(ctx, escrowId, m.private_key_env, 'depletion', DEPLETION_META, chain, attempt);
+  if (outcome.ok) {
+    const status = outcome.answer.status;
+    log.info({ ...base, ...outcome.answer }, status === 'settled' ? 'escrow_depletion_settled' : status === 'deferred' ? 'escrow_depletion_settle_deferred' : 'escrow_depletion_settle_pending');
+    return;
+  }
+  if (outcome.pending) {
+    log.warn({ ...base, error: outcome.error }, 'escrow_depletion_settle_pending');
+    return;
+  }
+  const { error, retryAtHeight } = outcome;
+  const retry = retryAtHeight !== undefined ? { retryAtHeight } : {};
+  await appendRotation(ctx, model, 'DepletionReplacementFailed', { model, escrowId, reason, chain, error, suppress: false, step: 'settle', attempt, ...retry }, DEPLETION_META);
+  if (retryAtHeight !== undefined) log.warn({ ...base, error, retry_at_height: retryAtHeight }, 'escrow_depletion_settle_retry_scheduled');
+  else log.error({ ...base, error, retried: false, ...windowNote(error) }, 'escrow_depletion_replacement_failed: the old escrow could not be settled');
+}
+
+/**
+ * The replaced escrows whose settle awaits a retry, per model with rotation on (the key is the
+ * model's private_key_env): each due one is tried again, or given up once its window has closed.
+ * The chain is read once, and only when a retry is pending; while it cannot be read, nothing is due.
+ */
+async function retrySettles(ctx: GatewayContext): Promise<void> {
+  const rotation = ctx.projections.settings.effective().escrow_rotation;
+  if (!rotation.enabled) return;
+  const pending = rotation.models.filter((m) => Object.keys(depletionSettleRetriesOf(ctx.projections.rotation.rotation(m.model_id).context)).length > 0);
+  if (pending.length === 0) return;
+  let chain: ChainInputs;
   try {
-    const answer = await finalizeAndSettle(ctx, escrowId, m.private_key_env, 'depletion', DEPLETION_META);
-    log.info({ ...answer }, answer.status === 'deferred' ? 'escrow_depletion_settle_deferred' : 'escrow_depletion_settled');
+    chain = chainInputs(await readEpoch(ctx, CHAIN_TIMEOUT_MS));
   } catch (err) {
-    log.error({ error: errorInfo(err) }, 'escrow_depletion_replacement_failed: the old escrow could not be settled');
+    ctx.logger.warn({ component: 'depletion', err: errorInfo(err) }, 'escrow_depletion_chain_unreadable: settle retries wait');
+    return;
+  }
+  for (const m of pending) await withModelLock(ctx, m.model_id, () => retryModel(ctx, m, chain));
+}
+
+async function retryModel(ctx: GatewayContext, m: RotationModelSettings, chain: ChainInputs): Promise<void> {
+  const model = m.model_id;
+  const retries = depletionSettleRetriesOf(ctx.projections.rotation.rotation(model).context);
+  const st = stateOf(ctx);
+  for (const due of dueSettleRetries(retries, planEscrows(ctx, model), chain)) {
+    const { escrowId } = due;
+    const reason = retries[escrowId]!.reason;
+    if (st.busy.has(escrowId)) continue;
+    st.busy.add(escrowId);
+    try {
+      if (due.kind === 'retry_settle') {
+        await settleReplaced(ctx, m, escrowId, reason, chain, due.attempt);
+        continue;
+      }
+      const error = settleWindowClosedError(due, chain.epoch);
+      await appendRotation(ctx, model, 'DepletionReplacementFailed', { model, escrowId, reason, chain, error, suppress: false, step: 'settle', windowClosed: true }, DEPLETION_META);
+      ctx.logger.error({ component: 'depletion', model, escrow_id: escrowId, height: chain.height, epoch: chain.epoch, escrow_epoch: due.escrowEpoch, attempts: due.attempts, error }, 'escrow_depletion_settle_window_closed');
+    } catch (err) {
+      ctx.logger.error({ err, model, escrow_id: escrowId }, 'escrow_depletion_replacement_failed: the settle retry could not be run');
+    } finally {
+      st.busy.delete(escrowId);
+    }
   }
 }

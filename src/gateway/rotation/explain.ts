@@ -4,9 +4,10 @@
  * escrow / intent streams they name) and it answers per model and cycle the steps taken, and for a
  * failed or unfinished cycle the failing step, the chain's reason, what was suppressed, which
  * settles still wait on in-flight requests or on a retry, and which ones can no longer be settled
- * because their settle window closed.
+ * because their settle window closed; the same for the settle of each escrow a depletion
+ * replacement replaced.
  */
-import { parseStreamId, upcast, type ChainErrorInfo, type ChainInputs, type EscrowRole } from '../../events/catalog.js';
+import { parseStreamId, upcast, type ChainErrorInfo, type ChainInputs, type EscrowRole, type RotationEventData } from '../../events/catalog.js';
 import type { RecordedEvent } from '../../events/envelope.js';
 
 export interface ExplainStep {
@@ -69,6 +70,17 @@ export interface ExplainReplacement {
   suppressed: boolean;
   position: number;
   time: string;
+  /** The old escrow's settle, once an attempt at it failed: each failure and where it stands. */
+  settle?: ReplacedSettle;
+}
+
+export interface ReplacedSettle {
+  state: 'retrying' | 'settling' | 'settled' | 'failed';
+  failures: ExplainFailure[];
+  /** While retrying: the next attempt's number and the height it waits for. */
+  retry?: { attempt: number; atHeight: number };
+  /** Once settled: the height of the settle tx. */
+  settledAt?: number;
 }
 
 export interface RotationExplanation {
@@ -85,6 +97,7 @@ const short = (id: string) => (id.length > 12 ? `${id.slice(0, 8)}…` : id);
 const reasonOf = (e: ChainErrorInfo) => `${e.kind}: ${e.message}`;
 const at = (c: ChainInputs) => `height ${c.height}, epoch ${c.epoch}`;
 const WINDOW_CLOSED = 'its settle window has closed, so the unused deposit can no longer be settled on chain; not retried';
+const stepName = (f: ExplainFailure) => (f.step === 'settle' ? `settle of escrow ${f.escrowId ?? '?'}${f.attempt !== undefined ? ` attempt ${f.attempt}` : ''}` : f.step);
 
 /** Explains every rotation in the log (optionally one model and / or one epoch). */
 export function explainRotation(records: Iterable<RecordedEvent>, filter: ExplainFilter = {}): RotationExplanation {
@@ -98,6 +111,8 @@ export function explainRotation(records: Iterable<RecordedEvent>, filter: Explai
   const inFlight = new Map<string, number>();
   /** escrow id → its epoch (settle window: that epoch and the next). */
   const escrowEpoch = new Map<string, number>();
+  /** old escrow id → the latest depletion replacement decided for it. */
+  const replaced = new Map<string, ExplainReplacement>();
 
   const push = (cycle: ExplainCycle, r: RecordedEvent, text: string) => cycle.steps.push({ position: r.position, time: r.time, event: r.type, text });
 
@@ -142,6 +157,15 @@ export function explainRotation(records: Iterable<RecordedEvent>, filter: Explai
         case 'EscrowSettleRequested':
         case 'EscrowSettled':
         case 'EscrowSettleFailed': {
+          const retried = replaced.get(id)?.settle;
+          if (retried && e.type === 'EscrowSettleRequested') {
+            retried.state = 'settling';
+            delete retried.retry;
+          } else if (retried && e.type === 'EscrowSettled') {
+            retried.state = 'settled';
+            retried.settledAt = e.data.height;
+            delete retried.retry;
+          }
           const cycle = settling.get(id);
           const s = cycle?.settles.find((x) => x.escrowId === id);
           if (!cycle || !s) break;
@@ -229,32 +253,16 @@ export function explainRotation(records: Iterable<RecordedEvent>, filter: Explai
         // A settle's failures belong to the cycle that decided it (a retry may fail in a later one).
         const owner = (d.step === 'settle' && d.escrowId ? settling.get(d.escrowId) : undefined) ?? cycle;
         if (!owner) break;
-        const windowClosed = d.step === 'settle' && (d.windowClosed === true || d.error.kind === 'wrong_epoch');
-        owner.failures.push({
-          step: d.step,
-          role: d.role ?? null,
-          error: d.error,
-          suppressed: d.suppress,
-          position: record.position,
-          ...(d.intentId ? { intentId: d.intentId } : {}),
-          ...(d.escrowId ? { escrowId: d.escrowId } : {}),
-          ...(d.attempt !== undefined ? { attempt: d.attempt } : {}),
-          ...(d.retryAtHeight !== undefined ? { retryAtHeight: d.retryAtHeight } : {}),
-          ...(windowClosed ? { windowClosed } : {}),
-        });
+        const failure = failureOf(d, record.position);
+        owner.failures.push(failure);
         if (d.suppress && d.role) owner.suppressed.push({ role: d.role, epoch: d.chain.epoch, reason: reasonOf(d.error) });
         if (d.step === 'settle') {
           const s = owner.settles.find((x) => x.escrowId === d.escrowId);
           if (s) {
             s.reason = reasonOf(d.error);
-            if (d.retryAtHeight !== undefined) {
-              s.state = 'retrying';
-              s.retry = { attempt: (d.attempt ?? 1) + 1, atHeight: d.retryAtHeight };
-            } else {
-              s.state = 'failed';
-              delete s.retry;
-            }
+            settleAfter(s, d);
           }
+          const windowClosed = failure.windowClosed === true;
           const epoch = d.escrowId ? escrowEpoch.get(d.escrowId) : undefined;
           const window = epoch !== undefined ? ` (settle window: epochs ${epoch} and ${epoch + 1})` : '';
           const attempt = d.attempt !== undefined ? ` (attempt ${d.attempt})` : '';
@@ -309,28 +317,23 @@ export function explainRotation(records: Iterable<RecordedEvent>, filter: Explai
           time: record.time,
         };
         replacements.push(rep);
+        replaced.set(d.escrowId, rep);
         intents.set(d.intentId, { replacement: rep, role: 'regular' });
         break;
       }
       case 'DepletionReplacementFailed': {
-        const rep = [...replacements].reverse().find((r) => r.model === model && r.escrowId === e.data.escrowId);
-        if (rep) {
-          rep.failure = e.data.error;
-          rep.suppressed = e.data.suppress;
+        const d = e.data;
+        let rep = [...replacements].reverse().find((r) => r.model === model && r.escrowId === d.escrowId);
+        if (!rep) {
+          // Its decision is not in the records given: the failure stands alone.
+          rep = { model, escrowId: d.escrowId, reason: d.reason, epoch: d.chain.epoch, height: d.chain.height, intentId: '', replacementId: null, failure: null, suppressed: false, position: record.position, time: record.time };
+          replacements.push(rep);
+        }
+        if (d.step === 'settle') {
+          replacedSettleFailed(rep, d, record.position);
         } else {
-          replacements.push({
-            model,
-            escrowId: e.data.escrowId,
-            reason: e.data.reason,
-            epoch: e.data.chain.epoch,
-            height: e.data.chain.height,
-            intentId: '',
-            replacementId: null,
-            failure: e.data.error,
-            suppressed: e.data.suppress,
-            position: record.position,
-            time: record.time,
-          });
+          rep.failure = d.error;
+          rep.suppressed = d.suppress;
         }
         break;
       }
@@ -344,6 +347,86 @@ export function explainRotation(records: Iterable<RecordedEvent>, filter: Explai
     cycles: cycles.filter((c) => keep(c.model, [c.epoch, c.phase2Epoch])),
     replacements: replacements.filter((r) => keep(r.model, [r.epoch])),
   };
+}
+
+/** The fields of a recorded failure (RotationFailed, or a replacement's DepletionReplacementFailed) that explain reads. */
+type RecordedFailure = Omit<RotationEventData['RotationFailed'], 'model' | 'chain' | 'step'> & { step: string };
+
+/**
+ * A recorded failure as explained. A settle's window closed when the gateway gave its retry up or
+ * the chain answered wrong_epoch.
+ */
+function failureOf(d: RecordedFailure, position: number): ExplainFailure {
+  const windowClosed = d.step === 'settle' && (d.windowClosed === true || d.error.kind === 'wrong_epoch');
+  return {
+    step: d.step,
+    role: d.role ?? null,
+    error: d.error,
+    suppressed: d.suppress,
+    position,
+    ...(d.intentId ? { intentId: d.intentId } : {}),
+    ...(d.escrowId ? { escrowId: d.escrowId } : {}),
+    ...(d.attempt !== undefined ? { attempt: d.attempt } : {}),
+    ...(d.retryAtHeight !== undefined ? { retryAtHeight: d.retryAtHeight } : {}),
+    ...(windowClosed ? { windowClosed } : {}),
+  };
+}
+
+/** Where a settle stands after a failed attempt: waiting for its retry, or failed for good. */
+function settleAfter(s: { state: string; retry?: { attempt: number; atHeight: number } }, d: Pick<RecordedFailure, 'attempt' | 'retryAtHeight'>): void {
+  if (d.retryAtHeight !== undefined) {
+    s.state = 'retrying';
+    s.retry = { attempt: (d.attempt ?? 1) + 1, atHeight: d.retryAtHeight };
+  } else {
+    s.state = 'failed';
+    delete s.retry;
+  }
+}
+
+/** A failed attempt at (or the given-up retry of) the settle of a replacement's old escrow. */
+function replacedSettleFailed(rep: ExplainReplacement, d: RotationEventData['DepletionReplacementFailed'], position: number): void {
+  const settle = (rep.settle ??= { state: 'failed', failures: [] });
+  settle.failures.push(failureOf({ ...d, step: 'settle' }, position));
+  settleAfter(settle, d);
+}
+
+/**
+ * What the chain said to a failed settle, and what became of it: a retry given up by the gateway
+ * was never sent, and an unreachable chain said nothing.
+ */
+function failureText(f: ExplainFailure, recovered: boolean): string {
+  const givenUp = f.windowClosed && f.error.code === undefined;
+  const said = givenUp
+    ? f.error.message
+    : f.error.kind === 'unreachable' || f.error.kind === 'timeout'
+      ? `no answer from the chain (${f.error.kind}: ${f.error.message})`
+      : `the chain said ${f.error.kind}: ${f.error.message}`;
+  const outcome = recovered
+    ? '; transient, settled on a later attempt'
+    : f.retryAtHeight !== undefined
+      ? `; transient, retried from height ${f.retryAtHeight}`
+      : f.windowClosed && !givenUp
+        ? '; settle window closed, not retried'
+        : '';
+  return `${said}${f.error.rawLog ? ` [raw log: ${f.error.rawLog}]` : ''}${outcome}`;
+}
+
+/** Where the settle of a replacement's old escrow stands, after one of its attempts failed. */
+function replacedSettleText(r: ExplainReplacement, s: ReplacedSettle): string {
+  const failed = s.failures.filter((f) => f.attempt !== undefined).length;
+  const last = s.failures.at(-1);
+  const id = r.escrowId;
+  switch (s.state) {
+    case 'settled':
+      return `escrow ${id} settled on chain at height ${s.settledAt ?? '?'} after ${failed} failed settle attempt(s)`;
+    case 'settling':
+      return `settle of escrow ${id}: tx sent, outcome not yet recorded`;
+    case 'retrying':
+      return `settle of escrow ${id} not finished: last attempt failed (${last ? reasonOf(last.error) : 'transient'}); attempt ${s.retry?.attempt ?? '?'} from height ${s.retry?.atHeight ?? '?'} while the settle window is open`;
+    case 'failed':
+      if (last?.windowClosed && last.error.code === undefined) return `GAVE UP settle of escrow ${id}: ${last.error.message}; the unused deposit can no longer be settled on chain`;
+      return `settle of escrow ${id} FAILED: ${last ? reasonOf(last.error) : '?'}; ${last?.windowClosed ? WINDOW_CLOSED : 'not retried'}`;
+  }
 }
 
 /** Human-readable lines of an explanation. */
@@ -360,22 +443,7 @@ export function formatExplain(x: RotationExplanation): string {
     if (c.failures.length > 0) {
       out.push(failed ? '  Failures:' : '  Failures (all recovered):');
       for (const f of c.failures) {
-        const step = f.step === 'settle' ? `settle of escrow ${f.escrowId ?? '?'}${f.attempt !== undefined ? ` attempt ${f.attempt}` : ''}` : f.step;
-        // A retry given up by the gateway was never sent, and an unreachable chain said nothing.
-        const givenUp = f.windowClosed && f.error.code === undefined;
-        const said = givenUp
-          ? f.error.message
-          : f.error.kind === 'unreachable' || f.error.kind === 'timeout'
-            ? `no answer from the chain (${f.error.kind}: ${f.error.message})`
-            : `the chain said ${f.error.kind}: ${f.error.message}`;
-        const outcome = recovered(f)
-          ? '; transient, settled on a later attempt'
-          : f.retryAtHeight !== undefined
-            ? `; transient, retried from height ${f.retryAtHeight}`
-            : f.windowClosed && !givenUp
-              ? '; settle window closed, not retried'
-              : '';
-        out.push(`    step ${step}${f.role ? ` (${f.role})` : ''}: ${said}${f.error.rawLog ? ` [raw log: ${f.error.rawLog}]` : ''}${outcome}`);
+        out.push(`    step ${stepName(f)}${f.role ? ` (${f.role})` : ''}: ${failureText(f, recovered(f))}`);
       }
     }
     if (c.suppressed.length > 0) {
@@ -413,7 +481,9 @@ export function formatExplain(x: RotationExplanation): string {
         : r.replacementId
           ? `replaced by escrow ${r.replacementId}`
           : 'replacement under way';
-      out.push(`  #${r.position} ${r.time}  ${r.model}: escrow ${r.escrowId} (${r.reason}) at height ${r.height}, epoch ${r.epoch}: ${result}`);
+      const settle = r.settle ? `; ${replacedSettleText(r, r.settle)}` : '';
+      out.push(`  #${r.position} ${r.time}  ${r.model}: escrow ${r.escrowId} (${r.reason}) at height ${r.height}, epoch ${r.epoch}: ${result}${settle}`);
+      for (const f of r.settle?.failures ?? []) out.push(`    #${f.position} ${stepName(f)}: ${failureText(f, r.settle!.state === 'settled' && f.retryAtHeight !== undefined)}`);
     }
     out.push('');
   }

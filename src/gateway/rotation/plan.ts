@@ -7,7 +7,7 @@
  */
 import type { ChainInputs, ChainErrorInfo, EscrowRole, RotationModelSettings } from '../../events/catalog.js';
 import { cycleOf, settleRetriesOf, stateName, suppressionKey, type EscrowState, type RotationContext } from '../../machines/index.js';
-import { settleWindowOpen } from './settle-retry.js';
+import { dueSettleRetries, SETTLE_PENDING, type DueSettleRetry } from './settle-retry.js';
 
 /** What the plan needs of one escrow of the model. */
 export interface PlanEscrow {
@@ -44,16 +44,16 @@ export type RotationPlan =
   | { kind: 'promote'; escrowIds: string[] }
   | { kind: 'decide_settles'; role: EscrowRole; escrowIds: string[] }
   | { kind: 'settle'; escrowId: string }
-  /** Another attempt at a settle that failed transiently, once its backoff is over. */
-  | { kind: 'retry_settle'; escrowId: string; attempt: number }
-  /** A settle awaiting its retry whose window has closed: recorded as failed, never sent. */
-  | { kind: 'settle_window_closed'; escrowId: string; escrowEpoch: number; attempts: number }
+  /**
+   * `retry_settle`: another attempt at a settle that failed transiently, once its backoff is over;
+   * `settle_window_closed`: a settle awaiting its retry whose window has closed, recorded as
+   * failed and never sent.
+   */
+  | DueSettleRetry
   | { kind: 'complete_phase'; phase: 1 | 2; note?: string };
 
 /** States from which an escrow still needs finalize + settle. */
 const UNFINALIZED: readonly EscrowState[] = ['active', 'depleted', 'routingStopped'];
-/** States in which a settle decided by rotation is still to be done. */
-export const SETTLE_PENDING: readonly EscrowState[] = [...UNFINALIZED, 'finalized'];
 
 /** Creates decided for a role that are not over: the next one to act on, or done. */
 function nextCreate(input: PlanInput, role: EscrowRole, step: 'create_temporary' | 'create_target'): RotationPlan | 'done' {
@@ -81,7 +81,7 @@ function createdOf(input: PlanInput, role: EscrowRole): PlanEscrow[] {
   return input.escrows.filter((e) => e.intentId !== null && ids.has(e.intentId));
 }
 
-/** The next settle to run among the decided ones, or done. Escrows awaiting a retry are settleRetry's. */
+/** The next settle to run among the decided ones, or done. Escrows awaiting a retry are dueSettleRetries'. */
 function nextSettle(input: PlanInput): RotationPlan | 'done' {
   const cycle = cycleOf(input.rotation.context);
   const retries = settleRetriesOf(input.rotation.context);
@@ -93,25 +93,9 @@ function nextSettle(input: PlanInput): RotationPlan | 'done' {
   return 'done';
 }
 
-/**
- * A settle that failed transiently, when it is due: its retry once the chain reached
- * `retryAtHeight`, or, once the escrow's settle window has closed, the record that it is given up.
- * Escrows that left the settle-pending states since (settled, settling, deferred) need nothing.
- */
-function settleRetry(input: PlanInput): RotationPlan | undefined {
-  const { chain } = input;
-  for (const [id, r] of Object.entries(settleRetriesOf(input.rotation.context))) {
-    const e = input.escrows.find((x) => x.id === id);
-    if (!e || !SETTLE_PENDING.includes(e.state)) continue;
-    if (e.epoch !== null && !settleWindowOpen(e.epoch, chain.epoch)) return { kind: 'settle_window_closed', escrowId: id, escrowEpoch: e.epoch, attempts: r.attempt };
-    if (chain.height >= r.retryAtHeight) return { kind: 'retry_settle', escrowId: id, attempt: r.attempt + 1 };
-  }
-  return undefined;
-}
-
 export function planRotation(input: PlanInput): RotationPlan {
   // Retries come first in every state: the window of a settle does not wait for the cycle.
-  const retry = settleRetry(input);
+  const retry = dueSettleRetries(settleRetriesOf(input.rotation.context), input.escrows, input.chain)[0];
   if (retry) return retry;
   const { model, chain } = input;
   const c = input.rotation.context;

@@ -1,12 +1,14 @@
 /**
- * When the rotation tries a failed settle again. A transient failure (the node did not answer, the
+ * When the rotation (and the depletion check, for the escrow it replaced) tries a failed settle again. A transient failure (the node did not answer, the
  * tx was not included in time, a stale sequence, hosts that did not sign) says nothing about the
  * settlement, so it is retried; anything the chain refused is not. Retries are spaced in blocks
  * (the chain reading every plan already gets), so the plan stays a pure function of the log and
  * that reading: replaying decides the same, and a stalled chain is not asked again and again.
  */
 import { ChainError } from '../../chain/port.js';
+import type { ChainErrorInfo, ChainInputs } from '../../events/catalog.js';
 import { ApiError } from '../../http/errors.js';
+import type { EscrowState, SettleRetry } from '../../machines/index.js';
 
 /** Blocks after the first transient failure before the next attempt; doubles per failure. */
 export const SETTLE_RETRY_BASE_BLOCKS = 2;
@@ -37,4 +39,52 @@ export function isTransientSettleFailure(err: unknown): boolean {
  */
 export function settleWindowOpen(escrowEpoch: number | null, chainEpoch: number): boolean {
   return escrowEpoch === null || chainEpoch <= escrowEpoch + 1;
+}
+
+/** States in which an escrow still needs (part of) finalize + settle: a pending retry is for these only. */
+export const SETTLE_PENDING: readonly EscrowState[] = ['active', 'depleted', 'routingStopped', 'finalized'];
+
+/** What a retry decision needs of an escrow: its state and its epoch on chain (null when unknown). */
+export interface RetryEscrow {
+  id: string;
+  state: EscrowState;
+  epoch: number | null;
+}
+
+/** A pending retry that is due: try the settle again, or record that its window has closed. */
+export type DueSettleRetry =
+  | { kind: 'retry_settle'; escrowId: string; attempt: number }
+  | { kind: 'settle_window_closed'; escrowId: string; escrowEpoch: number; attempts: number };
+
+/**
+ * The pending retries that are due at this chain reading (in the record's key order): a
+ * retry once the chain reached its `retryAtHeight`, or, once the escrow's settle window has
+ * closed, the record that it is given up. Escrows that left the settle-pending states since
+ * (settled, settling, deferred) or are unknown need nothing. Pure: the log's retries, the escrows
+ * folded from the log and the chain reading decide, so replay decides the same.
+ */
+export function dueSettleRetries(retries: Readonly<Record<string, SettleRetry>>, escrows: readonly RetryEscrow[], chain: Pick<ChainInputs, 'height' | 'epoch'>): DueSettleRetry[] {
+  const due: DueSettleRetry[] = [];
+  for (const [id, r] of Object.entries(retries)) {
+    const e = escrows.find((x) => x.id === id);
+    if (!e || !SETTLE_PENDING.includes(e.state)) continue;
+    if (e.epoch !== null && !settleWindowOpen(e.epoch, chain.epoch)) due.push({ kind: 'settle_window_closed', escrowId: id, escrowEpoch: e.epoch, attempts: r.attempt });
+    else if (chain.height >= r.retryAtHeight) due.push({ kind: 'retry_settle', escrowId: id, attempt: r.attempt + 1 });
+  }
+  return due;
+}
+
+/** The error recorded when a pending retry is given up: nothing was sent, the window had closed. */
+export function settleWindowClosedError(d: Extract<DueSettleRetry, { kind: 'settle_window_closed' }>, chainEpoch: number): ChainErrorInfo {
+  return {
+    kind: 'wrong_epoch',
+    message:
+      `settle window closed: escrow ${d.escrowId} belongs to epoch ${d.escrowEpoch} and the chain is in epoch ${chainEpoch} ` +
+      `(a settle is accepted only in epochs ${d.escrowEpoch} and ${d.escrowEpoch + 1}); not retried after ${d.attempts} failed attempt(s)`,
+  };
+}
+
+/** What the log line of a settle the chain refused with `wrong_epoch` adds: the deposit is stuck. */
+export function windowNote(error: ChainErrorInfo): { note?: string } {
+  return error.kind === 'wrong_epoch' ? { note: 'the settle window of this escrow has closed; its unused deposit can no longer be settled on chain' } : {};
 }

@@ -1,7 +1,8 @@
 /**
  * Side effects shared by the rotation task and the depletion check: reading the chain with a
  * deadline, appending decisions to `rotation-<model>` (checked against the statechart first),
- * finalize + settle of an escrow, and turning failures into recorded chain errors.
+ * finalize + settle of an escrow (one attempt, and when a failed one is tried again), and turning
+ * failures into recorded chain errors.
  */
 import { ChainError, type EpochInfo } from '../../chain/port.js';
 import { escrowStream, newEvent, rotationStream, type ChainErrorInfo, type ChainInputs, type EventDataMap } from '../../events/catalog.js';
@@ -11,6 +12,7 @@ import { rotationMachine, stateName, step, type RotationEventType } from '../../
 import type { GatewayContext } from '../context.js';
 import { chainErrorInfo } from '../escrows/chain-errors.js';
 import { finalizeEscrow, settleEscrow, type SettleAnswer } from '../escrows/lifecycle.js';
+import { isTransientSettleFailure, settleRetryDelay } from './settle-retry.js';
 
 export const ROTATION_META: EventMetadata = { actor: { kind: 'rotation-task' } };
 export const DEPLETION_META: EventMetadata = { actor: { kind: 'depletion-check' } };
@@ -90,4 +92,34 @@ export async function finalizeAndSettle(ctx: GatewayContext, escrowId: string, k
     }
     return settleEscrow(ctx, escrowId, { keySource: { kind: 'env', name: keyEnv }, origin, metadata });
   });
+}
+
+/** One settle attempt as the rotation task and the depletion check record it. */
+export type SettleAttempt =
+  | { ok: true; answer: SettleAnswer }
+  /** The escrow is settling, settled or deferred after all: the reconciler or drain reactor ends it; not a failure. */
+  | { ok: false; pending: true; error: ChainErrorInfo }
+  /** Failed; `retryAtHeight` is set when the failure is transient (the next attempt's height). */
+  | { ok: false; pending: false; error: ChainErrorInfo; retryAtHeight?: number };
+
+/** Attempt number `attempt` (1 = the first) at finalize + settle, read at `chain`. */
+export async function attemptSettle(
+  ctx: GatewayContext,
+  escrowId: string,
+  keyEnv: string,
+  origin: 'rotation' | 'depletion',
+  metadata: EventMetadata,
+  chain: ChainInputs,
+  attempt: number,
+): Promise<SettleAttempt> {
+  try {
+    return { ok: true, answer: await finalizeAndSettle(ctx, escrowId, keyEnv, origin, metadata) };
+  } catch (err) {
+    const error = errorInfo(err);
+    const now = ctx.engine.escrow(escrowId)?.value;
+    if (now === 'settling' || now === 'settled' || now === 'settleDeferred') return { ok: false, pending: true, error };
+    // Heights, not time: the retry decision compares retryAtHeight with the chain reading it is given.
+    if (!isTransientSettleFailure(err)) return { ok: false, pending: false, error };
+    return { ok: false, pending: false, error, retryAtHeight: chain.height + settleRetryDelay(attempt) };
+  }
 }

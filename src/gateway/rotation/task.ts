@@ -12,8 +12,8 @@ import type { GatewayContext } from '../context.js';
 import { createDecided, createdByIntent, intentFailure, intentStatus, resolvePendingCreate } from './create.js';
 import { withModelLock } from './lock.js';
 import { planRotation, type PlanEscrow, type RotationPlan } from './plan.js';
-import { isTransientSettleFailure, settleRetryDelay } from './settle-retry.js';
-import { appendRotation, chainInputs, errorInfo, finalizeAndSettle, isChainRefusal, readEpoch, ROTATION_META } from './steps.js';
+import { settleWindowClosedError, windowNote } from './settle-retry.js';
+import { appendRotation, attemptSettle, chainInputs, errorInfo, isChainRefusal, readEpoch, ROTATION_META } from './steps.js';
 
 /** Upper bound of steps per model per tick (a plan that never waits would otherwise spin). */
 const MAX_STEPS_PER_TICK = 64;
@@ -235,45 +235,36 @@ async function execute(ctx: GatewayContext, m: RotationModelSettings, chain: Cha
     case 'retry_settle': {
       const attempt = plan.kind === 'retry_settle' ? plan.attempt : 1;
       const role = ctx.engine.escrow(plan.escrowId)?.context.role;
-      try {
-        const answer = await finalizeAndSettle(ctx, plan.escrowId, m.private_key_env, 'rotation', ROTATION_META);
+      const outcome = await attemptSettle(ctx, plan.escrowId, m.private_key_env, 'rotation', ROTATION_META, chain, attempt);
+      if (outcome.ok) {
+        const answer = outcome.answer;
         const marker = answer.status === 'settled' ? 'escrow_rotation_settled' : answer.status === 'deferred' ? 'escrow_rotation_settle_deferred' : 'escrow_rotation_settle_pending';
         log.info({ ...base, ...answer, attempt }, marker);
-      } catch (err) {
-        const error = errorInfo(err);
-        const now = ctx.engine.escrow(plan.escrowId);
-        // Still settling (outcome unknown): the reconciler resolves it; not a failure.
-        if (now?.value === 'settling' || now?.value === 'settled' || now?.value === 'settleDeferred') {
-          log.warn({ ...base, escrow_id: plan.escrowId, error, attempt }, 'escrow_rotation_settle_pending');
-          return 'next';
-        }
-        // Heights, not time: the plan compares retryAtHeight with the chain reading it is given.
-        const retryAtHeight = isTransientSettleFailure(err) ? chain.height + settleRetryDelay(attempt) : undefined;
-        await appendRotation(
-          ctx,
-          model,
-          'RotationFailed',
-          { model, step: 'settle', ...(role ? { role } : {}), chain, error, suppress: false, escrowId: plan.escrowId, attempt, ...(retryAtHeight !== undefined ? { retryAtHeight } : {}) },
-          ROTATION_META,
-        );
-        if (retryAtHeight !== undefined) {
-          log.warn({ ...base, escrow_id: plan.escrowId, error, attempt, retry_at_height: retryAtHeight }, 'escrow_rotation_settle_retry_scheduled');
-        } else {
-          const closed = error.kind === 'wrong_epoch' ? { note: 'the settle window of this escrow has closed; its unused deposit can no longer be settled on chain' } : {};
-          log.error({ ...base, escrow_id: plan.escrowId, error, attempt, retried: false, ...closed }, 'escrow_rotation_settle_failed');
-        }
+        return 'next';
+      }
+      if (outcome.pending) {
+        log.warn({ ...base, escrow_id: plan.escrowId, error: outcome.error, attempt }, 'escrow_rotation_settle_pending');
+        return 'next';
+      }
+      const { error, retryAtHeight } = outcome;
+      await appendRotation(
+        ctx,
+        model,
+        'RotationFailed',
+        { model, step: 'settle', ...(role ? { role } : {}), chain, error, suppress: false, escrowId: plan.escrowId, attempt, ...(retryAtHeight !== undefined ? { retryAtHeight } : {}) },
+        ROTATION_META,
+      );
+      if (retryAtHeight !== undefined) {
+        log.warn({ ...base, escrow_id: plan.escrowId, error, attempt, retry_at_height: retryAtHeight }, 'escrow_rotation_settle_retry_scheduled');
+      } else {
+        log.error({ ...base, escrow_id: plan.escrowId, error, attempt, retried: false, ...windowNote(error) }, 'escrow_rotation_settle_failed');
       }
       return 'next';
     }
 
     case 'settle_window_closed': {
       const role = ctx.engine.escrow(plan.escrowId)?.context.role;
-      const error = {
-        kind: 'wrong_epoch' as const,
-        message:
-          `settle window closed: escrow ${plan.escrowId} belongs to epoch ${plan.escrowEpoch} and the chain is in epoch ${chain.epoch} ` +
-          `(a settle is accepted only in epochs ${plan.escrowEpoch} and ${plan.escrowEpoch + 1}); not retried after ${plan.attempts} failed attempt(s)`,
-      };
+      const error = settleWindowClosedError(plan, chain.epoch);
       await appendRotation(ctx, model, 'RotationFailed', { model, step: 'settle', ...(role ? { role } : {}), chain, error, suppress: false, escrowId: plan.escrowId, windowClosed: true }, ROTATION_META);
       log.error({ ...base, escrow_id: plan.escrowId, escrow_epoch: plan.escrowEpoch, attempts: plan.attempts, error }, 'escrow_rotation_settle_window_closed');
       return 'next';

@@ -1,0 +1,38 @@
+/**
+ * The due-retry decision shared by the rotation task and the depletion check: pure, from the
+ * recorded retries, the escrows' states and epochs, and one chain reading.
+ */
+import { describe, expect, it } from 'vitest';
+import { dueSettleRetries, settleWindowClosedError, type RetryEscrow } from '../../src/gateway/rotation/settle-retry.js';
+
+const escrow = (id: string, state: RetryEscrow['state'] = 'finalized', epoch: number | null = 0): RetryEscrow => ({ id, state, epoch });
+
+describe('dueSettleRetries', () => {
+  const retries = { '1': { attempt: 2, retryAtHeight: 90 } };
+
+  it('is due once the chain reached retryAtHeight, not before, with the next attempt number', () => {
+    expect(dueSettleRetries(retries, [escrow('1')], { height: 89, epoch: 0 })).toEqual([]);
+    expect(dueSettleRetries(retries, [escrow('1')], { height: 90, epoch: 0 })).toEqual([{ kind: 'retry_settle', escrowId: '1', attempt: 3 }]);
+    // the next epoch is still inside the window
+    expect(dueSettleRetries(retries, [escrow('1')], { height: 150, epoch: 1 })).toEqual([{ kind: 'retry_settle', escrowId: '1', attempt: 3 }]);
+  });
+
+  it('gives up once the window closed, even before retryAtHeight; an escrow of unknown epoch is left to the chain', () => {
+    const closed = dueSettleRetries({ '1': { attempt: 1, retryAtHeight: 500 } }, [escrow('1')], { height: 205, epoch: 2 });
+    expect(closed).toEqual([{ kind: 'settle_window_closed', escrowId: '1', escrowEpoch: 0, attempts: 1 }]);
+    expect(settleWindowClosedError(closed[0] as Extract<(typeof closed)[0], { kind: 'settle_window_closed' }>, 2)).toEqual({
+      kind: 'wrong_epoch',
+      message: 'settle window closed: escrow 1 belongs to epoch 0 and the chain is in epoch 2 (a settle is accepted only in epochs 0 and 1); not retried after 1 failed attempt(s)',
+    });
+    expect(dueSettleRetries(retries, [escrow('1', 'finalized', null)], { height: 205, epoch: 2 })).toEqual([{ kind: 'retry_settle', escrowId: '1', attempt: 3 }]);
+  });
+
+  it('needs nothing for escrows that left the settle-pending states or are unknown; answers every due one', () => {
+    for (const state of ['settled', 'settling', 'settleDeferred', 'removed'] as const) {
+      expect(dueSettleRetries(retries, [escrow('1', state)], { height: 95, epoch: 0 })).toEqual([]);
+    }
+    expect(dueSettleRetries(retries, [], { height: 95, epoch: 0 })).toEqual([]);
+    const two = { '2': { attempt: 1, retryAtHeight: 80 }, '1': { attempt: 2, retryAtHeight: 90 }, '3': { attempt: 1, retryAtHeight: 99 } };
+    expect(dueSettleRetries(two, [escrow('1', 'depleted'), escrow('2'), escrow('3')], { height: 95, epoch: 0 }).map((d) => d.escrowId).sort()).toEqual(['1', '2']);
+  });
+});
