@@ -35,6 +35,28 @@ describe('depletion on a fast devnet', () => {
     expect(ofType(g, 'DepletionReplacementDecided')).toHaveLength(1);
   }, 30_000);
 
+  it("the spec's threshold itself: usable balance below 1,000,000 is depleted at the next check, one at or above it keeps serving", async () => {
+    // min_amount lowered so deposits near the threshold can exist; the gateway's threshold is untouched.
+    gw = await startRotationGateway({ env: { DEVNET_EPOCH_BLOCKS: '100000', DEVNET_MIN_AMOUNT: '1000000' } });
+    const g = gw;
+    expect(g.ctx.depletionThreshold).toBe(1_000_000n);
+    await g.call('/v1/admin/settings', { body: { model_limits: [{ model_id: MODEL, access_mode: 'api_key' }] } });
+    const low = await createEscrowViaApi(g, '1010000');
+    expect((await chatOnce(g)).status).toBe(200);
+    await waitFor('the low escrow depleted', () => g.ctx.projections.pool.escrow(low)?.value === 'depleted', 5_000);
+    const c = g.ctx.engine.escrow(low)!.context;
+    expect(BigInt(c.balance) - BigInt(c.reserved)).toBeLessThan(1_000_000n);
+    expect(ofType(g, 'EscrowDepleted').map((e) => e.data.threshold)).toEqual(['1000000']);
+    // A deposit whose usable balance stays above the threshold after a request is not touched.
+    const high = await createEscrowViaApi(g, '2000000');
+    expect((await chatOnce(g)).status).toBe(200);
+    await new Promise((r) => setTimeout(r, 700)); // two periodic checks
+    const h = g.ctx.engine.escrow(high)!.context;
+    expect(BigInt(h.balance) - BigInt(h.reserved)).toBeGreaterThanOrEqual(1_000_000n);
+    expect(g.ctx.projections.pool.escrow(high)?.value).toBe('active');
+    expect(ofType(g, 'EscrowDepleted')).toHaveLength(1);
+  }, 30_000);
+
   it('with rotation off: the depleted escrow only stops taking chat, and that is logged', async () => {
     gw = await startRotationGateway({ env: { DEVNET_EPOCH_BLOCKS: '100000' } });
     const g = gw;
