@@ -7,12 +7,13 @@ import { registerReplay } from './commands/replay.js';
 import { registerVerify } from './commands/verify.js';
 import { registerDiagram } from './commands/diagram.js';
 import { registerExplain } from './commands/explain.js';
+import { registerHealthcheck } from './commands/healthcheck.js';
 
 const program = new Command()
   .name('shardgate')
   .description('OpenAI-compatible inference gateway with an event-sourced escrow engine');
 
-for (const register of [registerServe, registerDevnet, registerInit, registerReplay, registerVerify, registerDiagram, registerExplain]) {
+for (const register of [registerServe, registerDevnet, registerInit, registerReplay, registerVerify, registerDiagram, registerExplain, registerHealthcheck]) {
   register(program);
 }
 
