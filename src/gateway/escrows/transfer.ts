@@ -36,19 +36,22 @@ export interface ImportBody {
 /** Source states in which a settle is under way or done: the escrow cannot move any more. */
 const SETTLING = new Set(['settleDeferred', 'settling', 'settled', 'removed']);
 
-export async function importEscrow(ctx: GatewayContext, body: ImportBody, metadata: EventMetadata) {
-  const escrowId = String(body.escrow.escrow_id);
+/** Imports `body` as escrow `escrowId` (body.escrow.escrow_id in canonical form). */
+export async function importEscrow(ctx: GatewayContext, escrowId: string, body: ImportBody, metadata: EventMetadata) {
   const known = ctx.engine.escrow(escrowId);
   if (known) throw errors.conflict(`Devshard ${escrowId} is already known here (state ${stateName(known.value)}).`, 'already_registered');
   const { snapshot, hostStats } = readExportedStream(escrowId, body.events);
   const c = snapshot.context;
   if (c.escrowId !== escrowId) throw errors.badRequest(`events[0].data.escrowId '${c.escrowId}' is not escrow.escrow_id '${escrowId}'.`, 'events[0].data.escrowId');
   for (const [member, given, folded] of [['nonce', body.escrow.nonce, c.nonce], ['spent', body.escrow.spent, c.spent]] as const) {
-    if (given !== undefined && given !== folded) throw errors.badRequest(`escrow.${member} ${given} differs from the events' ${folded}.`, `escrow.${member}`);
+    // They differ when the document was edited, or exported while requests were being recorded.
+    if (given !== undefined && given !== folded) {
+      throw errors.badRequest(`escrow.${member} ${given} differs from the events' ${folded}; export again once the source's active_requests is 0.`, `escrow.${member}`);
+    }
   }
   const state = stateName(snapshot.value);
   if (SETTLING.has(state)) throw errors.conflict(`Devshard ${escrowId} is ${state} at the source; finish its settlement there.`, 'settle_under_way');
-  // Their spend is not in the export: importing now would let it be spent twice.
+  // What those requests cost is not in the export: importing now would let it be spent twice.
   if (c.inFlight > 0) {
     throw errors.conflict(`${c.inFlight} request(s) were in flight on devshard ${escrowId} when it was exported; wait until the source's active_requests is 0 and export again.`, 'requests_in_flight');
   }

@@ -112,7 +112,7 @@ export function registerAdminRoutes(app: FastifyInstance, ctx: GatewayContext, a
   app.post('/v1/admin/devshards/import', { ...admin, bodyLimit: IMPORT_BODY_LIMIT, schema: importDoc }, async (request) => {
     const body = request.body as ImportBody;
     const id = parseEscrowId(body.escrow.escrow_id, 'escrow.escrow_id');
-    return perEscrow(id, () => importEscrow(ctx, body, meta(request)));
+    return perEscrow(id, () => importEscrow(ctx, id, body, meta(request)));
   });
 
   app.get('/v1/admin/devshards/:id', { ...admin, schema: doc({ params: escrowIdParamsSchema }) }, async (request) => {
