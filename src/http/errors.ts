@@ -135,11 +135,9 @@ export function toApiError(err: FastifyError | Error): ApiError | undefined {
     case 'FST_ERR_BAD_URL':
       return new ApiError(400, 'The request URL is malformed.', { code: 'bad_url' });
   }
-  // JSON.parse failures from our content-type parser and other fastify 4xx errors (e.g. bad
-  // headers): a client mistake, answered as such with fastify's short message.
-  if (err instanceof SyntaxError) {
-    return new ApiError(400, 'We could not parse the JSON body of your request. Send valid JSON.', { code: 'invalid_json' });
-  }
+  // Other fastify 4xx errors (e.g. bad headers): a client mistake, answered as such with fastify's
+  // short message. (Body parse failures arrive as FST_ERR_CTP_INVALID_JSON_BODY above; a bare
+  // SyntaxError thrown by a handler, e.g. BigInt('abc'), is a bug, not an unparsable body.)
   const status = e.statusCode;
   if (typeof status === 'number' && status >= 400 && status < 500) {
     return new ApiError(status, e.message, { code: typeof e.code === 'string' ? e.code.toLowerCase() : null });

@@ -21,6 +21,12 @@ const PATTERN_HINTS: Record<string, string> = {
   id: 'must be a numeric escrow id',
   amount: 'must be a positive integer in the smallest coin unit',
   name: 'must be 1 to 64 characters of a-z, A-Z, 0-9, underscores or dashes',
+  // amounts in event data (an import's events) and in an exported devshard view
+  ...Object.fromEntries(
+    ['spent', 'cost', 'reservedCost', 'balance', 'reserved', 'usable_balance', 'threshold', 'refund', 'fees'].map((k) => [k, 'must be a decimal string of an amount in the smallest coin unit']),
+  ),
+  hash: 'must be 64 lowercase hexadecimal characters',
+  prev_hash: 'must be 64 lowercase hexadecimal characters (or empty before the first event)',
 };
 
 /** `/messages/0/role` -> `messages[0].role` */

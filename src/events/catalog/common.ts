@@ -33,6 +33,13 @@ export interface SlotInfo {
   url: string;
 }
 
+/** What one host slot served on an escrow: the cost billed to it and the requests it ran. */
+export interface SlotTally {
+  slotId: number;
+  cost: Amount;
+  requests: number;
+}
+
 /** Token usage as reported by the upstream (OpenAI naming, camel-cased). */
 export interface TokenUsage {
   promptTokens: number;

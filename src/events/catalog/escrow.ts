@@ -2,10 +2,21 @@
  * Escrow lifecycle events. Creation intents live in `escrow-create-<uuid>` until the chain names the
  * escrow; from EscrowCreated / EscrowImported on, everything about one escrow is in `escrow-<id>`.
  */
-import type { Amount, ChainErrorInfo, EscrowRole, KeySource, SettlementData, SlotInfo, TokenUsage } from './common.js';
+import type { Amount, ChainErrorInfo, EscrowRole, KeySource, SettlementData, SlotInfo, SlotTally, TokenUsage } from './common.js';
 
 /** Why a create was asked for; lets `explain` tell admin creates from rotation ones. */
 export type CreateOrigin = 'admin' | 'rotation' | 'depletion';
+
+/** The export an EscrowImported came from: the source gateway's name and time, and its last event. */
+export interface ImportProvenance {
+  /** DEVSHARD_INSTANCE_NAME of the source (the export's `source`). */
+  source?: string;
+  /** The export's `exported_at`. */
+  exportedAt?: string;
+  /** Global position and hash of the last exported event in the source's log. */
+  lastPosition: number;
+  lastHash: string;
+}
 
 export interface EscrowEventData {
   /** Write-ahead intent: signed, hash known, not yet broadcast (stream `escrow-create-<intentId>`). */
@@ -61,6 +72,10 @@ export interface EscrowEventData {
     slots: SlotInfo[];
     /** Always false at import (spec); EscrowActivated / EscrowRegistered makes it routable. */
     active: false;
+    /** What each slot served at the source, so a settlement made here pays the hosts for it too. */
+    hostStats?: SlotTally[];
+    /** Where the state came from, for audit: the export's origin and its last event. */
+    provenance?: ImportProvenance;
   };
   EscrowActivated: { escrowId: string };
   /**
@@ -113,3 +128,6 @@ export interface EscrowEventData {
   EscrowDeactivated: { reason?: string };
   EscrowRemoved: Record<string, never>;
 }
+
+/** Events of an `escrow-<id>` stream (the creation-intent events live in their own streams). */
+export type EscrowStreamEventType = Exclude<keyof EscrowEventData, 'EscrowCreateRequested' | 'EscrowCreateFailed'>;

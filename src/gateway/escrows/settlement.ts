@@ -1,12 +1,12 @@
 /**
- * Settlement data of an escrow, from its own stream: per slot (the executor of nonce n is
- * slot[n % slots]) the cost and request count of every ended request, the last nonce, a digest of
- * the request log (rest hash), the state root the hosts sign, and their signatures.
+ * Settlement data of an escrow, from its own stream: per slot the cost and request count it billed
+ * (slotTally), the last nonce, a digest of the request log (rest hash), the state root the hosts
+ * sign, and their signatures.
  */
 import { createHash } from 'node:crypto';
 import type { Settlement } from '../../chain/port.js';
 import { canonicalJson } from '../../events/canonical-json.js';
-import { escrowStream, type SettlementData } from '../../events/catalog.js';
+import { escrowStream, type SettlementData, type SlotInfo, type SlotTally } from '../../events/catalog.js';
 import { collectSignaturesDetailed, type SignatureFailure } from '../../network/collect-signatures.js';
 import type { GatewayContext } from '../context.js';
 
@@ -27,19 +27,7 @@ export async function buildSettlement(ctx: GatewayContext, escrowId: string): Pr
   const c = snapshot.context;
   const slots = c.slots;
   const records = ctx.engine.readStream(escrowStream(escrowId));
-  const stats = slots.map((s) => ({ slotId: s.slotId, missed: 0, invalid: 0, cost: 0n, requests: 0 }));
-  for (const r of records) {
-    if ((r.type === 'InferenceFinished' || r.type === 'InferenceFailed') && slots.length > 0) {
-      const stat = stats[r.data.nonce % slots.length]!;
-      stat.cost += BigInt(r.data.cost);
-      stat.requests += 1;
-    }
-    // billed after a crash to the slot whose host reported serving it (reconcile.ts)
-    if (r.type === 'UsageRecovered') {
-      const stat = stats.find((s) => s.slotId === r.data.slotId);
-      if (stat) stat.cost += BigInt(r.data.cost);
-    }
-  }
+  const stats = slotTally(records, slots).map((s) => ({ slotId: s.slotId, missed: 0, invalid: 0, cost: s.cost, requests: s.requests }));
   const hostStats = stats.map((s) => ({ ...s, cost: s.cost.toString() }));
   const fees = '0';
   const restHash = sha256hex(records.at(-1)?.hash ?? '');
@@ -54,6 +42,37 @@ export async function buildSettlement(ctx: GatewayContext, escrowId: string): Pr
     failures,
     required: Math.floor((2 * slots.length) / 3) + 1,
   };
+}
+
+/**
+ * Per slot, what an escrow's stream bills: every ended request to the executor of its nonce
+ * (slot[nonce % slots]), usage recovered after a crash to the slot whose host reported it, and for
+ * an imported escrow what the source gateway's stream billed before (EscrowImported.hostStats).
+ */
+export function slotTally(records: Iterable<{ type: string; data: unknown }>, slots: readonly SlotInfo[]): { slotId: number; cost: bigint; requests: number }[] {
+  const stats = slots.map((s) => ({ slotId: s.slotId, cost: 0n, requests: 0 }));
+  const slot = (slotId: number) => stats.find((s) => s.slotId === slotId);
+  for (const r of records) {
+    if ((r.type === 'InferenceFinished' || r.type === 'InferenceFailed') && stats.length > 0) {
+      const d = r.data as { nonce: number; cost: string };
+      const stat = stats[d.nonce % stats.length]!;
+      stat.cost += BigInt(d.cost);
+      stat.requests += 1;
+    } else if (r.type === 'UsageRecovered') {
+      const d = r.data as { slotId: number; cost: string };
+      const stat = slot(d.slotId);
+      if (stat) stat.cost += BigInt(d.cost);
+    } else if (r.type === 'EscrowImported') {
+      for (const h of (r.data as { hostStats?: SlotTally[] }).hostStats ?? []) {
+        const stat = slot(h.slotId);
+        if (stat) {
+          stat.cost += BigInt(h.cost);
+          stat.requests += h.requests;
+        }
+      }
+    }
+  }
+  return stats;
 }
 
 /** The recorded settlement as the chain port takes it. */

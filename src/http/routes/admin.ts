@@ -17,7 +17,7 @@ import {
   removeEscrow,
   settleEscrow,
 } from '../../gateway/escrows/lifecycle.js';
-import { activateEscrow, exportEscrow, importEscrow } from '../../gateway/escrows/transfer.js';
+import { activateEscrow, exportEscrow, importEscrow, type ImportBody } from '../../gateway/escrows/transfer.js';
 import { changeSettings, toPatch } from '../../gateway/settings.js';
 import { escrowStream } from '../../events/catalog.js';
 import type { Authenticator } from '../auth.js';
@@ -25,7 +25,6 @@ import { errors, sendEmptyNotFound } from '../errors.js';
 import {
   createEscrowBodySchema,
   escrowIdParamsSchema,
-  importBodySchema,
   parseAmount,
   parseEscrowId,
   registerBodySchema,
@@ -34,6 +33,7 @@ import {
   type CreateEscrowBody,
   type SettingsBody,
 } from '../schemas/admin.js';
+import { IMPORT_BODY_LIMIT, importBodySchema } from '../schemas/import.js';
 
 type IdParams = { id: string };
 
@@ -108,10 +108,11 @@ export function registerAdminRoutes(app: FastifyInstance, ctx: GatewayContext, a
     });
   });
 
-  app.post('/v1/admin/devshards/import', { ...admin, schema: doc({ body: importBodySchema, summary: 'Import an escrow exported by another gateway (inactive)' }) }, async (request) => {
-    const body = request.body as Parameters<typeof importEscrow>[1];
+  const importDoc = doc({ body: importBodySchema, summary: 'Import an escrow exported by another gateway (inactive)' });
+  app.post('/v1/admin/devshards/import', { ...admin, bodyLimit: IMPORT_BODY_LIMIT, schema: importDoc }, async (request) => {
+    const body = request.body as ImportBody;
     const id = parseEscrowId(body.escrow.escrow_id, 'escrow.escrow_id');
-    return perEscrow(id, () => importEscrow(ctx, body, meta(request)));
+    return perEscrow(id, () => importEscrow(ctx, id, body, meta(request)));
   });
 
   app.get('/v1/admin/devshards/:id', { ...admin, schema: doc({ params: escrowIdParamsSchema }) }, async (request) => {

@@ -143,37 +143,6 @@ export const registerBodySchema = {
   },
 } as const;
 
-/**
- * POST /v1/admin/devshards/import: what GET /v1/admin/devshards/{id}/export answered on the other
- * gateway. `escrow` is the escrow's state (imported inactive: `active` must be false or absent);
- * `events` the escrow stream with hashes so the target can verify the chain of hashes. The members
- * beyond escrow_id are left open here; the gateway use case validates them against its catalog.
- */
-export const importBodySchema = {
-  type: 'object',
-  required: ['escrow'],
-  additionalProperties: false,
-  properties: {
-    escrow: {
-      type: 'object',
-      required: ['escrow_id'],
-      properties: {
-        escrow_id: escrowIdSchema,
-        model_id: { type: 'string' },
-        active: { type: 'boolean', const: false },
-      },
-    },
-    events: {
-      type: 'array',
-      items: {
-        type: 'object',
-        required: ['type', 'data'],
-        properties: { type: { type: 'string', minLength: 1 }, data: { type: 'object' }, hash: { type: 'string' } },
-      },
-    },
-  },
-} as const;
-
 /** Decimal string or safe integer -> bigint; anything else is a 400 naming `param`. */
 export function parseAmount(value: unknown, param = 'amount'): bigint {
   if (typeof value === 'number' && Number.isSafeInteger(value) && value > 0) return BigInt(value);

@@ -1,0 +1,83 @@
+/**
+ * JSON schemas of the data of every `escrow-<id>` stream event, mirroring the types in escrow.ts
+ * (keyed by EscrowStreamEventType, so a new event type without a schema does not compile). They
+ * check data that did not come from this gateway's own commands: the events of an imported export.
+ *
+ * Every member the type requires is required, with its type; amounts are decimal strings, counters
+ * non-negative integers. Extra members are tolerated: the fold never reads them, and the exported
+ * hashes cover them.
+ */
+import type { EscrowStreamEventType } from './escrow.js';
+
+/** Decimal string of a non-negative amount in the smallest coin unit (catalog/common.ts `Amount`). */
+export const amountDataSchema = { type: 'string', pattern: '^(0|[1-9][0-9]{0,39})$' } as const;
+
+const count = { type: 'integer', minimum: 0 } as const;
+const text = { type: 'string' } as const;
+const role = { type: 'string', enum: ['regular', 'temporary'] } as const;
+const origin = { type: 'string', enum: ['admin', 'rotation', 'depletion'] } as const;
+
+/** An object schema requiring every member but the `optional` ones. */
+function shape(properties: Record<string, object>, optional: readonly string[] = []) {
+  return { type: 'object', required: Object.keys(properties).filter((k) => !optional.includes(k)), properties } as const;
+}
+
+const slots = { type: 'array', items: shape({ slotId: count, host: text, url: text }) } as const;
+const usage = shape({ promptTokens: count, completionTokens: count, totalTokens: count });
+const keySource = { type: 'object', required: ['kind'], properties: { kind: { type: 'string', enum: ['env', 'request'] }, name: text } } as const;
+const chainError = shape({ kind: text, message: text, code: { type: 'integer' }, codespace: text, rawLog: text, txHash: text }, ['code', 'codespace', 'rawLog', 'txHash']);
+const settlement = shape({
+  escrowId: text,
+  nonce: count,
+  stateRoot: text,
+  restHash: text,
+  hostStats: { type: 'array', items: shape({ slotId: count, missed: count, invalid: count, cost: amountDataSchema, requests: count }) },
+  signatures: { type: 'array', items: shape({ slotId: count, signature: text }) },
+  fees: amountDataSchema,
+  version: count,
+});
+
+export const ESCROW_STREAM_DATA_SCHEMAS: { readonly [K in EscrowStreamEventType]: object } = {
+  EscrowCreated: shape(
+    { escrowId: text, intentId: text, txHash: text, height: count, epoch: count, creator: text, amount: amountDataSchema, model: text, role, slots },
+    ['intentId'],
+  ),
+  EscrowRegistered: shape({ escrowId: text, model: text }),
+  EscrowImported: shape(
+    {
+      escrowId: text,
+      model: text,
+      creator: text,
+      amount: amountDataSchema,
+      epoch: count,
+      role,
+      nonce: count,
+      spent: amountDataSchema,
+      slots,
+      active: { const: false },
+      hostStats: { type: 'array', items: shape({ slotId: count, cost: amountDataSchema, requests: count }) },
+      provenance: shape({ source: text, exportedAt: text, lastPosition: count, lastHash: text }, ['source', 'exportedAt']),
+    },
+    ['hostStats', 'provenance'],
+  ),
+  EscrowActivated: shape({ escrowId: text }),
+  NoncesReserved: shape({ upTo: count }),
+  NoncesSkipped: shape({ from: count, upTo: count, reason: text }),
+  NoncesReleased: shape({ upTo: count }),
+  UsageRecovered: shape({ slotId: count, cost: amountDataSchema, reason: text }),
+  InferenceStarted: shape({ requestId: text, nonce: count, clientKeyId: { type: ['string', 'null'] }, reservedCost: amountDataSchema, inputTokens: count, maxTokens: count }),
+  InferenceFinished: shape({ requestId: text, nonce: count, usage, cost: amountDataSchema }),
+  InferenceFailed: shape({ requestId: text, nonce: count, reason: text, usage, cost: amountDataSchema }),
+  EscrowDepleted: shape({ balance: amountDataSchema, threshold: amountDataSchema }),
+  EscrowRoutingStopped: shape({ nonce: count, routingStop: count }),
+  EscrowFinalized: shape({ settlement }),
+  EscrowSettleRequested: shape({ txHash: text, keySource, txBytes: text, origin }, ['txBytes']),
+  EscrowSettleDeferred: shape({ inFlight: count, origin, keySource }, ['keySource']),
+  EscrowSettled: shape({ txHash: text, height: count, refund: amountDataSchema }),
+  EscrowSettleFailed: shape({ reason: text, error: chainError, txHash: text }, ['error', 'txHash']),
+  EscrowDeactivated: shape({ reason: text }, ['reason']),
+  EscrowRemoved: shape({}),
+};
+
+/** The event types of an escrow stream, in catalog order. */
+export const ESCROW_STREAM_EVENT_TYPES = Object.keys(ESCROW_STREAM_DATA_SCHEMAS) as EscrowStreamEventType[];

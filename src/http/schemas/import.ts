@@ -1,0 +1,83 @@
+/**
+ * POST /v1/admin/devshards/import takes exactly what GET /v1/admin/devshards/{id}/export answers on
+ * the other gateway (src/gateway/escrows/transfer.ts): the escrow's view (imported inactive, so
+ * `active` is false or absent), every event of its stream as stored there, and the export's
+ * provenance. Each event's data is checked against the catalog's schema for its type, so a bad
+ * member is a 400 naming it (`events[3].data.cost`) before anything is folded.
+ */
+import { amountDataSchema, ESCROW_STREAM_DATA_SCHEMAS, ESCROW_STREAM_EVENT_TYPES } from '../../events/catalog/escrow-data-schemas.js';
+import { SCHEMA_VERSIONS } from '../../events/catalog.js';
+import { escrowIdSchema } from './admin.js';
+
+/**
+ * An export holds the escrow's whole stream, about 1.3 KB per request served (its start and end,
+ * with metadata and hashes): some 26 MB at the routing stop (19,800 nonces). Other routes keep the
+ * 1 MiB default.
+ */
+export const IMPORT_BODY_LIMIT = 64 * 1024 * 1024;
+
+const nullable = (type: string) => ({ type: [type, 'null'] }) as const;
+const hex64 = { type: 'string', pattern: '^[0-9a-f]{64}$' } as const;
+
+/** The devshard view (lifecycle.ts devshardView) plus `active: false`. */
+const exportedEscrowSchema = {
+  type: 'object',
+  required: ['escrow_id'],
+  additionalProperties: false,
+  properties: {
+    escrow_id: escrowIdSchema,
+    model_id: nullable('string'),
+    state: { type: 'string' },
+    role: { type: 'string', enum: ['regular', 'temporary'] },
+    routable: { type: 'boolean' },
+    creator: nullable('string'),
+    epoch_index: nullable('integer'),
+    amount: amountDataSchema,
+    // Optional cross-checks: when given they must equal what the events fold to.
+    spent: amountDataSchema,
+    balance: amountDataSchema,
+    reserved: amountDataSchema,
+    usable_balance: amountDataSchema,
+    nonce: { type: 'integer', minimum: 0 },
+    in_flight: { type: 'integer', minimum: 0 },
+    settled: { type: 'boolean' },
+    slots: { type: 'array', items: { type: 'object' } },
+    last_error: nullable('string'),
+    active: { type: 'boolean', const: false },
+  },
+} as const;
+
+/** One stored event as exported; `then` picks the data schema and schema version of its type. */
+const exportedEventSchema = {
+  type: 'object',
+  required: ['position', 'stream_version', 'type', 'schema_version', 'data', 'metadata', 'time', 'prev_hash', 'hash'],
+  additionalProperties: false,
+  properties: {
+    position: { type: 'integer', minimum: 1 },
+    stream_version: { type: 'integer', minimum: 0 },
+    type: { type: 'string', enum: ESCROW_STREAM_EVENT_TYPES },
+    schema_version: { type: 'integer', minimum: 1 },
+    data: { type: 'object' },
+    metadata: { type: 'object' },
+    time: { type: 'string', minLength: 1, maxLength: 64 },
+    // "" before position 1 of the source's log.
+    prev_hash: { type: 'string', pattern: '^([0-9a-f]{64})?$' },
+    hash: hex64,
+  },
+  allOf: ESCROW_STREAM_EVENT_TYPES.map((type) => ({
+    if: { required: ['type'], properties: { type: { const: type } } },
+    then: { properties: { schema_version: { const: SCHEMA_VERSIONS[type] }, data: ESCROW_STREAM_DATA_SCHEMAS[type] } },
+  })),
+} as const;
+
+export const importBodySchema = {
+  type: 'object',
+  required: ['escrow', 'events'],
+  additionalProperties: false,
+  properties: {
+    escrow: exportedEscrowSchema,
+    events: { type: 'array', minItems: 1, items: exportedEventSchema },
+    exported_at: { type: 'string', format: 'date-time' },
+    source: { type: 'string', minLength: 1, maxLength: 256 },
+  },
+} as const;

@@ -1,0 +1,178 @@
+/**
+ * The spec's operator step 8 through the real stack: a temporary gateway A (DEVSHARDS_JSON=[])
+ * carries an escrow on the shared embedded devnet and serves chat; once A's active_requests is 0 its
+ * export is imported into the main gateway B (inactive), activated there, and B continues the nonce
+ * sequence (never reusing one of A's), then finalizes and settles with accounting covering both.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startDevnet, type Devnet } from '../../src/chain/devnet/index.js';
+import { generateKeys } from '../../src/config/index.js';
+import { escrowStream } from '../../src/events/catalog.js';
+import { eventsFile } from '../../src/events/storage-path.js';
+import { verifyLog } from '../../src/events/verify.js';
+import type { ExportedEvent } from '../../src/gateway/escrows/exported-stream.js';
+import { exportedRows } from '../helpers/exported-stream.js';
+import { createEscrowViaApi, disposeTestGateway, MODEL, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+
+const AMOUNT = 10_000_000_000n;
+const chatBody = (content: string) => ({ model: MODEL, messages: [{ role: 'user', content }], max_tokens: 16 });
+
+async function balanceOf(devnet: Devnet, address: string): Promise<bigint> {
+  const j = (await (await fetch(`${devnet.url}/cosmos/bank/v1beta1/balances/${address}`)).json()) as { balances: { denom: string; amount: string }[] };
+  return BigInt(j.balances.find((b) => b.denom === 'ngonka')?.amount ?? '0');
+}
+
+/** Chats on the gateway's only routable escrow; answers the nonces used. */
+async function chat(gw: TestGateway, escrowId: string, n: number, tag: string): Promise<number[]> {
+  const nonces: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const r = await gw.call('/v1/chat/completions', { body: chatBody(`${tag} ${i}`) });
+    expect(r.status, r.text).toBe(200);
+    expect(r.headers.get('x-devshard-escrow-id')).toBe(escrowId);
+    nonces.push(Number(r.headers.get('x-devshard-nonce')));
+  }
+  return nonces;
+}
+
+describe('hot swap: export from a temporary gateway, import into the main one (operator step 8)', () => {
+  const keys = generateKeys();
+  const devnetDir = mkdtempSync(join(tmpdir(), 'shardgate-hot-swap-'));
+  let devnet: Devnet;
+  let a: TestGateway | undefined;
+  let b: TestGateway;
+  let escrowId: string;
+  let exportText: string;
+  let nonceA: number[];
+  let spentA: bigint;
+
+  beforeAll(async () => {
+    devnet = await startDevnet({ env: { DEVNET_BLOCK_TIME_MS: '50', DEVNET_TOKEN_DELAY_MS: '0' }, creators: [keys.privateKey], statePath: join(devnetDir, 'devnet.sqlite'), port: 0 });
+    // Both gateways hold the creator key (B must, to route and settle); both reach the same chain and hosts.
+    const chainEnv = { NODE_RPC: devnet.rpcUrl, NODE_CHAIN_API: devnet.url, NODE_BASE: devnet.url };
+    a = await startTestGateway({ keys, env: { ...chainEnv, DEVSHARD_INSTANCE_NAME: 'shardgate-temporary' } });
+    b = await startTestGateway({ keys, env: chainEnv });
+  });
+  afterAll(async () => {
+    await disposeTestGateway(a);
+    await disposeTestGateway(b);
+    await devnet?.close();
+    rmSync(devnetDir, { recursive: true, force: true });
+  });
+
+  it('A creates and registers an escrow and serves chat (nonces advance, cost is spent)', async () => {
+    escrowId = await createEscrowViaApi(a!, AMOUNT.toString());
+    nonceA = await chat(a!, escrowId, 1, 'on A');
+    // Another stream's event between the escrow's: the export's positions are not adjacent there.
+    expect((await a!.call('/v1/admin/settings', { body: { default_request_max_tokens: 2000 } })).status).toBe(200);
+    nonceA.push(...(await chat(a!, escrowId, 2, 'on A')));
+    expect(nonceA).toEqual([1, 2, 3]);
+    const view = (await a!.call(`/v1/admin/devshards/${escrowId}`)).json;
+    spentA = BigInt(view.spent);
+    expect(spentA).toBeGreaterThan(0n);
+  });
+
+  it("A's export, taken once its active_requests is 0, is the whole stream with provenance", async () => {
+    expect((await a!.call('/v1/status', { key: 'none' })).json.active_requests).toBe(0);
+    const r = await a!.call(`/v1/admin/devshards/${escrowId}/export`);
+    expect(r.status, r.text).toBe(200);
+    exportText = r.text;
+    const doc = r.json;
+    expect(Object.keys(doc).sort()).toEqual(['escrow', 'events', 'exported_at', 'source']);
+    expect(doc.source).toBe('shardgate-temporary');
+    expect(doc.escrow).toMatchObject({ escrow_id: escrowId, active: false, nonce: 3, spent: spentA.toString() });
+    expect(doc.events.map((e: { stream_version: number }) => e.stream_version)).toEqual(doc.events.map((_: unknown, i: number) => i));
+    expect(exportText).not.toContain(keys.privateKey);
+    // A is then stopped (the procedure: its active_requests reached zero first).
+    await a!.stop();
+  });
+
+  it('malformed import bodies answer a 400 (409 for an export taken mid-request) naming the member; B records nothing', async () => {
+    const doc = JSON.parse(exportText);
+    const events = doc.events as ExportedEvent[];
+    const at = (type: string) => events.findIndex((e) => e.type === type);
+    const started = at('InferenceStarted');
+    const finished = at('InferenceFinished');
+    const withEvent = (i: number, change: Partial<ExportedEvent>) => ({ ...doc, events: events.map((e, j) => (j === i ? { ...e, ...change } : e)) });
+    const created = events[0]!;
+    const cases: [string, unknown, number, string, RegExp][] = [
+      ['the audit example: EscrowImported with empty data', { escrow: { escrow_id: escrowId }, events: [{ type: 'EscrowImported', data: {} }] }, 400, 'events[0].data.escrowId', /Missing required/],
+      ["another escrow's events", { ...doc, escrow: { ...doc.escrow, escrow_id: '999' } }, 400, 'events[0].hash', /not of escrow 999/],
+      ['a non-numeric amount', withEvent(0, { data: { ...created.data, amount: 'lots' } }), 400, 'events[0].data.amount', /Invalid value/],
+      ['a nonce given as a string', withEvent(started, { data: { ...events[started]!.data, nonce: '1' } }), 400, `events[${started}].data.nonce`, /expected an integer/],
+      ['an edited cost (hash kept)', withEvent(finished, { data: { ...events[finished]!.data, cost: '1' } }), 400, `events[${finished}].hash`, /altered/],
+      ['an event left out', { ...doc, events: events.filter((_, j) => j !== started) }, 400, `events[${started}].stream_version`, /whole stream/],
+      ['a reused nonce, hashes recomputed', { ...doc, events: exportedRows(escrowId, [...events, { type: 'InferenceStarted', data: { ...events[started]!.data, requestId: 'again' } }]) }, 400, `events[${events.length}].type`, /reused nonce/],
+      ['an escrow.spent that differs from the events', { ...doc, escrow: { ...doc.escrow, spent: '1' } }, 400, 'escrow.spent', /differs/],
+      ['an unknown top-level member', { ...doc, comment: 'hi' }, 400, 'comment', /Unrecognized/],
+      ['a body over 1 MiB (the export of a busy escrow is)', { ...doc, source: 'x'.repeat(2 * 1024 * 1024) }, 400, 'source', /at most 256/],
+      ['an export taken with a request in flight', { ...doc, escrow: { escrow_id: escrowId }, events: events.slice(0, started + 1) }, 409, '', /in flight/],
+    ];
+    const before = b.store.lastPosition();
+    for (const [what, body, status, param, message] of cases) {
+      const r = await b.call('/v1/admin/devshards/import', { body });
+      expect(r.status, `${what}: ${r.text}`).toBe(status);
+      expect(r.json.error.message, what).toMatch(message);
+      if (param) expect(r.json.error).toMatchObject({ type: 'invalid_request_error', param });
+      expect(b.store.lastPosition(), what).toBe(before);
+    }
+    expect((await b.call(`/v1/admin/devshards/${escrowId}`)).status).toBe(404);
+  });
+
+  let nonceB: number[];
+  it('B imports the export document as is (curl -d @file): inactive, nonce and spend carried over', async () => {
+    const before = b.store.lastPosition();
+    const r = await b.call('/v1/admin/devshards/import', { body: exportText });
+    expect(r.status, r.text).toBe(200);
+    expect(r.json).toMatchObject({ escrow_id: escrowId, state: 'imported', routable: false, spent: spentA.toString() });
+    // No nonce A may have used is usable on B: A's reservation is skipped too.
+    expect(r.json.nonce).toBeGreaterThanOrEqual(Math.max(...nonceA));
+    // One event appended by B itself, chained to B's log; A's positions and hashes are not reused.
+    const recs = b.store.readStream(escrowStream(escrowId));
+    expect(recs.map((x) => x.type)).toEqual(['EscrowImported']);
+    expect(recs[0]!.position).toBe(before + 1);
+    expect(recs[0]!.streamVersion).toBe(0);
+    const doc = JSON.parse(exportText);
+    expect(recs[0]!.data).toMatchObject({
+      active: false,
+      provenance: { source: 'shardgate-temporary', exportedAt: doc.exported_at, lastPosition: doc.events.at(-1).position, lastHash: doc.events.at(-1).hash },
+    });
+    // Inactive at import: no chat is routed to it yet.
+    const refused = await b.call('/v1/chat/completions', { body: chatBody('too early') });
+    expect(refused.status).toBe(503);
+  });
+
+  it('activated on B, chat continues above the last nonce used on A', async () => {
+    const r = await b.call(`/v1/admin/devshards/${escrowId}/activate`, { method: 'POST' });
+    expect(r.status, r.text).toBe(200);
+    expect(r.json.state).toBe('active');
+    nonceB = await chat(b, escrowId, 3, 'on B');
+    expect(nonceB[0]!).toBeGreaterThan(Math.max(...nonceA));
+    expect([...nonceB].sort((x, y) => x - y)).toEqual(nonceB);
+    expect(new Set([...nonceA, ...nonceB]).size).toBe(6);
+  });
+
+  it('B finalizes and settles: host stats cover A and B, the hosts sign, the refund is exact', async () => {
+    const view = (await b.call(`/v1/admin/devshards/${escrowId}`)).json;
+    const spent = BigInt(view.spent);
+    expect(spent).toBeGreaterThan(spentA);
+    const f = await b.call(`/devshard/${escrowId}/v1/finalize`, { method: 'POST' });
+    expect(f.status, f.text).toBe(200);
+    expect(f.json.nonce).toBe(Math.max(...nonceB));
+    expect(f.json.host_stats.reduce((n: bigint, h: { cost: string }) => n + BigInt(h.cost), 0n)).toBe(spent);
+    expect(f.json.host_stats.reduce((n: number, h: { requests: number }) => n + h.requests, 0)).toBe(6);
+    // Each host's claim matches what it served on A and on B, so it signs.
+    expect(f.json.signatures.length).toBe(f.json.host_stats.length);
+
+    const creator = devnet.creators[0]!.address;
+    const before = await balanceOf(devnet, creator);
+    const s = await b.call(`/v1/admin/devshards/${escrowId}/settle`, { body: {} });
+    expect(s.status, s.text).toBe(200);
+    expect(s.json).toMatchObject({ status: 'settled', settled: true, refund: (AMOUNT - spent).toString() });
+    expect(devnet.chain.state.escrows[escrowId]!.settled).toBe(true);
+    expect((await balanceOf(devnet, creator)) - before).toBe(AMOUNT - spent - BigInt(b.ctx.config.chain.txGasLimit));
+    expect(await verifyLog(eventsFile(b.storageDir))).toMatchObject({ ok: true });
+  });
+});
