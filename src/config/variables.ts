@@ -52,8 +52,8 @@ export const VARIABLES: readonly VariableSpec[] = [
   // limits
   { name: 'GATEWAY_MAX_CONCURRENT_REQUESTS', group: 'limits', default: '512', meaning: 'Concurrent chat requests; more get 429 with Retry-After.', init: 'reference' },
   { name: 'GATEWAY_MAX_INPUT_TOKENS_IN_FLIGHT', group: 'limits', default: '0', meaning: 'Estimated prompt tokens in flight; more get 429. 0 = no limit.', init: 'reference' },
-  { name: 'GATEWAY_DEFAULT_MAX_TOKENS', group: 'limits', default: '3072', meaning: 'max_tokens applied to requests without one (initial value of the default_request_max_tokens setting).', init: 'reference' },
-  { name: 'GATEWAY_MAX_TOKENS_CAP', group: 'limits', default: '4096', meaning: 'Upper cap on max_tokens (initial value of the request_max_tokens_cap setting).', init: 'reference' },
+  { name: 'GATEWAY_DEFAULT_MAX_TOKENS', group: 'limits', default: '3072', meaning: 'max_tokens applied to requests without one: the default_request_max_tokens setting until POST /v1/admin/settings sets it (a change applies at the next start; recorded in the log). Clamped to the cap.', init: 'reference' },
+  { name: 'GATEWAY_MAX_TOKENS_CAP', group: 'limits', default: '4096', meaning: 'Upper cap on max_tokens: the request_max_tokens_cap setting until POST /v1/admin/settings sets it (a change applies at the next start; recorded in the log).', init: 'reference' },
   { name: 'GATEWAY_STALL_TIMEOUT_MS', group: 'limits', default: '60000', meaning: 'A host stream silent this long is cancelled; what it delivered is billed.' },
   { name: 'GATEWAY_REQUEST_TIMEOUT_MS', group: 'limits', default: '300000', meaning: 'A non-stream chat whose whole answer has not arrived after this long fails with 504; the host is not billed beyond what it reported.' },
   // behaviour
@@ -63,9 +63,9 @@ export const VARIABLES: readonly VariableSpec[] = [
   { name: 'GATEWAY_BALANCE_CHECK_INTERVAL_MS', group: 'behaviour', default: '30000', meaning: 'Period of the escrow balance (depletion) check.' },
   { name: 'GATEWAY_RECONCILE_INTERVAL_MS', group: 'behaviour', default: '5000', meaning: 'Period at which chain transactions whose outcome is still unknown are looked up by hash (and re-broadcast with the same bytes).' },
   // disabled
-  { name: 'DEVSHARD_GATEWAY_DISABLED', group: 'disabled', default: 'false', meaning: 'Start disabled (non-admin routes answer 308). Bootstrap only: read when the event log is empty; afterwards use POST /v1/admin/settings.' },
+  { name: 'DEVSHARD_GATEWAY_DISABLED', group: 'disabled', default: 'false', meaning: 'Start disabled (non-admin routes answer 308). Bootstrap only: applied on the first start (the gateway database does not exist yet); afterwards use POST /v1/admin/settings.' },
   { name: 'DEVSHARD_GATEWAY_DISABLED_MESSAGE', group: 'disabled', meaning: 'Message of the disabled state (bootstrap only).' },
-  { name: 'DEVSHARD_GATEWAY_DISABLED_NEW_URL', group: 'disabled', meaning: 'URL clients should use instead, sent as the 308 Location (bootstrap only).' },
+  { name: 'DEVSHARD_GATEWAY_DISABLED_NEW_URL', group: 'disabled', meaning: 'URL clients should use instead, sent as the 308 Location and body new_url (bootstrap only). Required when DEVSHARD_GATEWAY_DISABLED is on: the gateway refuses to start without it, as POST /v1/admin/settings refuses disabled.enabled without new_url.' },
   // network
   { name: 'NETWORK_UPSTREAM_URL', group: 'network', meaning: 'Send chat to this OpenAI-compatible base URL instead of devshard hosts (escrow accounting still applies).' },
   { name: 'NETWORK_UPSTREAM_KEY', group: 'network', secret: true, meaning: 'Bearer key for NETWORK_UPSTREAM_URL.' },
