@@ -68,7 +68,7 @@ export interface GatewayConfig {
     /** GATEWAY_RECONCILE_INTERVAL_MS. */
     reconcileIntervalMs: number;
   };
-  /** DEVSHARD_GATEWAY_DISABLED*: applied only when the event log is empty. */
+  /** DEVSHARD_GATEWAY_DISABLED*: applied on the first start only (before the gateway database exists). */
   disabledBootstrap: { enabled: boolean; message: string | undefined; newUrl: string | undefined };
   network: { upstreamUrl: string | undefined; upstreamKey: string | undefined };
   /**
@@ -229,6 +229,11 @@ export function loadConfig(options: LoadConfigOptions = {}): GatewayConfig {
     message: get('DEVSHARD_GATEWAY_DISABLED_MESSAGE'),
     newUrl: url('DEVSHARD_GATEWAY_DISABLED_NEW_URL'),
   };
+  // The settings POST's rule: a kill switch sends clients somewhere. Refused rather than ignored,
+  // so a gateway meant to start disabled never serves traffic instead.
+  if (disabledBootstrap.enabled && disabledBootstrap.newUrl === undefined) {
+    fail('DEVSHARD_GATEWAY_DISABLED_NEW_URL', 'is required when DEVSHARD_GATEWAY_DISABLED is on: the 308 answers name the URL clients should use instead (POST /v1/admin/settings has the same rule)');
+  }
 
   const network = { upstreamUrl: url('NETWORK_UPSTREAM_URL'), upstreamKey: get('NETWORK_UPSTREAM_KEY') };
 
