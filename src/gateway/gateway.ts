@@ -100,7 +100,14 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
       rest = devnet.url;
       nodeBase = devnet.url;
     }
-    ownedClient = createCosmosChainClient({ rpcUrl: rpc, restUrl: rest!, nodeBaseUrl: nodeBase ?? rest, chainId: config.chain.chainId, gasLimit: config.chain.txGasLimit });
+    ownedClient = createCosmosChainClient({
+      rpcUrl: rpc,
+      restUrl: rest!,
+      nodeBaseUrl: nodeBase ?? rest,
+      txQueryRestUrl: config.chain.txQueryRest,
+      chainId: config.chain.chainId,
+      gasLimit: config.chain.txGasLimit,
+    });
     chain = ownedClient;
   }
 
