@@ -30,7 +30,7 @@ import {
   type SettleEscrowResult,
   type TxOutcome,
 } from './port.js';
-import { fetchBalance, fetchEpoch, fetchEscrow, fetchModels, fetchParams, type RestOptions } from './rest-queries.js';
+import { fetchBalance, fetchEpoch, fetchEscrow, fetchModels, fetchParams, fetchTx, type RestOptions } from './rest-queries.js';
 import { settleMessage } from './settlement-message.js';
 
 export interface CosmosChainClientOptions {
@@ -40,6 +40,11 @@ export interface CosmosChainClientOptions {
   restUrl: string;
   /** Node base (NODE_BASE), for /v1/governance/models; defaults to restUrl. */
   nodeBaseUrl?: string;
+  /**
+   * DEVSHARD_TX_QUERY_REST: transactions are looked up by hash at this chain REST address
+   * (`/cosmos/tx/v1beta1/txs/{hash}`). Unset: by the RPC's `tx_search`.
+   */
+  txQueryRestUrl?: string;
   /** Expected chain id (CHAIN_ID); checked against the node's on first use when given. */
   chainId?: string;
   /** DEVSHARD_TX_GAS_LIMIT, default 700000. */
@@ -192,6 +197,8 @@ export class CosmosChainClient implements ChainPort {
   }
 
   async findTx(txHash: string): Promise<TxOutcome | null> {
+    const txQueryRestUrl = this.options.txQueryRestUrl;
+    if (txQueryRestUrl) return fetchTx({ txQueryRestUrl, timeoutMs: this.rest.timeoutMs }, txHash);
     const hash = txHash.toUpperCase();
     const result = (await this.jsonRpc('tx_search', { query: `tx.hash='${hash}'`, page: '1' })) as {
       txs?: { hash: string; height: string; tx_result: { code: number; codespace?: string; log?: string; events?: TxOutcome['events'] } }[];
@@ -395,7 +402,7 @@ export function createCosmosChainClient(options: CosmosChainClientOptions): Cosm
   return new CosmosChainClient(options);
 }
 
-/** Reads NODE_RPC, NODE_CHAIN_API (or DEVSHARD_CHAIN_REST), NODE_BASE, CHAIN_ID, DEVSHARD_TX_GAS_LIMIT, DEVSHARD_TX_GAS_PRICE. */
+/** Reads NODE_RPC, NODE_CHAIN_API (or DEVSHARD_CHAIN_REST), NODE_BASE, DEVSHARD_TX_QUERY_REST, CHAIN_ID, DEVSHARD_TX_GAS_LIMIT, DEVSHARD_TX_GAS_PRICE. */
 export function cosmosChainClientFromEnv(env: NodeJS.ProcessEnv = process.env, overrides: Partial<CosmosChainClientOptions> = {}): CosmosChainClient {
   const rpcUrl = overrides.rpcUrl ?? env.NODE_RPC;
   const restUrl = overrides.restUrl ?? env.NODE_CHAIN_API ?? env.DEVSHARD_CHAIN_REST;
@@ -407,6 +414,7 @@ export function cosmosChainClientFromEnv(env: NodeJS.ProcessEnv = process.env, o
     rpcUrl,
     restUrl,
     nodeBaseUrl: env.NODE_BASE || undefined,
+    txQueryRestUrl: env.DEVSHARD_TX_QUERY_REST || undefined,
     chainId: env.CHAIN_ID || undefined,
     gasLimit,
     gasPrice,

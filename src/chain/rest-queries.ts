@@ -3,7 +3,7 @@
  * Tolerant of cosmos-style encodings: integers may come as strings or numbers; escrow slots may be
  * plain host addresses (as on the network) or {slot_id, host, url} objects (devnet).
  */
-import { ChainError, type ChainEscrow, type EpochInfo, type EscrowParams, type EscrowSlot } from './port.js';
+import { ChainError, type ChainEscrow, type EpochInfo, type EscrowParams, type EscrowSlot, type TxOutcome } from './port.js';
 
 export interface RestOptions {
   restUrl: string;
@@ -92,4 +92,27 @@ export async function fetchModels(o: RestOptions): Promise<string[]> {
   const body = obj(await getJson(`${trimSlash(o.nodeBaseUrl)}/v1/governance/models`, o.timeoutMs));
   const list = Array.isArray(body.models) ? body.models : Array.isArray(body.data) ? body.data : [];
   return list.map((m) => String(obj(m).id ?? '')).filter((id) => id !== '');
+}
+
+/**
+ * A transaction by hash from the Cosmos SDK REST (`/cosmos/tx/v1beta1/txs/{hash}`) at
+ * DEVSHARD_TX_QUERY_REST; null while the chain does not know it (404).
+ */
+export async function fetchTx(o: { txQueryRestUrl: string; timeoutMs: number }, txHash: string): Promise<TxOutcome | null> {
+  const hash = txHash.toUpperCase();
+  const body = obj(await getJson(`${trimSlash(o.txQueryRestUrl)}/cosmos/tx/v1beta1/txs/${encodeURIComponent(hash)}`, o.timeoutMs, true));
+  const r = obj(body.tx_response);
+  if (String(r.txhash ?? '').toUpperCase() !== hash) return null;
+  const events = Array.isArray(r.events) ? r.events.map(obj) : [];
+  return {
+    txHash: hash,
+    height: num(r.height, 'height'),
+    code: num(r.code, 'code'),
+    codespace: String(r.codespace ?? ''),
+    rawLog: String(r.raw_log ?? ''),
+    events: events.map((e) => ({
+      type: String(e.type ?? ''),
+      attributes: (Array.isArray(e.attributes) ? e.attributes.map(obj) : []).map((a) => ({ key: String(a.key ?? ''), value: String(a.value ?? '') })),
+    })),
+  };
 }

@@ -29,8 +29,8 @@ export interface GatewayConfig {
     nodeBase: string | undefined;
     chainApi: string | undefined;
     chainRest: string | undefined;
+    /** DEVSHARD_TX_QUERY_REST: where txs are looked up by hash (REST); undefined = the RPC's tx_search. */
     txQueryRest: string | undefined;
-    publicApi: string | undefined;
     txGasLimit: number;
   };
   keys: {
@@ -61,14 +61,25 @@ export interface GatewayConfig {
     requestTimeoutMs: number;
   };
   behaviour: {
-    pocRequestMode: 'relaxed' | 'strict';
-    capacityAwareLimits: boolean;
     rotationIntervalMs: number;
     balanceCheckIntervalMs: number;
     /** GATEWAY_RECONCILE_INTERVAL_MS. */
     reconcileIntervalMs: number;
   };
-  /** DEVSHARD_GATEWAY_DISABLED*: applied only when the event log is empty. */
+  /**
+   * Variables of the reference configuration that are accepted (and validated) but have no effect
+   * in shardgate: the spec gives their names and reference values, not what they change
+   * (src/config/variables.ts says why for each).
+   */
+  compatibility: {
+    /** DEVSHARD_POC_REQUEST_MODE. */
+    pocRequestMode: 'relaxed' | 'strict';
+    /** DEVSHARD_CAPACITY_AWARE_LIMITS. */
+    capacityAwareLimits: boolean;
+    /** DEVSHARD_PUBLIC_API (default NODE_BASE). */
+    publicApi: string | undefined;
+  };
+  /** DEVSHARD_GATEWAY_DISABLED*: applied on the first start only (before the gateway database exists). */
   disabledBootstrap: { enabled: boolean; message: string | undefined; newUrl: string | undefined };
   network: { upstreamUrl: string | undefined; upstreamKey: string | undefined };
   /**
@@ -178,8 +189,7 @@ export function loadConfig(options: LoadConfigOptions = {}): GatewayConfig {
     nodeBase,
     chainApi,
     chainRest: url('DEVSHARD_CHAIN_REST') ?? chainApi,
-    txQueryRest: url('DEVSHARD_TX_QUERY_REST') ?? chainApi,
-    publicApi: url('DEVSHARD_PUBLIC_API') ?? nodeBase,
+    txQueryRest: url('DEVSHARD_TX_QUERY_REST'),
     txGasLimit: int('DEVSHARD_TX_GAS_LIMIT', 1),
   };
   if (rpc !== undefined && !rpc.endsWith('/')) warnings.push('NODE_RPC does not end with a slash; the spec\'s reference form does (it is used as a prefix, e.g. `{NODE_RPC}status`).');
@@ -216,9 +226,16 @@ export function loadConfig(options: LoadConfigOptions = {}): GatewayConfig {
 
   const poc = (get('DEVSHARD_POC_REQUEST_MODE') ?? 'relaxed').toLowerCase();
   if (poc !== 'relaxed' && poc !== 'strict') fail('DEVSHARD_POC_REQUEST_MODE', `must be relaxed or strict${shown('DEVSHARD_POC_REQUEST_MODE', poc)}`);
-  const behaviour = {
+  const compatibility = {
     pocRequestMode: (poc === 'strict' ? 'strict' : 'relaxed') as 'relaxed' | 'strict',
     capacityAwareLimits: bool('DEVSHARD_CAPACITY_AWARE_LIMITS'),
+    publicApi: url('DEVSHARD_PUBLIC_API') ?? nodeBase,
+  };
+  // A value other than the reference one says the operator expects a change: tell them there is none.
+  if (compatibility.pocRequestMode !== 'relaxed') warnings.push('DEVSHARD_POC_REQUEST_MODE has no effect in shardgate (the spec does not say what the mode changes); Proof-of-Compute validation is the network\'s.');
+  if (!compatibility.capacityAwareLimits) warnings.push('DEVSHARD_CAPACITY_AWARE_LIMITS has no effect in shardgate (the spec does not say what the limits are); GATEWAY_MAX_CONCURRENT_REQUESTS and GATEWAY_MAX_INPUT_TOKENS_IN_FLIGHT apply.');
+  if (compatibility.publicApi !== nodeBase) warnings.push('DEVSHARD_PUBLIC_API has no effect in shardgate: the gateway sends no request to the public API.');
+  const behaviour = {
     rotationIntervalMs: int('GATEWAY_ROTATION_INTERVAL_MS', 100),
     balanceCheckIntervalMs: int('GATEWAY_BALANCE_CHECK_INTERVAL_MS', 100),
     reconcileIntervalMs: int('GATEWAY_RECONCILE_INTERVAL_MS', 100),
@@ -229,6 +246,11 @@ export function loadConfig(options: LoadConfigOptions = {}): GatewayConfig {
     message: get('DEVSHARD_GATEWAY_DISABLED_MESSAGE'),
     newUrl: url('DEVSHARD_GATEWAY_DISABLED_NEW_URL'),
   };
+  // The settings POST's rule: a kill switch sends clients somewhere. Refused rather than ignored,
+  // so a gateway meant to start disabled never serves traffic instead.
+  if (disabledBootstrap.enabled && disabledBootstrap.newUrl === undefined) {
+    fail('DEVSHARD_GATEWAY_DISABLED_NEW_URL', 'is required when DEVSHARD_GATEWAY_DISABLED is on: the 308 answers name the URL clients should use instead (POST /v1/admin/settings has the same rule)');
+  }
 
   const network = { upstreamUrl: url('NETWORK_UPSTREAM_URL'), upstreamKey: get('NETWORK_UPSTREAM_KEY') };
 
@@ -241,6 +263,7 @@ export function loadConfig(options: LoadConfigOptions = {}): GatewayConfig {
     server,
     limits,
     behaviour,
+    compatibility,
     disabledBootstrap,
     network,
     env,

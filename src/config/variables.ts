@@ -31,8 +31,8 @@ export const VARIABLES: readonly VariableSpec[] = [
   { name: 'NODE_BASE', group: 'chain', meaning: 'Public node address (governance model list). Unset with the devnet: the devnet address.' },
   { name: 'NODE_CHAIN_API', group: 'chain', meaning: 'Chain REST address. Unset with the devnet: the devnet address.' },
   { name: 'DEVSHARD_CHAIN_REST', group: 'chain', meaning: 'Chain REST address for queries. Default: NODE_CHAIN_API.' },
-  { name: 'DEVSHARD_TX_QUERY_REST', group: 'chain', meaning: 'Chain REST address for transaction lookups. Default: NODE_CHAIN_API.' },
-  { name: 'DEVSHARD_PUBLIC_API', group: 'chain', meaning: 'Public API address. Default: NODE_BASE.' },
+  { name: 'DEVSHARD_TX_QUERY_REST', group: 'chain', meaning: 'Chain REST address where transactions (create, settle) are looked up by hash: `/cosmos/tx/v1beta1/txs/{hash}`. Unset: they are looked up through NODE_RPC (`tx_search`).' },
+  { name: 'DEVSHARD_PUBLIC_API', group: 'chain', meaning: 'Public API address (reference value: NODE_BASE). Accepted for compatibility; no effect in shardgate: the gateway sends no request to the public API (the spec lists its governance model list as an operator query).' },
   { name: 'DEVSHARD_TX_GAS_LIMIT', group: 'chain', default: '700000', meaning: 'Gas limit for transactions (create, settle).', init: 'reference' },
   // keys
   { name: 'DEVSHARD_PRIVATE_KEY', group: 'keys', secret: true, meaning: 'Creator key: 64 hex characters, no 0x prefix. A dedicated key, never a validator, participant or broker key.', init: 'generate' },
@@ -52,21 +52,20 @@ export const VARIABLES: readonly VariableSpec[] = [
   // limits
   { name: 'GATEWAY_MAX_CONCURRENT_REQUESTS', group: 'limits', default: '512', meaning: 'Concurrent chat requests; more get 429 with Retry-After.', init: 'reference' },
   { name: 'GATEWAY_MAX_INPUT_TOKENS_IN_FLIGHT', group: 'limits', default: '0', meaning: 'Estimated prompt tokens in flight; more get 429. 0 = no limit.', init: 'reference' },
-  { name: 'GATEWAY_DEFAULT_MAX_TOKENS', group: 'limits', default: '3072', meaning: 'max_tokens applied to requests without one (initial value of the default_request_max_tokens setting).', init: 'reference' },
-  { name: 'GATEWAY_MAX_TOKENS_CAP', group: 'limits', default: '4096', meaning: 'Upper cap on max_tokens (initial value of the request_max_tokens_cap setting).', init: 'reference' },
+  { name: 'GATEWAY_DEFAULT_MAX_TOKENS', group: 'limits', default: '3072', meaning: 'max_tokens applied to requests without one: the default_request_max_tokens setting until POST /v1/admin/settings sets it (a change applies at the next start; recorded in the log). Clamped to the cap.', init: 'reference' },
+  { name: 'GATEWAY_MAX_TOKENS_CAP', group: 'limits', default: '4096', meaning: 'Upper cap on max_tokens: the request_max_tokens_cap setting until POST /v1/admin/settings sets it (a change applies at the next start; recorded in the log).', init: 'reference' },
   { name: 'GATEWAY_STALL_TIMEOUT_MS', group: 'limits', default: '60000', meaning: 'A host stream silent this long is cancelled; what it delivered is billed.' },
   { name: 'GATEWAY_REQUEST_TIMEOUT_MS', group: 'limits', default: '300000', meaning: 'A non-stream chat whose whole answer has not arrived after this long fails with 504; the host is not billed beyond what it reported.' },
   // behaviour
-  { name: 'DEVSHARD_POC_REQUEST_MODE', group: 'behaviour', default: 'relaxed', meaning: 'Proof-of-Compute request mode: relaxed or strict.', init: 'reference' },
-  { name: 'DEVSHARD_CAPACITY_AWARE_LIMITS', group: 'behaviour', default: 'on', meaning: 'Capacity-aware limits: on or off.', init: 'reference' },
+  { name: 'DEVSHARD_POC_REQUEST_MODE', group: 'behaviour', default: 'relaxed', meaning: 'Proof-of-Compute request mode: relaxed or strict. Accepted for compatibility; no effect in shardgate: the spec does not say what the mode changes, and Proof-of-Compute validation runs on the network, not in the gateway (a non-reference value is warned about).', init: 'reference' },
+  { name: 'DEVSHARD_CAPACITY_AWARE_LIMITS', group: 'behaviour', default: 'on', meaning: 'Capacity-aware limits: on or off. Accepted for compatibility; no effect in shardgate: the spec does not say what these limits are; the limits that apply are GATEWAY_MAX_CONCURRENT_REQUESTS and GATEWAY_MAX_INPUT_TOKENS_IN_FLIGHT (off is warned about).', init: 'reference' },
   { name: 'GATEWAY_ROTATION_INTERVAL_MS', group: 'behaviour', default: '15000', meaning: 'Period of the escrow rotation task.' },
-  { name: 'GATEWAY_RECONCILE_INTERVAL_MS', group: 'behaviour', default: '5000', meaning: 'While a create or settle tx has an unknown outcome (node unreachable, not yet included), how often it is looked up by hash.' },
   { name: 'GATEWAY_BALANCE_CHECK_INTERVAL_MS', group: 'behaviour', default: '30000', meaning: 'Period of the escrow balance (depletion) check.' },
   { name: 'GATEWAY_RECONCILE_INTERVAL_MS', group: 'behaviour', default: '5000', meaning: 'Period at which chain transactions whose outcome is still unknown are looked up by hash (and re-broadcast with the same bytes).' },
   // disabled
-  { name: 'DEVSHARD_GATEWAY_DISABLED', group: 'disabled', default: 'false', meaning: 'Start disabled (non-admin routes answer 308). Bootstrap only: read when the event log is empty; afterwards use POST /v1/admin/settings.' },
+  { name: 'DEVSHARD_GATEWAY_DISABLED', group: 'disabled', default: 'false', meaning: 'Start disabled (non-admin routes answer 308). Bootstrap only: applied on the first start (the gateway database does not exist yet); afterwards use POST /v1/admin/settings.' },
   { name: 'DEVSHARD_GATEWAY_DISABLED_MESSAGE', group: 'disabled', meaning: 'Message of the disabled state (bootstrap only).' },
-  { name: 'DEVSHARD_GATEWAY_DISABLED_NEW_URL', group: 'disabled', meaning: 'URL clients should use instead, sent as the 308 Location (bootstrap only).' },
+  { name: 'DEVSHARD_GATEWAY_DISABLED_NEW_URL', group: 'disabled', meaning: 'URL clients should use instead, sent as the 308 Location and body new_url (bootstrap only). Required when DEVSHARD_GATEWAY_DISABLED is on: the gateway refuses to start without it, as POST /v1/admin/settings refuses disabled.enabled without new_url.' },
   // network
   { name: 'NETWORK_UPSTREAM_URL', group: 'network', meaning: 'Send chat to this OpenAI-compatible base URL instead of devshard hosts (escrow accounting still applies).' },
   { name: 'NETWORK_UPSTREAM_KEY', group: 'network', secret: true, meaning: 'Bearer key for NETWORK_UPSTREAM_URL.' },

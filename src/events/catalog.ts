@@ -8,7 +8,7 @@
  *                            with `intentId`) or EscrowImported: registration, every inference,
  *                            depletion, finalize, settle, deactivate, remove.
  *  - `settings`              SettingsChanged, ModelAccessModeChanged, GatewayDisabled/Enabled:
- *                            one settings POST is one atomic append.
+ *                            one settings POST is one atomic append; SettingsDefaultsConfigured.
  *  - `rotation-<model>`      rotation decisions and depletion replacements of one model.
  *
  * Amounts are decimal strings (see catalog/common.ts). Data of an older schema version is brought
@@ -22,7 +22,7 @@ import type { RotationEventData } from './catalog/rotation.js';
 export type * from './catalog/common.js';
 export type * from './catalog/escrow.js';
 export type * from './catalog/rotation.js';
-export type { AccessMode, GatewaySettings, RotationModelSettings, SettingsPatch } from './catalog/settings.js';
+export type { AccessMode, GatewaySettings, MaxTokensDefaults, RotationModelSettings, SettingsPatch } from './catalog/settings.js';
 export { DEFAULT_SETTINGS } from './catalog/settings.js';
 
 /** Event type → data shape, for every catalog event. */
@@ -55,6 +55,7 @@ export const SCHEMA_VERSIONS: { readonly [K in EventType]: number } = {
   EscrowDeactivated: 1,
   EscrowRemoved: 1,
   SettingsChanged: 1,
+  SettingsDefaultsConfigured: 1,
   ModelAccessModeChanged: 1,
   GatewayDisabled: 1,
   GatewayEnabled: 1,

@@ -3,7 +3,7 @@
  * the embedded devnet when NODE_RPC is unset) and the network, reconciles what was under way,
  * then serves HTTP. `stop()` stops accepting, drains in-flight requests, checkpoints and closes.
  */
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
@@ -11,7 +11,6 @@ import { createCosmosChainClient, type CosmosChainClient } from '../chain/cosmos
 import { startDevnet, type Devnet } from '../chain/devnet/index.js';
 import type { ChainPort } from '../chain/port.js';
 import type { GatewayConfig } from '../config/index.js';
-import { newEvent, settingsStream, DEFAULT_SETTINGS } from '../events/catalog.js';
 import { eventsFile, openSqliteEventStore, type SqliteEventStore } from '../events/sqlite-store.js';
 import { createHttpApp } from '../http/app.js';
 import { Limiter } from '../http/limiter.js';
@@ -31,6 +30,7 @@ import { Keyring } from './keyring.js';
 import { reconcile, releaseUnusedNonces, startIntentReconciler } from './reconcile.js';
 import { createDrainReactor } from './reactors.js';
 import { bootstrap } from './bootstrap.js';
+import { recordStartupSettings } from './startup-settings.js';
 import { onRequestEnded, startDepletionCheck, startRotation } from './rotation/index.js';
 
 /** Spec: usable balance below 1,000,000 (smallest unit) makes an escrow depleted. */
@@ -63,6 +63,9 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
   const logger = options.logger ?? createLogger({ level: config.server.logLevel });
   mkdirSync(config.server.storageDir, { recursive: true, mode: 0o700 });
   const unlock = lockStorage(config.server.storageDir);
+  // The spec's "first gateway start" (DEVSHARD_GATEWAY_DISABLED*): the database does not exist yet.
+  // Not "the log is empty": a start that appended nothing has still created the database.
+  const firstStart = !existsSync(eventsFile(config.server.storageDir));
   let store: SqliteEventStore;
   try {
     store = openSqliteEventStore(eventsFile(config.server.storageDir));
@@ -72,6 +75,10 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
   }
   const emptyLog = store.lastPosition() === 0;
   const { projections, detach } = Projections.follow(store);
+  const engine = new Engine(store, projections);
+  // Before the chain is reached: a first start that fails there (node unreachable) has created the
+  // database, so the next start would no longer apply the bootstrap.
+  await recordStartupSettings({ engine, projections }, config, { firstStart, logger });
 
   let devnet: Devnet | undefined;
   let chain = options.chain;
@@ -93,7 +100,14 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
       rest = devnet.url;
       nodeBase = devnet.url;
     }
-    ownedClient = createCosmosChainClient({ rpcUrl: rpc, restUrl: rest!, nodeBaseUrl: nodeBase ?? rest, chainId: config.chain.chainId, gasLimit: config.chain.txGasLimit });
+    ownedClient = createCosmosChainClient({
+      rpcUrl: rpc,
+      restUrl: rest!,
+      nodeBaseUrl: nodeBase ?? rest,
+      txQueryRestUrl: config.chain.txQueryRest,
+      chainId: config.chain.chainId,
+      gasLimit: config.chain.txGasLimit,
+    });
     chain = ownedClient;
   }
 
@@ -111,7 +125,6 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
 
   const metrics = createGatewayMetrics();
   const limiter = new Limiter({ maxConcurrentRequests: config.limits.maxConcurrentRequests, maxInputTokensInFlight: config.limits.maxInputTokensInFlight });
-  const engine = new Engine(store, projections);
   const drain = createDrainReactor();
   const ctx: GatewayContext = {
     config,
@@ -132,7 +145,6 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
     },
   };
 
-  if (emptyLog) await bootstrapDisabled(ctx);
   const report = await reconcile(ctx);
   if (report.creates.length || report.settles.length || report.orphanedRequests || report.noncesSkipped.length) logger.info({ reconcile: report }, 'reconciled recorded chain intents');
   // Outcomes still unknown (node unreachable, tx not yet included) are asked for by hash until known.
@@ -181,16 +193,4 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
     })());
 
   return { url, app, ctx, store, devnet, stop, tasks: { rotation, depletion } };
-}
-
-/** DEVSHARD_GATEWAY_DISABLED* take effect on the first start only (an empty log). */
-async function bootstrapDisabled(ctx: GatewayContext): Promise<void> {
-  const b = ctx.config.disabledBootstrap;
-  if (!b.enabled) return;
-  const metadata = { actor: { kind: 'startup' as const } };
-  const effective = { ...DEFAULT_SETTINGS, disabled: { enabled: true, message: b.message ?? '', new_url: b.newUrl ?? '' } };
-  await ctx.engine.append(settingsStream, [
-    newEvent('SettingsChanged', { patch: { disabled: effective.disabled }, effective }, metadata),
-    newEvent('GatewayDisabled', { message: effective.disabled.message, newUrl: effective.disabled.new_url }, metadata),
-  ]);
 }

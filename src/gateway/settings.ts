@@ -4,7 +4,8 @@
  * GatewayDisabled/Enabled events it implies (access modes and the kill switch are statecharts).
  *
  * Merge rules: scalars replace; `model_limits` merge by model_id; `escrow_rotation.models`
- * replaces the list when given; `disabled` members merge.
+ * replaces the list when given; `disabled` members merge. The answer shows
+ * `default_request_max_tokens` clamped to `request_max_tokens_cap` (what requests get).
  */
 import { newEvent, settingsStream, type GatewaySettings, type SettingsPatch } from '../events/catalog.js';
 import type { EventMetadata, NewEvent } from '../events/envelope.js';
@@ -59,22 +60,21 @@ export function mergeSettings(base: GatewaySettings, patch: SettingsPatch): Gate
   };
 }
 
+/** What a settings change needs (the start-up bootstrap has no full context yet). */
+type SettingsContext = Pick<GatewayContext, 'engine' | 'projections'>;
+
 /** Decides and appends a settings change; answers the effective settings once durable. */
-export function changeSettings(ctx: GatewayContext, patch: SettingsPatch, metadata: EventMetadata): Promise<GatewaySettings> {
+export function changeSettings(ctx: SettingsContext, patch: SettingsPatch, metadata: EventMetadata): Promise<GatewaySettings> {
   // One change at a time: each merges into the effective settings the previous one left.
   return ctx.engine.serial(settingsStream, () => applyChange(ctx, patch, metadata));
 }
 
-async function applyChange(ctx: GatewayContext, patch: SettingsPatch, metadata: EventMetadata): Promise<GatewaySettings> {
+async function applyChange(ctx: SettingsContext, patch: SettingsPatch, metadata: EventMetadata): Promise<GatewaySettings> {
   const settings = ctx.projections.settings;
-  const before = settings.effective();
-  const effective = mergeSettings(before, patch);
-  if (effective.default_request_max_tokens > effective.request_max_tokens_cap) {
-    throw errors.badRequest(
-      `default_request_max_tokens (${effective.default_request_max_tokens}) must not exceed request_max_tokens_cap (${effective.request_max_tokens_cap}).`,
-      'default_request_max_tokens',
-    );
-  }
+  // Merged into the settings as set: a default above the cap is kept (and clamped where it is read,
+  // like GATEWAY_DEFAULT_MAX_TOKENS and a request's max_tokens), so lowering only the cap is accepted
+  // and raising it again brings the default back.
+  const effective = mergeSettings(settings.asSet(), patch);
   if (effective.disabled.enabled && !effective.disabled.new_url) {
     throw errors.badRequest('disabled.new_url is required when disabled.enabled is true: clients are redirected there.', 'disabled.new_url');
   }

@@ -41,7 +41,9 @@ export function disabledGate(getDisabled: () => DisabledState): onRequestHookHan
     const state = getDisabled();
     // The raw path decides, not the matched route: an unknown path is not an admin route.
     if (!state.enabled || isExemptFromDisabled(request.url)) return done();
-    const newUrl = state.new_url ? state.new_url : null;
+    // Always a string (the spec's type). Empty only in a log of an older version, which let the
+    // bootstrap turn the switch on without a URL: then there is no Location to send.
+    const newUrl = state.new_url ?? '';
     if (newUrl) reply.header('location', newUrl);
     request.logFields.disabled = true;
     reply

@@ -16,7 +16,7 @@ import { TimelineProjection, type TimelineState } from './timeline.js';
 import { foldPartitioned, partitionWorker } from './partitioned-rebuild.js';
 
 /** Bump when the checkpoint shape or a fold changes: an old checkpoint is then ignored (rebuild). */
-export const PROJECTIONS_CHECKPOINT_VERSION = 2;
+export const PROJECTIONS_CHECKPOINT_VERSION = 3;
 /** Checkpoint name in the store. */
 export const PROJECTIONS_CHECKPOINT = 'projections';
 /** Below this many events to fold, starting threads (~0.1 s) does not pay: one piece. */

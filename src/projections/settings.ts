@@ -2,8 +2,13 @@
  * Effective settings: the last SettingsChanged `effective` document, with access modes and the
  * kill switch taken from their statecharts (ModelAccessModeChanged, GatewayDisabled/Enabled in
  * the same `settings` stream), which are authoritative for those two members.
+ *
+ * The max-tokens members: what the operator set by POST (a member in a SettingsChanged `patch`),
+ * else the configured default (SettingsDefaultsConfigured, recorded at a start from
+ * GATEWAY_DEFAULT_MAX_TOKENS / GATEWAY_MAX_TOKENS_CAP), else the reference value. The default shown
+ * and applied is clamped to the cap; the value set is kept, so raising the cap brings it back.
  */
-import { DEFAULT_SETTINGS, settingsStream, upcast, type AccessMode, type GatewaySettings } from '../events/catalog.js';
+import { DEFAULT_SETTINGS, settingsStream, upcast, type AccessMode, type GatewaySettings, type MaxTokensDefaults } from '../events/catalog.js';
 import type { RecordedEvent } from '../events/envelope.js';
 import {
   accessModeMachine,
@@ -18,10 +23,21 @@ import {
 } from '../machines/index.js';
 
 export interface SettingsState {
+  /** As set (the default not clamped). */
   base: GatewaySettings;
+  /** The last recorded configured defaults. */
+  configured: MaxTokensDefaults;
+  /** Max-tokens members the operator has set by POST (configured defaults no longer replace them). */
+  operatorSet: (keyof MaxTokensDefaults)[];
   access: Record<string, PersistedMachineState>;
   disabled: PersistedMachineState;
 }
+
+const MAX_TOKENS_KEYS = ['default_request_max_tokens', 'request_max_tokens_cap'] as const;
+const referenceDefaults = (): MaxTokensDefaults => ({
+  default_request_max_tokens: DEFAULT_SETTINGS.default_request_max_tokens,
+  request_max_tokens_cap: DEFAULT_SETTINGS.request_max_tokens_cap,
+});
 
 const clone = <T>(v: T): T => structuredClone(v);
 
@@ -36,6 +52,8 @@ function deepFreeze<T>(v: T): T {
 /** The effective-settings projection. */
 export class SettingsProjection {
   private base: GatewaySettings = clone(DEFAULT_SETTINGS);
+  private configured: MaxTokensDefaults = referenceDefaults();
+  private readonly operatorSet = new Set<keyof MaxTokensDefaults>();
   private readonly access = new Map<string, AccessModeSnapshot>();
   private disabledSnap: DisabledSnapshot = initialSnapshot(disabledMachine);
   /** The effective document, computed once per change (hot-path reads share it, frozen). */
@@ -50,6 +68,11 @@ export class SettingsProjection {
     switch (event.type) {
       case 'SettingsChanged':
         this.base = clone(event.data.effective);
+        for (const key of MAX_TOKENS_KEYS) if (event.data.patch[key] !== undefined) this.operatorSet.add(key);
+        return;
+      case 'SettingsDefaultsConfigured':
+        this.configured = { default_request_max_tokens: event.data.default_request_max_tokens, request_max_tokens_cap: event.data.request_max_tokens_cap };
+        for (const key of MAX_TOKENS_KEYS) if (!this.operatorSet.has(key)) this.base[key] = event.data[key];
         return;
       case 'ModelAccessModeChanged': {
         const model = event.data.model;
@@ -84,9 +107,19 @@ export class SettingsProjection {
     return [...this.access.keys()].sort();
   }
 
-  /** The effective settings document (GET-able; the merge base of the next POST); a copy the caller may change. */
+  /** The effective settings document (GET-able); a copy the caller may change. */
   effective(): GatewaySettings {
     return clone(this.current());
+  }
+
+  /** The settings as set, the default not clamped to the cap: the merge base of the next POST. */
+  asSet(): GatewaySettings {
+    return this.compute();
+  }
+
+  /** The configured max-tokens defaults the log last recorded (reference values before any). */
+  configuredDefaults(): MaxTokensDefaults {
+    return { ...this.configured };
   }
 
   /**
@@ -94,7 +127,10 @@ export class SettingsProjection {
    * switch, max_tokens defaults, served models), which must not pay a deep copy each time.
    */
   current(): Readonly<GatewaySettings> {
-    return (this.cached ??= deepFreeze(this.compute()));
+    if (this.cached) return this.cached;
+    const s = this.compute();
+    s.default_request_max_tokens = Math.min(s.default_request_max_tokens, s.request_max_tokens_cap);
+    return (this.cached = deepFreeze(s));
   }
 
   private compute(): GatewaySettings {
@@ -113,6 +149,8 @@ export class SettingsProjection {
   snapshot(): SettingsState {
     return {
       base: clone(this.base),
+      configured: { ...this.configured },
+      operatorSet: MAX_TOKENS_KEYS.filter((k) => this.operatorSet.has(k)),
       access: Object.fromEntries([...this.access].map(([m, s]) => [m, persistState(s)])),
       disabled: persistState(this.disabledSnap),
     };
@@ -121,6 +159,9 @@ export class SettingsProjection {
   restore(state: SettingsState): void {
     this.cached = undefined;
     this.base = clone(state.base);
+    this.configured = { ...state.configured };
+    this.operatorSet.clear();
+    for (const k of state.operatorSet) this.operatorSet.add(k);
     this.access.clear();
     for (const [m, p] of Object.entries(state.access)) this.access.set(m, restoreState(accessModeMachine, p));
     this.disabledSnap = restoreState(disabledMachine, state.disabled);

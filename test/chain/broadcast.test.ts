@@ -23,6 +23,11 @@ describe('broadcast is safe to retry by tx hash', () => {
     expect(await client.findTx(prepared.txHash)).toEqual(outcome);
     expect(await client.findTx(prepared.txHash.toLowerCase())).toEqual(outcome);
     expect(client.createdEscrowId(outcome)).toMatch(/^\d+$/);
+    // DEVSHARD_TX_QUERY_REST: the REST lookup answers the same outcome (and null for an unknown hash).
+    const rest = clientFor(devnet, { txQueryRestUrl: devnet.url });
+    expect(await rest.findTx(prepared.txHash.toLowerCase())).toEqual(outcome);
+    expect(await rest.findTx('0'.repeat(64))).toBeNull();
+    rest.close();
   });
 
   it('answers a rebroadcast of the same tx with the same outcome and no second escrow', async () => {

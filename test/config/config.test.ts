@@ -15,7 +15,9 @@ describe('loadConfig', () => {
     expect(c.limits).toMatchObject({ maxConcurrentRequests: 512, maxInputTokensInFlight: 0, defaultMaxTokens: 3072, maxTokensCap: 4096 });
     expect(c.chain.txGasLimit).toBe(700000);
     expect(c.chain.rpc).toBeUndefined();
-    expect(c.behaviour).toMatchObject({ pocRequestMode: 'relaxed', capacityAwareLimits: true, rotationIntervalMs: 15000, balanceCheckIntervalMs: 30000 });
+    expect(c.behaviour).toMatchObject({ rotationIntervalMs: 15000, balanceCheckIntervalMs: 30000 });
+    expect(c.compatibility).toMatchObject({ pocRequestMode: 'relaxed', capacityAwareLimits: true });
+    expect(c.warnings).toEqual([]);
     expect(c.disabledBootstrap.enabled).toBe(false);
     expect(c.mode).toEqual({ kind: 'pool', initialEscrows: [] });
   });
@@ -26,8 +28,12 @@ describe('loadConfig', () => {
     });
     expect(c.server.port).toBe(9000);
     expect(c.server.host).toBe('0.0.0.0');
-    expect(c.chain).toMatchObject({ rpc: 'http://n:26657/', chainRest: 'http://n:1317', txQueryRest: 'http://n:1317', publicApi: 'http://n:8000' });
-    expect(c.behaviour.capacityAwareLimits).toBe(false);
+    expect(c.chain).toMatchObject({ rpc: 'http://n:26657/', chainRest: 'http://n:1317' });
+    // Unset: txs are looked up through the RPC (tx_search), not a REST address.
+    expect(c.chain.txQueryRest).toBeUndefined();
+    expect(c.compatibility).toMatchObject({ capacityAwareLimits: false, publicApi: 'http://n:8000' });
+    // Accepted, but the operator is told it changes nothing.
+    expect(c.warnings.some((w) => w.startsWith('DEVSHARD_CAPACITY_AWARE_LIMITS has no effect'))).toBe(true);
     expect(c.limits.maxInputTokensInFlight).toBe(100000);
   });
 

@@ -63,6 +63,23 @@ describe('projections', () => {
     expect(eff.escrow_rotation).toEqual({ enabled: false, pre_poc_blocks: 300, models: [] });
   });
 
+  it('settings: configured max-tokens defaults apply to members the operator has not set; the default is clamped to the cap', () => {
+    const configured = (d: number, c: number): CatalogEvent => ({ type: 'SettingsDefaultsConfigured', data: { default_request_max_tokens: d, request_max_tokens_cap: c } });
+    // settingsChanged() sets the cap (8192) by POST: later configured caps no longer replace it.
+    const recs = record([
+      { streamId: settingsStream, event: configured(100, 200) },
+      { streamId: settingsStream, event: settingsChanged() },
+      { streamId: settingsStream, event: configured(9000, 300) },
+    ]);
+    const p = Projections.rebuild(recs);
+    expect(p.settings.asSet()).toMatchObject({ default_request_max_tokens: 9000, request_max_tokens_cap: 8192 });
+    expect(p.settings.effective()).toMatchObject({ default_request_max_tokens: 8192, request_max_tokens_cap: 8192 });
+    expect(p.settings.configuredDefaults()).toEqual({ default_request_max_tokens: 9000, request_max_tokens_cap: 300 });
+    const resumed = Projections.fromCheckpoint(JSON.parse(JSON.stringify(Projections.rebuild(recs.slice(0, 2)).toCheckpoint())))!.applyAll(recs.slice(2));
+    expect(resumed.snapshot()).toEqual(p.snapshot());
+    expect(resumed.settings.asSet()).toEqual(p.settings.asSet());
+  });
+
   it('rotation debug: stage, counts including settles completed on chain', () => {
     const r = Projections.rebuild(scenario()).rotation.perModel().m1!;
     expect(r).toMatchObject({ stage: 'phase1.settlingRegulars', epoch: 7, event: 'EscrowSettled' });
