@@ -242,5 +242,7 @@ export function devshardView(ctx: GatewayContext, escrowId: string) {
     settled: c.settled,
     slots: c.slots.map((x) => ({ slot_id: x.slotId, host: x.host, url: x.url })),
     last_error: c.lastError,
+    // A drained settle whose last attempt failed transiently: tried again from that height (reactors.ts).
+    settle_retry: s.value === 'settleDeferred' && c.settleRetry ? { failed_attempts: c.settleRetry.attempt, retry_at_height: c.settleRetry.retryAtHeight } : null,
   };
 }
