@@ -61,7 +61,7 @@ export const VARIABLES: readonly VariableSpec[] = [
   { name: 'DEVSHARD_CAPACITY_AWARE_LIMITS', group: 'behaviour', default: 'on', meaning: 'Capacity-aware limits: on or off.', init: 'reference' },
   { name: 'GATEWAY_ROTATION_INTERVAL_MS', group: 'behaviour', default: '15000', meaning: 'Period of the escrow rotation task.' },
   { name: 'GATEWAY_RECONCILE_INTERVAL_MS', group: 'behaviour', default: '5000', meaning: 'While a create or settle tx has an unknown outcome (node unreachable, not yet included), how often it is looked up by hash.' },
-  { name: 'GATEWAY_BALANCE_CHECK_INTERVAL_MS', group: 'behaviour', default: '30000', meaning: 'Period of the escrow balance (depletion) check.' },
+  { name: 'GATEWAY_BALANCE_CHECK_INTERVAL_MS', group: 'behaviour', default: '30000', meaning: 'Period of the escrow balance (depletion) check, and of the retries of drained settles.' },
   { name: 'GATEWAY_RECONCILE_INTERVAL_MS', group: 'behaviour', default: '5000', meaning: 'Period at which chain transactions whose outcome is still unknown are looked up by hash (and re-broadcast with the same bytes).' },
   // disabled
   { name: 'DEVSHARD_GATEWAY_DISABLED', group: 'disabled', default: 'false', meaning: 'Start disabled (non-admin routes answer 308). Bootstrap only: read when the event log is empty; afterwards use POST /v1/admin/settings.' },
