@@ -18,7 +18,7 @@ import type { Actor, EventMetadata } from '../events/envelope.js';
 import type { GatewayContext } from './context.js';
 import { settleEscrow, type SettleAnswer } from './escrows/lifecycle.js';
 import { DRAINED_PENDING, drainedSettleRetries, dueSettleRetries, retryAfter, settleWindowClosedError, windowNote, type DueSettleRetry } from './rotation/settle-retry.js';
-import { chainInputs, errorInfo, readEpoch } from './rotation/steps.js';
+import { errorInfo, readChainOr } from './rotation/steps.js';
 
 const CHAIN_TIMEOUT_MS = 5_000;
 
@@ -126,15 +126,9 @@ export function createDrainReactor() {
     const s = ctx.engine.escrow(escrowId);
     if (!s || s.value !== 'settleDeferred' || s.context.inFlight > 0 || s.context.settleRetry) return Promise.resolve();
     return run(ctx, escrowId, async () => {
-      let chain: ChainInputs;
-      try {
-        chain = chainInputs(await readEpoch(ctx, CHAIN_TIMEOUT_MS));
-      } catch (err) {
-        // Its retry would need a height: the settle waits for the next tick.
-        ctx.logger.warn({ component: 'drain', escrow_id: escrowId, err: errorInfo(err) }, 'escrow_drain_chain_unreadable: the drained settle waits');
-        return;
-      }
-      await attemptDrained(ctx, escrowId, chain, 1);
+      // Its retry would need a height: while the chain cannot be read the settle waits for the tick.
+      const chain = await readChainOr(ctx, CHAIN_TIMEOUT_MS, { component: 'drain', escrow_id: escrowId }, 'escrow_drain_chain_unreadable: the drained settle waits');
+      if (chain) await attemptDrained(ctx, escrowId, chain, 1);
     });
   };
 
@@ -144,12 +138,7 @@ export function createDrainReactor() {
     const first = [...escrows.keys()].map((id) => settleDrained(ctx, id));
     const { retries, escrows: waiting } = drainedSettleRetries(escrows);
     if (waiting.length > 0) {
-      let chain: ChainInputs | undefined;
-      try {
-        chain = chainInputs(await readEpoch(ctx, CHAIN_TIMEOUT_MS));
-      } catch (err) {
-        ctx.logger.warn({ component: 'drain', err: errorInfo(err) }, 'escrow_drain_chain_unreadable: settle retries wait');
-      }
+      const chain = await readChainOr(ctx, CHAIN_TIMEOUT_MS, { component: 'drain' }, 'escrow_drain_chain_unreadable: settle retries wait');
       for (const due of chain ? dueSettleRetries(retries, waiting, chain, DRAINED_PENDING) : []) {
         await run(ctx, due.escrowId, () => (due.kind === 'retry_settle' ? attemptDrained(ctx, due.escrowId, chain!, due.attempt) : giveUp(ctx, due, chain!)));
       }

@@ -40,6 +40,16 @@ export const chainInputs = (e: EpochInfo): ChainInputs => ({
   pocActive: e.pocActive,
 });
 
+/** The chain reading a settle (retry) is decided at; undefined, logged as `marker`, while it cannot be read (the settle waits). */
+export async function readChainOr(ctx: GatewayContext, timeoutMs: number, fields: Record<string, unknown>, marker: string): Promise<ChainInputs | undefined> {
+  try {
+    return chainInputs(await readEpoch(ctx, timeoutMs));
+  } catch (err) {
+    ctx.logger.warn({ ...fields, err: errorInfo(err) }, marker);
+    return undefined;
+  }
+}
+
 /** Thrown when the statechart refuses a decision (a bug or a concurrent writer): nothing appended. */
 export class RotationRefused extends Error {
   constructor(model: string, type: string, state: string) {
