@@ -54,7 +54,7 @@ async function attemptDrained(ctx: GatewayContext, escrowId: string, chain: Chai
   const failureFields = (err: unknown) => ({ ...retryAfter(err, attempt, chain.height), height: chain.height });
   const outcome: Attempt = await ctx.engine.serial(escrowStream(escrowId), async () => {
     const s = ctx.engine.escrow(escrowId);
-    if (s?.value !== 'settleDeferred' || s.context.inFlight > 0) return undefined; // settled by hand since
+    if (s?.value !== 'settleDeferred' || s.context.inFlight > 0) return undefined; // settled (or sent) by hand since
     const { keySource, origin, metadata } = deferral(ctx, escrowId);
     try {
       return { answer: await settleEscrow(ctx, escrowId, { keySource, origin, metadata, failureFields }) };
