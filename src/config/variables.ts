@@ -60,7 +60,7 @@ export const VARIABLES: readonly VariableSpec[] = [
   { name: 'DEVSHARD_POC_REQUEST_MODE', group: 'behaviour', default: 'relaxed', meaning: 'Proof-of-Compute request mode: relaxed or strict. Accepted for compatibility; no effect in shardgate: the spec does not say what the mode changes, and Proof-of-Compute validation runs on the network, not in the gateway (a non-reference value is warned about).', init: 'reference' },
   { name: 'DEVSHARD_CAPACITY_AWARE_LIMITS', group: 'behaviour', default: 'on', meaning: 'Capacity-aware limits: on or off. Accepted for compatibility; no effect in shardgate: the spec does not say what these limits are; the limits that apply are GATEWAY_MAX_CONCURRENT_REQUESTS and GATEWAY_MAX_INPUT_TOKENS_IN_FLIGHT (off is warned about).', init: 'reference' },
   { name: 'GATEWAY_ROTATION_INTERVAL_MS', group: 'behaviour', default: '15000', meaning: 'Period of the escrow rotation task.' },
-  { name: 'GATEWAY_BALANCE_CHECK_INTERVAL_MS', group: 'behaviour', default: '30000', meaning: 'Period of the escrow balance (depletion) check.' },
+  { name: 'GATEWAY_BALANCE_CHECK_INTERVAL_MS', group: 'behaviour', default: '30000', meaning: 'Period of the escrow balance (depletion) check, and of the retries of drained settles.' },
   { name: 'GATEWAY_RECONCILE_INTERVAL_MS', group: 'behaviour', default: '5000', meaning: 'Period at which chain transactions whose outcome is still unknown are looked up by hash (and re-broadcast with the same bytes).' },
   // disabled
   { name: 'DEVSHARD_GATEWAY_DISABLED', group: 'disabled', default: 'false', meaning: 'Start disabled (non-admin routes answer 308). Bootstrap only: applied on the first start (the gateway database does not exist yet); afterwards use POST /v1/admin/settings.' },

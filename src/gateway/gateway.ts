@@ -28,7 +28,7 @@ import { lockStorage } from './storage-lock.js';
 import { Engine } from './engine.js';
 import { Keyring } from './keyring.js';
 import { reconcile, releaseUnusedNonces, startIntentReconciler } from './reconcile.js';
-import { createDrainReactor } from './reactors.js';
+import { createDrainReactor, type DrainTask } from './reactors.js';
 import { bootstrap } from './bootstrap.js';
 import { recordStartupSettings } from './startup-settings.js';
 import { onRequestEnded, startDepletionCheck, startRotation } from './rotation/index.js';
@@ -50,7 +50,7 @@ export interface GatewayOptions {
 
 export interface RunningGateway {
   /** The background tasks (tests drive them with tick()). */
-  tasks: { rotation: ReturnType<typeof startRotation>; depletion: ReturnType<typeof startDepletionCheck> };
+  tasks: { rotation: ReturnType<typeof startRotation>; depletion: ReturnType<typeof startDepletionCheck>; drain: DrainTask };
   url: string;
   app: FastifyInstance;
   ctx: GatewayContext;
@@ -150,6 +150,8 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
   // Outcomes still unknown (node unreachable, tx not yet included) are asked for by hash until known.
   const stopIntentReconciler = startIntentReconciler(ctx, config.behaviour.reconcileIntervalMs);
   await drain.resumeDeferred(ctx);
+  // Retries of drained settles that failed, on the balance check's period.
+  const drainTask = drain.start(ctx);
   await bootstrap(ctx, { quickStartEscrow: options.quickStartEscrow === true && devnet !== undefined && emptyLog });
   const rotation = startRotation(ctx);
   const depletion = startDepletionCheck(ctx);
@@ -178,6 +180,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
       await stopIntentReconciler();
       await rotation.stop();
       depletion.stop();
+      await drainTask.stop();
       await drain.idle();
       // Nothing in flight: no reserved nonce beyond the last start can have been used.
       if (limiter.counts().active_requests === 0) {
@@ -192,5 +195,5 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
       unlock();
     })());
 
-  return { url, app, ctx, store, devnet, stop, tasks: { rotation, depletion } };
+  return { url, app, ctx, store, devnet, stop, tasks: { rotation, depletion, drain: drainTask } };
 }

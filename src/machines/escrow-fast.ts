@@ -192,6 +192,7 @@ class FastContext {
   declare slots: EscrowContext['slots'];
   declare settled: EscrowContext['settled'];
   declare lastError: EscrowContext['lastError'];
+  declare settleRetry: EscrowContext['settleRetry'];
   readonly #pending: PendingMap;
 
   static readonly #accessor: PropertyDescriptor = {
@@ -223,6 +224,7 @@ class FastContext {
     this.slots = c.slots;
     this.settled = c.settled;
     this.lastError = c.lastError;
+    this.settleRetry = c.settleRetry;
     this.#pending = pending;
   }
 
@@ -232,8 +234,8 @@ class FastContext {
   }
 }
 
-/** Every field of EscrowContext must be copied by FastContext (compile-time check). */
-const _complete: (c: FastContext) => Required<EscrowContext> = (c) => c;
+/** Every field of EscrowContext must be copied by FastContext (compile-time check; optional ones may be undefined). */
+const _complete: (c: FastContext) => { [K in keyof Required<EscrowContext>]: EscrowContext[K] } = (c) => c;
 void _complete;
 
 const pendingMap = (c: EscrowContext): PendingMap => FastContext.pendingOf(c);

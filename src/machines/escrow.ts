@@ -10,6 +10,7 @@
 import { assertEvent, assign, setup } from 'xstate';
 import type { Amount, CatalogEventOf, EscrowEventData, EscrowRole, SettlementData, SlotInfo } from '../events/catalog.js';
 import { add, lte, sub } from './amounts.js';
+import type { SettleRetry } from './rotation.js';
 
 /** The nonce at which a multi-escrow gateway stops routing new chat to an escrow (spec "Limits"). */
 export const ROUTING_STOP_NONCE = 19_800;
@@ -49,6 +50,13 @@ export interface EscrowContext {
   slots: SlotInfo[];
   settled: boolean;
   lastError: string | null;
+  /**
+   * A drained settle (sent by the drain reactor once requests ended) whose last attempt failed
+   * transiently: that attempt and the height from which the next may run, while `settleDeferred`.
+   * Absent until the first such failure, so the state folded from a log without one (and
+   * checkpoints written before drained retries existed) is unchanged.
+   */
+  settleRetry?: SettleRetry;
 }
 
 export interface EscrowInput {
@@ -159,6 +167,8 @@ export const escrowMachine = setup({
     atRoutingStop: ({ context }) => context.nonce + 1 >= context.routingStop,
     noInFlight: ({ context }) => context.inFlight === 0,
     hasInFlight: ({ context }) => context.inFlight > 0,
+    /** Nothing in flight and the settle failure schedules a retry (a drained settle's transient failure). */
+    retryScheduled: ({ context, event }) => context.inFlight === 0 && event.type === 'EscrowSettleFailed' && event.data.retryAtHeight !== undefined,
     isSettled: ({ context }) => context.settled,
     notSettled: ({ context }) => !context.settled,
   },
@@ -235,9 +245,12 @@ export const escrowMachine = setup({
       assertEvent(event, 'EscrowFinalized');
       return { settlement: event.data.settlement };
     }),
-    settleFailed: assign(({ event }) => {
+    settleFailed: assign(({ context, event }) => {
       assertEvent(event, 'EscrowSettleFailed');
-      return { lastError: event.data.reason };
+      const d = event.data;
+      const retry = d.retryAtHeight === undefined ? undefined : { attempt: d.attempt ?? 1, retryAtHeight: d.retryAtHeight };
+      // Only a drained settle's failures touch settleRetry: other logs fold to the same context as before.
+      return { lastError: d.reason, ...(retry || context.settleRetry ? { settleRetry: retry } : {}) };
     }),
     settled: assign({ settled: true, lastError: null }),
   },
@@ -337,19 +350,31 @@ export const escrowMachine = setup({
         EscrowSettleDeferred: { guard: 'hasInFlight', target: 'settleDeferred' },
       },
     },
-    /** A settle is wanted but requests are in flight; requested once they have drained. */
+    /**
+     * A settle is wanted but requests are in flight; requested once they have drained. If that
+     * drained settle fails transiently it stays here until its retry (`settleRetry`); any other
+     * failure of it, or a retry given up once the settle window closed, leaves it finalized.
+     */
     settleDeferred: {
       on: {
         ...drain,
         EscrowFinalized: { actions: 'finalize' },
         EscrowSettleRequested: { guard: 'noInFlight', target: 'settling' },
+        EscrowSettleFailed: [
+          { guard: 'retryScheduled', actions: 'settleFailed' },
+          { guard: 'noInFlight', target: 'finalized', actions: 'settleFailed' },
+        ],
       },
     },
     /** Settle tx recorded (write-ahead), outcome pending. */
     settling: {
       on: {
         EscrowSettled: { target: 'settled', actions: 'settled' },
-        EscrowSettleFailed: { target: 'finalized', actions: 'settleFailed' },
+        // A drained settle's transient failure waits for its retry; every other failure is final here.
+        EscrowSettleFailed: [
+          { guard: 'retryScheduled', target: 'settleDeferred', actions: 'settleFailed' },
+          { target: 'finalized', actions: 'settleFailed' },
+        ],
       },
     },
     settled: {

@@ -48,6 +48,7 @@ const escrowEvents = (s: EscrowSnapshot) => {
     ev.settleDeferred(c.inFlight),
     ev.settled(),
     ev.settleFailed(),
+    ev.drainedSettleFailed({ attempt: 1, retryAtHeight: 1002 }),
     ev.deactivated(),
     ev.removed(),
   ];

@@ -94,6 +94,44 @@ describe('escrow statechart', () => {
     expect(failed.can(ev.settleRequested())).toBe(true);
   });
 
+  it('given a drained settle, when it fails transiently, then it stays deferred with its retry until one settles; the first fold of an old log has no retry', () => {
+    const drained = [...live, ev.started('a', 1), ev.finalized(1), ev.settleDeferred(1), ev.finished('a', 1)];
+    const g = given(...drained);
+    expect(g.snapshot.context.settleRetry).toBeUndefined();
+    // Failed before a tx was sent: still deferred, the retry recorded.
+    const first = g.when(ev.drainedSettleFailed({ attempt: 1, retryAtHeight: 1002 }));
+    expect(first.then.value).toBe('settleDeferred');
+    expect(first.then.context).toMatchObject({ settleRetry: { attempt: 1, retryAtHeight: 1002 }, lastError: 'chain RPC unreachable' });
+    // Failed after its tx was sent (settling): back to deferred with the next retry.
+    const sent = step(escrowMachine, first.then, ev.settleRequested()).snapshot;
+    expect(sent.value).toBe('settling');
+    const second = step(escrowMachine, sent, ev.drainedSettleFailed({ attempt: 2, retryAtHeight: 1006 })).snapshot;
+    expect(second.value).toBe('settleDeferred');
+    expect(second.context.settleRetry).toEqual({ attempt: 2, retryAtHeight: 1006 });
+    const settled = step(escrowMachine, step(escrowMachine, second, ev.settleRequested()).snapshot, ev.settled()).snapshot;
+    expect(settled.value).toBe('settled');
+    // Replayed: the same state from the same events.
+    expect(foldEscrow([...drained, ev.drainedSettleFailed({ attempt: 1, retryAtHeight: 1002 }), ev.settleRequested(), ev.drainedSettleFailed({ attempt: 2, retryAtHeight: 1006 })], { routingStop: 5 }).context).toEqual(second.context);
+    // An escrow whose settle failed without retry fields (every log before them) has no settleRetry key at all.
+    expect(Object.keys(foldEscrow([...live, ev.finalized(), ev.settleRequested(), ev.settleFailed()]).context)).not.toContain('settleRetry');
+  });
+
+  it('given a drained settle, when it is refused or its retry given up, then finalized without a retry; a failure is refused while requests are in flight', () => {
+    const deferred = [...live, ev.started('a', 1), ev.finalized(1), ev.settleDeferred(1)];
+    expect(given(...deferred).when(ev.drainedSettleFailed({ attempt: 1, retryAtHeight: 1002 })).can).toBe(false);
+    expect(given(...deferred).when(ev.drainedSettleFailed()).can).toBe(false);
+    const drained = [...deferred, ev.finished('a', 1)];
+    const refused = given(...drained).when(ev.drainedSettleFailed({ attempt: 1 }));
+    expect(refused.then.value).toBe('finalized');
+    expect(refused.then.context.settleRetry).toBeUndefined();
+    const pending = foldEscrow([...drained, ev.drainedSettleFailed({ attempt: 1, retryAtHeight: 1002 })]);
+    const givenUp = step(escrowMachine, pending, ev.drainedSettleFailed({ windowClosed: true })).snapshot;
+    expect(givenUp.value).toBe('finalized');
+    expect(givenUp.context.settleRetry).toBeUndefined();
+    // Finalized, it can still be settled by hand (the chain judges).
+    expect(givenUp.can(ev.settleRequested())).toBe(true);
+  });
+
   it('removes only after settlement; deactivation is allowed from active and settled', () => {
     expect(given(...live).when(ev.removed()).can).toBe(false);
     const deactivated = given(...live).when(ev.deactivated()).then;

@@ -43,6 +43,18 @@ export const ev = {
   settleDeferred: (inFlight = 1): E<'EscrowSettleDeferred'> => ({ type: 'EscrowSettleDeferred', data: { inFlight, origin: 'rotation' } }),
   settled: (): E<'EscrowSettled'> => ({ type: 'EscrowSettled', data: { txHash: 'BB', height: 20, refund: '9000' } }),
   settleFailed: (): E<'EscrowSettleFailed'> => ({ type: 'EscrowSettleFailed', data: { reason: 'timeout' } }),
+  /** A drained settle's attempt failed: transient (retried from `retryAtHeight`) when that is given. */
+  drainedSettleFailed: (o: { attempt?: number; retryAtHeight?: number; windowClosed?: boolean; height?: number } = {}): E<'EscrowSettleFailed'> => ({
+    type: 'EscrowSettleFailed',
+    data: {
+      reason: o.retryAtHeight !== undefined ? 'chain RPC unreachable' : 'settlement outside the escrow epoch window',
+      error: o.retryAtHeight !== undefined ? { kind: 'unreachable', message: 'chain RPC unreachable' } : { kind: 'wrong_epoch', message: 'settlement outside the escrow epoch window', code: 1107 },
+      attempt: o.attempt ?? 1,
+      height: o.height ?? 1000,
+      ...(o.retryAtHeight !== undefined ? { retryAtHeight: o.retryAtHeight } : {}),
+      ...(o.windowClosed ? { windowClosed: true } : {}),
+    },
+  }),
   deactivated: (): E<'EscrowDeactivated'> => ({ type: 'EscrowDeactivated', data: {} }),
   removed: (): E<'EscrowRemoved'> => ({ type: 'EscrowRemoved', data: {} }),
 

@@ -174,4 +174,91 @@ describe('explain rotation', () => {
       expect(text).toContain('settle of escrow 3 attempt 1: the chain said wrong_epoch: settlement outside the escrow epoch window; settle window closed, not retried');
     });
   });
+
+  describe('retries of a settle deferred while requests were in flight (the drain reactor\'s)', () => {
+    const down = { kind: 'unreachable' as const, message: 'chain RPC call failed: Bad status on response: 503' };
+    const c0 = chain(85, 0);
+    const k = { kind: 'env' as const, name: 'K' };
+    /** The drained attempt `attempt` at height `height` failed transiently. */
+    const drainFailed = (id: string, attempt: number, height: number, retryAtHeight: number) =>
+      esc(id, { type: 'EscrowSettleFailed', data: { reason: down.message, error: down, attempt, height, retryAtHeight } });
+    const inFlight = (id: string) => [
+      esc(id, { type: 'EscrowCreated', data: { escrowId: id, txHash: 'A', height: 10, epoch: 0, creator: 'c', amount: '1000000000', model: M, role: 'regular', slots: [] } }),
+      esc(id, { type: 'InferenceStarted', data: { requestId: `r${id}`, nonce: 1, clientKeyId: null, reservedCost: '10', inputTokens: 1, maxTokens: 1 } }),
+    ];
+    const drained = (id: string, origin: 'rotation' | 'depletion') => [
+      esc(id, { type: 'EscrowSettleDeferred', data: { inFlight: 1, origin, keySource: k } }),
+      esc(id, { type: 'InferenceFinished', data: { requestId: `r${id}`, nonce: 1, usage, cost: '2' } }),
+      drainFailed(id, 1, 86, 88),
+      drainFailed(id, 2, 88, 92),
+    ];
+    const cycle = [
+      ...inFlight('3'),
+      rot({ type: 'RotationPhaseStarted', data: { model: M, phase: 1, chain: c0, target: 0, existing: 1 } }),
+      rot({ type: 'RotationPromoted', data: { model: M, chain: c0, escrowIds: [] } }),
+      rot({ type: 'RotationSettleDecided', data: { model: M, role: 'regular', chain: c0, escrowIds: ['3'] } }),
+      ...drained('3', 'rotation'),
+    ];
+    const settledAt = (id: string, height: number) => [
+      esc(id, { type: 'EscrowSettleRequested', data: { txHash: 'S', keySource: k, txBytes: 'AA==', origin: 'rotation' } }),
+      esc(id, { type: 'EscrowSettled', data: { txHash: 'S', height, refund: '999000000' } }),
+    ];
+
+    it('in the cycle that decided the settle: each drained attempt, the retry waiting, then settled and recovered', () => {
+      const waiting = explainRotation(record(cycle));
+      expect(waiting.cycles[0]!.settles).toEqual([expect.objectContaining({ escrowId: '3', state: 'retrying', retry: { attempt: 3, atHeight: 92 } })]);
+      expect(waiting.cycles[0]!.failures.map((f) => [f.drained, f.attempt, f.retryAtHeight])).toEqual([
+        [true, 1, 88],
+        [true, 2, 92],
+      ]);
+      const text = formatExplain(waiting);
+      expect(text).toContain('settle of escrow 3 deferred: 1 request(s) in flight');
+      expect(text).toContain('FAILED deferred settle of escrow 3 (attempt 2) at height 88: unreachable: chain RPC call failed');
+      expect(text).toContain('transient, tried again from height 92 while the settle window is open (settle window: epochs 0 and 1)');
+      expect(text).toContain('escrow 3 (regular): last attempt failed (unreachable: chain RPC call failed: Bad status on response: 503); attempt 3 from height 92');
+
+      const settled = formatExplain(explainRotation(record([...cycle, ...settledAt('3', 93)])));
+      expect(settled).toContain('escrow 3 settled on chain at height 93');
+      expect(settled).toContain('Failures (all recovered):');
+      expect(settled).toContain('step deferred settle of escrow 3 attempt 1: no answer from the chain (unreachable: chain RPC call failed');
+    });
+
+    it('in the cycle: given up once the window closed (nothing sent), or refused once and not retried', () => {
+      const message = 'settle window closed: escrow 3 belongs to epoch 0 and the chain is in epoch 2 (a settle is accepted only in epochs 0 and 1); not retried after 2 failed attempt(s)';
+      const gaveUp = esc('3', { type: 'EscrowSettleFailed', data: { reason: message, error: { kind: 'wrong_epoch', message }, height: 405, windowClosed: true } });
+      const x = explainRotation(record([...cycle, gaveUp]));
+      expect(x.cycles[0]!.settles[0]).toMatchObject({ state: 'failed' });
+      const text = formatExplain(x);
+      expect(text).toContain(`GAVE UP deferred settle of escrow 3 at height 405: ${message}; the unused deposit can no longer be settled on chain`);
+      expect(text).not.toContain('Settles not finished');
+
+      const refused = { kind: 'wrong_epoch' as const, message: 'settlement outside the escrow epoch window', code: 1107 };
+      const once = esc('3', { type: 'EscrowSettleFailed', data: { reason: refused.message, error: refused, txHash: 'S', attempt: 1, height: 405 } });
+      const refusedText = formatExplain(explainRotation(record([...cycle.slice(0, -2), once])));
+      expect(refusedText).toContain('FAILED deferred settle of escrow 3 (attempt 1) at height 405: wrong_epoch: settlement outside the escrow epoch window; its settle window has closed');
+    });
+
+    it('of a depletion replacement\'s old escrow: its drained attempts under the replacement, until settled', () => {
+      const replaced = [
+        ...inFlight('3'),
+        rot({ type: 'DepletionReplacementDecided', data: { model: M, escrowId: '3', reason: 'depleted', chain: c0, intentId: 'd-1' } }),
+        esc('4', { type: 'EscrowCreated', data: { escrowId: '4', intentId: 'd-1', txHash: 'B', height: 86, epoch: 0, creator: 'c', amount: '1000000000', model: M, role: 'regular', slots: [] } }),
+        ...drained('3', 'depletion'),
+      ];
+      const x = explainRotation(record(replaced));
+      expect(x.replacements[0]!.settle).toMatchObject({ state: 'retrying', retry: { attempt: 3, atHeight: 92 } });
+      const text = formatExplain(x);
+      expect(text).toContain('replaced by escrow 4; settle of escrow 3 not finished: last attempt failed (unreachable: chain RPC call failed');
+      expect(text).toContain('deferred settle of escrow 3 attempt 2: no answer from the chain (unreachable: chain RPC call failed: Bad status on response: 503); transient, retried from height 92');
+      expect(formatExplain(explainRotation(record([...replaced, ...settledAt('3', 93)])))).toContain('replaced by escrow 4; escrow 3 settled on chain at height 93 after 2 failed settle attempt(s)');
+    });
+
+    it('a settle failure recorded without the drain reactor\'s fields (every log before them) is explained as before', () => {
+      const old = esc('3', { type: 'EscrowSettleFailed', data: { reason: 'timeout', txHash: 'S' } });
+      const x = explainRotation(record([...cycle.slice(0, -2), old]));
+      expect(x.cycles[0]!.failures).toEqual([]);
+      expect(x.cycles[0]!.settles[0]).toMatchObject({ state: 'failed', reason: 'timeout' });
+      expect(formatExplain(x)).toContain('settle of escrow 3 failed: timeout');
+    });
+  });
 });

@@ -5,7 +5,10 @@
 import { expect } from 'vitest';
 import { runExplainRotation } from '../../src/cli/commands/explain.js';
 import { upcast, type RecordedCatalogEvent } from '../../src/events/catalog.js';
+import { verifyLog } from '../../src/events/verify.js';
+import { settleRetryDelay } from '../../src/gateway/rotation/settle-retry.js';
 import type { DepletionCheck, RotationTask } from '../../src/gateway/rotation/index.js';
+import { projectionsCheck } from '../../src/projections/verify-check.js';
 import { settleTxsOnChain, streamTypes } from '../faults/helpers.js';
 import { MODEL, startTestGateway, type TestGateway, type TestGatewayOptions } from '../helpers/gateway.js';
 
@@ -119,6 +122,24 @@ export const tickUntilSettled = (gw: TestGateway, escrowId: string, tick: () => 
     await tick();
     return gw.ctx.engine.escrow(escrowId)?.value === 'settled';
   }, 20_000, 20);
+
+/**
+ * Failed settle attempts 1, 2, … in order, each made at `height` and scheduling the next after the
+ * block backoff, each made at or after the height the previous one set.
+ */
+export function expectBackoff(failures: { attempt?: number; height: number; retryAtHeight?: number }[]): void {
+  for (const [i, f] of failures.entries()) {
+    expect(f.attempt).toBe(i + 1);
+    expect(f.retryAtHeight! - f.height).toBe(settleRetryDelay(i + 1));
+    if (i > 0) expect(f.height).toBeGreaterThanOrEqual(failures[i - 1]!.retryAtHeight!);
+  }
+}
+
+/** A projections checkpoint written now equals the rebuild from the log (what `shardgate verify` checks). */
+export async function expectCheckpointVerified(gw: TestGateway): Promise<void> {
+  gw.ctx.projections.checkpoint(gw.store);
+  expect(await verifyLog(`${gw.storageDir}/events.sqlite`, [projectionsCheck()])).toMatchObject({ ok: true });
+}
 
 /** A settle given up without a tx: nothing was ever signed, the chain has it unsettled, the gateway finalized. */
 export async function expectNeverSent(gw: TestGateway, escrowId: string): Promise<void> {

@@ -3,7 +3,10 @@
  * recorded retries, the escrows' states and epochs, and one chain reading.
  */
 import { describe, expect, it } from 'vitest';
-import { dueSettleRetries, settleWindowClosedError, type RetryEscrow } from '../../src/gateway/rotation/settle-retry.js';
+import { ChainError } from '../../src/chain/port.js';
+import { ApiError } from '../../src/http/errors.js';
+import { DRAINED_PENDING, drainedSettleRetries, dueSettleRetries, retryAfter, settleWindowClosedError, type RetryEscrow } from '../../src/gateway/rotation/settle-retry.js';
+import type { EscrowContext, EscrowState } from '../../src/machines/index.js';
 
 const escrow = (id: string, state: RetryEscrow['state'] = 'finalized', epoch: number | null = 0): RetryEscrow => ({ id, state, epoch });
 
@@ -34,5 +37,44 @@ describe('dueSettleRetries', () => {
     expect(dueSettleRetries(retries, [], { height: 95, epoch: 0 })).toEqual([]);
     const two = { '2': { attempt: 1, retryAtHeight: 80 }, '1': { attempt: 2, retryAtHeight: 90 }, '3': { attempt: 1, retryAtHeight: 99 } };
     expect(dueSettleRetries(two, [escrow('1', 'depleted'), escrow('2'), escrow('3')], { height: 95, epoch: 0 }).map((d) => d.escrowId).sort()).toEqual(['1', '2']);
+  });
+});
+
+describe('retryAfter', () => {
+  it('a transient failure is retried after the block backoff from the height it was made at; a refusal or a local error is not', () => {
+    expect(retryAfter(new ChainError('unreachable', 'down'), 1, 100)).toEqual({ attempt: 1, retryAtHeight: 102 });
+    expect(retryAfter(new ChainError('timeout', 'slow'), 3, 100)).toEqual({ attempt: 3, retryAtHeight: 108 });
+    expect(retryAfter(new ApiError(502, 'only 1 of 3 hosts signed', { code: 'host_signatures_missing' }), 9, 100)).toEqual({ attempt: 9, retryAtHeight: 132 });
+    expect(retryAfter(new ChainError('wrong_epoch', 'too late'), 1, 100)).toEqual({ attempt: 1 });
+    expect(retryAfter(new ApiError(400, 'no key', { code: 'creator_key_unavailable' }), 2, 100)).toEqual({ attempt: 2 });
+  });
+});
+
+describe('drainedSettleRetries', () => {
+  const e = (state: EscrowState, settleRetry?: EscrowContext['settleRetry'], epoch: number | null = 0) => ({ state, context: { epoch, ...(settleRetry ? { settleRetry } : {}) } });
+
+  it('takes the retries escrows record in their own state while deferred; due like the others, in that state only', () => {
+    const escrows = new Map([
+      ['1', e('settleDeferred', { attempt: 2, retryAtHeight: 90 })],
+      ['2', e('settleDeferred')], // deferred, still draining or never attempted: not a retry
+      ['3', e('settled', { attempt: 1, retryAtHeight: 50 })], // settled since: its last retry is history
+      ['4', e('settleDeferred', { attempt: 1, retryAtHeight: 80 }, 3)],
+    ]);
+    const drained = drainedSettleRetries(escrows);
+    expect(drained).toEqual({
+      retries: { '1': { attempt: 2, retryAtHeight: 90 }, '4': { attempt: 1, retryAtHeight: 80 } },
+      escrows: [{ id: '1', state: 'settleDeferred', epoch: 0 }, { id: '4', state: 'settleDeferred', epoch: 3 }],
+    });
+    expect(dueSettleRetries(drained.retries, drained.escrows, { height: 79, epoch: 1 }, DRAINED_PENDING)).toEqual([]);
+    expect(dueSettleRetries(drained.retries, drained.escrows, { height: 90, epoch: 1 }, DRAINED_PENDING)).toEqual([
+      { kind: 'retry_settle', escrowId: '1', attempt: 3 },
+      { kind: 'retry_settle', escrowId: '4', attempt: 2 },
+    ]);
+    expect(dueSettleRetries(drained.retries, drained.escrows, { height: 85, epoch: 2 }, DRAINED_PENDING)).toEqual([
+      { kind: 'settle_window_closed', escrowId: '1', escrowEpoch: 0, attempts: 2 },
+      { kind: 'retry_settle', escrowId: '4', attempt: 2 },
+    ]);
+    // The rotation's default states leave a deferred escrow to the drain reactor.
+    expect(dueSettleRetries(drained.retries, drained.escrows, { height: 95, epoch: 0 })).toEqual([]);
   });
 });

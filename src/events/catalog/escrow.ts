@@ -124,7 +124,25 @@ export interface EscrowEventData {
   /** Settle wanted but requests are still in flight; completed when they drain. */
   EscrowSettleDeferred: { inFlight: number; origin: CreateOrigin; keySource?: KeySource };
   EscrowSettled: { txHash: string; height: number; refund: Amount };
-  EscrowSettleFailed: { reason: string; error?: ChainErrorInfo; txHash?: string };
+  /**
+   * A settle failed: its tx was refused (`txHash`), or, for a settle the drain reactor sent after
+   * requests drained, it failed before a tx was sent. Drained settles only (all optional, so events
+   * recorded before drained retries replay unchanged, as failures that are not retried):
+   * `attempt` is the drain reactor's attempt that failed (1 = the first), `height` the chain
+   * height it was made at; `retryAtHeight`, set for a transient failure, is the height from which
+   * it is tried again while the settle window is open (the escrow stays `settleDeferred`);
+   * `windowClosed` records that a pending retry was given up because the window had closed
+   * (nothing was sent to the chain).
+   */
+  EscrowSettleFailed: {
+    reason: string;
+    error?: ChainErrorInfo;
+    txHash?: string;
+    attempt?: number;
+    height?: number;
+    retryAtHeight?: number;
+    windowClosed?: boolean;
+  };
   EscrowDeactivated: { reason?: string };
   EscrowRemoved: Record<string, never>;
 }

@@ -3,7 +3,7 @@
  * requests are in flight, completed when they drain), deactivate, remove. Each asks the escrow
  * statechart first; a refusal is a 409 naming the state.
  */
-import { newEvent, type CreateOrigin, type KeySource, type SlotInfo } from '../../events/catalog.js';
+import { newEvent, type CreateOrigin, type EscrowEventData, type KeySource, type SlotInfo } from '../../events/catalog.js';
 import type { EventMetadata } from '../../events/envelope.js';
 import { ApiError, errors } from '../../http/errors.js';
 import type { ChainError, TxOutcome } from '../../chain/port.js';
@@ -79,7 +79,15 @@ export interface SettleCommand {
   keySource: KeySource;
   origin: CreateOrigin;
   metadata: EventMetadata;
+  /**
+   * A drained settle's attempt (the drain reactor): what a failure recorded here, once its tx was
+   * sent, adds to the chain's reason (the attempt, its height, and the next one's when transient).
+   */
+  failureFields?: (err: unknown) => SettleFailureFields;
 }
+
+/** The fields of EscrowSettleFailed that only a drained settle's attempt records. */
+export type SettleFailureFields = Pick<EscrowEventData['EscrowSettleFailed'], 'attempt' | 'height' | 'retryAtHeight'>;
 
 export type SettleAnswer =
   | { status: 'settled'; escrow_id: string; settled: true; tx_hash: string; height: number; refund: string; already: boolean }
@@ -141,11 +149,14 @@ async function broadcastSettle(ctx: GatewayContext, escrowId: string, key: strin
   let failure: ChainError | undefined;
   try {
     const outcome = await broadcastByHash(ctx, prepared);
-    failure = await resolveSettle(ctx, escrowId, outcome, cmd.metadata);
+    failure = await resolveSettle(ctx, escrowId, outcome, cmd.metadata, cmd.failureFields);
   } catch (err) {
     if (outcomeUnknown(err)) return { status: 'settling', escrow_id: escrowId, settled: false, tx_hash: prepared.txHash };
     if (ctx.engine.escrow(escrowId)?.value === 'settling') {
-      await ctx.engine.decideEscrow('escrow', escrowId, [newEvent('EscrowSettleFailed', { reason: chainErrorInfo(err).message, error: chainErrorInfo(err), txHash: prepared.txHash }, cmd.metadata)]);
+      const error = chainErrorInfo(err);
+      await ctx.engine.decideEscrow('escrow', escrowId, [
+        newEvent('EscrowSettleFailed', { reason: error.message, error, txHash: prepared.txHash, ...cmd.failureFields?.(err) }, cmd.metadata),
+      ]);
     }
     throw chainApiError(err, 'Settlement');
   }
@@ -153,15 +164,26 @@ async function broadcastSettle(ctx: GatewayContext, escrowId: string, key: strin
   return settledAnswer(ctx, escrowId, false);
 }
 
-/** Records a settle tx's outcome (after broadcast, and by the reconciler); answers the chain's refusal. */
-export async function resolveSettle(ctx: GatewayContext, escrowId: string, outcome: TxOutcome, metadata: EventMetadata): Promise<ChainError | undefined> {
+/**
+ * Records a settle tx's outcome (after broadcast, and by the reconciler); answers the chain's
+ * refusal, recorded with `failureFields` (a drained settle's attempt).
+ */
+export async function resolveSettle(
+  ctx: GatewayContext,
+  escrowId: string,
+  outcome: TxOutcome,
+  metadata: EventMetadata,
+  failureFields?: SettleCommand['failureFields'],
+): Promise<ChainError | undefined> {
   if (outcome.code === 0) {
     const refund = ctx.chain.settledRefund(outcome).toString();
     await ctx.engine.decideEscrow('escrow', escrowId, [newEvent('EscrowSettled', { txHash: outcome.txHash, height: outcome.height, refund }, metadata)]);
     return undefined;
   } else {
     const error = ctx.chain.errorOf(outcome);
-    await ctx.engine.decideEscrow('escrow', escrowId, [newEvent('EscrowSettleFailed', { reason: error.message, error: chainErrorInfo(error), txHash: outcome.txHash }, metadata)]);
+    await ctx.engine.decideEscrow('escrow', escrowId, [
+      newEvent('EscrowSettleFailed', { reason: error.message, error: chainErrorInfo(error), txHash: outcome.txHash, ...failureFields?.(error) }, metadata),
+    ]);
     return error;
   }
 }
@@ -220,5 +242,7 @@ export function devshardView(ctx: GatewayContext, escrowId: string) {
     settled: c.settled,
     slots: c.slots.map((x) => ({ slot_id: x.slotId, host: x.host, url: x.url })),
     last_error: c.lastError,
+    // A drained settle whose last attempt failed transiently: tried again from that height (reactors.ts).
+    settle_retry: s.value === 'settleDeferred' && c.settleRetry ? { failed_attempts: c.settleRetry.attempt, retry_at_height: c.settleRetry.retryAtHeight } : null,
   };
 }

@@ -6,7 +6,7 @@
  */
 import { depletionSettleRetriesOf, settleRetriesOf, type EscrowState, type SettleRetry } from '../../machines/index.js';
 import type { GatewayContext } from '../context.js';
-import { SETTLE_PENDING } from './settle-retry.js';
+import { drainedSettleRetries, DRAINED_PENDING, SETTLE_PENDING } from './settle-retry.js';
 import { errorInfo, readEpoch } from './steps.js';
 
 export const DEBUG_CHAIN_TIMEOUT_MS = 1_500;
@@ -31,9 +31,9 @@ export interface RotationDebugDocument {
 }
 
 /** Settles that failed transiently and are tried again (escrows settled since are left out). */
-function pendingRetries(ctx: GatewayContext, retries: Record<string, SettleRetry>) {
+function pendingRetries(ctx: GatewayContext, retries: Record<string, SettleRetry>, states: readonly EscrowState[] = SETTLE_PENDING) {
   return Object.entries(retries)
-    .filter(([id]) => SETTLE_PENDING.includes(ctx.engine.escrow(id)?.value as EscrowState))
+    .filter(([id]) => states.includes(ctx.engine.escrow(id)?.value as EscrowState))
     .map(([id, r]) => ({ escrow_id: id, failed_attempts: r.attempt, retry_at_height: r.retryAtHeight }));
 }
 
@@ -64,6 +64,7 @@ export async function rotationDebugDocument(ctx: GatewayContext, timeoutMs = DEB
     };
   }
   const names = new Set([...settings.models.map((m) => m.model_id), ...Object.keys(ctx.projections.rotation.perModel())]);
+  const drained = drainedSettleRetries(ctx.projections.pool.contexts()).retries;
   const models: Record<string, unknown> = {};
   for (const model of [...names].sort()) {
     const e = ctx.projections.rotation.perModel()[model];
@@ -79,6 +80,8 @@ export async function rotationDebugDocument(ctx: GatewayContext, timeoutMs = DEB
       settle_retries: pendingRetries(ctx, settleRetriesOf(c)),
       // The same for the old escrows of depletion replacements (retried by the depletion check).
       depletion_settle_retries: pendingRetries(ctx, depletionSettleRetriesOf(c)),
+      // Settles deferred while requests were in flight whose drained attempt failed (retried by the drain reactor).
+      drained_settle_retries: pendingRetries(ctx, Object.fromEntries(Object.entries(drained).filter(([id]) => ctx.engine.escrow(id)?.context.model === model)), DRAINED_PENDING),
       time: e?.time ?? null,
     };
   }

@@ -24,7 +24,7 @@ import { TransitionRefused } from '../engine.js';
 import { createDecided, createdByIntent, intentFailure, intentStatus, resolvePendingCreate } from './create.js';
 import { withModelLock } from './lock.js';
 import { dueSettleRetries, settleWindowClosedError, windowNote } from './settle-retry.js';
-import { appendRotation, attemptSettle, chainInputs, DEPLETION_META, errorInfo, isChainRefusal, readEpoch } from './steps.js';
+import { appendRotation, attemptSettle, chainInputs, DEPLETION_META, errorInfo, isChainRefusal, readChainOr, readEpoch } from './steps.js';
 import { planEscrows } from './task.js';
 
 const CHAIN_TIMEOUT_MS = 5_000;
@@ -233,13 +233,8 @@ async function retrySettles(ctx: GatewayContext): Promise<void> {
   if (!rotation.enabled) return;
   const pending = rotation.models.filter((m) => Object.keys(depletionSettleRetriesOf(ctx.projections.rotation.rotation(m.model_id).context)).length > 0);
   if (pending.length === 0) return;
-  let chain: ChainInputs;
-  try {
-    chain = chainInputs(await readEpoch(ctx, CHAIN_TIMEOUT_MS));
-  } catch (err) {
-    ctx.logger.warn({ component: 'depletion', err: errorInfo(err) }, 'escrow_depletion_chain_unreadable: settle retries wait');
-    return;
-  }
+  const chain = await readChainOr(ctx, CHAIN_TIMEOUT_MS, { component: 'depletion' }, 'escrow_depletion_chain_unreadable: settle retries wait');
+  if (!chain) return;
   for (const m of pending) await withModelLock(ctx, m.model_id, () => retryModel(ctx, m, chain));
 }
 

@@ -5,9 +5,11 @@
  * failed or unfinished cycle the failing step, the chain's reason, what was suppressed, which
  * settles still wait on in-flight requests or on a retry, and which ones can no longer be settled
  * because their settle window closed; the same for the settle of each escrow a depletion
- * replacement replaced.
+ * replacement replaced. A settle deferred while requests were in flight whose drained attempt
+ * failed (EscrowSettleFailed with `attempt` or `windowClosed`, retried by the drain reactor) is
+ * explained where its deferral is: in the cycle or the replacement that asked for it.
  */
-import { parseStreamId, upcast, type ChainErrorInfo, type ChainInputs, type EscrowRole, type RotationEventData } from '../../events/catalog.js';
+import { parseStreamId, upcast, type ChainErrorInfo, type ChainInputs, type EscrowEventData, type EscrowRole, type RotationEventData } from '../../events/catalog.js';
 import type { RecordedEvent } from '../../events/envelope.js';
 
 export interface ExplainStep {
@@ -29,6 +31,8 @@ export interface ExplainFailure {
   retryAtHeight?: number;
   /** Not retried because the escrow's settle window had closed (recorded by the gateway, or the chain's wrong_epoch). */
   windowClosed?: boolean;
+  /** An attempt of the drain reactor at a settle deferred while requests were in flight. */
+  drained?: boolean;
   position: number;
 }
 
@@ -97,7 +101,8 @@ const short = (id: string) => (id.length > 12 ? `${id.slice(0, 8)}…` : id);
 const reasonOf = (e: ChainErrorInfo) => `${e.kind}: ${e.message}`;
 const at = (c: ChainInputs) => `height ${c.height}, epoch ${c.epoch}`;
 const WINDOW_CLOSED = 'its settle window has closed, so the unused deposit can no longer be settled on chain; not retried';
-const stepName = (f: ExplainFailure) => (f.step === 'settle' ? `settle of escrow ${f.escrowId ?? '?'}${f.attempt !== undefined ? ` attempt ${f.attempt}` : ''}` : f.step);
+const settleName = (f: Pick<ExplainFailure, 'drained'>) => (f.drained ? 'deferred settle' : 'settle');
+const stepName = (f: ExplainFailure) => (f.step === 'settle' ? `${settleName(f)} of escrow ${f.escrowId ?? '?'}${f.attempt !== undefined ? ` attempt ${f.attempt}` : ''}` : f.step);
 
 /** Explains every rotation in the log (optionally one model and / or one epoch). */
 export function explainRotation(records: Iterable<RecordedEvent>, filter: ExplainFilter = {}): RotationExplanation {
@@ -157,7 +162,10 @@ export function explainRotation(records: Iterable<RecordedEvent>, filter: Explai
         case 'EscrowSettleRequested':
         case 'EscrowSettled':
         case 'EscrowSettleFailed': {
-          const retried = replaced.get(id)?.settle;
+          const drained = e.type === 'EscrowSettleFailed' ? drainedFailure(id, e.data, record.position) : undefined;
+          const rep = replaced.get(id);
+          if (drained && rep) replacedSettleFailed(rep, drained);
+          const retried = rep?.settle;
           if (retried && e.type === 'EscrowSettleRequested') {
             retried.state = 'settling';
             delete retried.retry;
@@ -179,6 +187,11 @@ export function explainRotation(records: Iterable<RecordedEvent>, filter: Explai
             s.state = 'settled';
             delete s.retry;
             push(cycle, record, `escrow ${id} settled on chain at height ${e.data.height} (refund ${e.data.refund})`);
+          } else if (drained && e.type === 'EscrowSettleFailed') {
+            cycle.failures.push(drained);
+            s.reason = reasonOf(drained.error);
+            settleAfter(s, drained);
+            push(cycle, record, settleFailedText(drained, `height ${e.data.height ?? '?'}`, escrowEpoch.get(id), e.data.windowClosed === true));
           } else {
             s.state = 'failed';
             s.reason = e.data.error ? reasonOf(e.data.error) : e.data.reason;
@@ -262,19 +275,7 @@ export function explainRotation(records: Iterable<RecordedEvent>, filter: Explai
             s.reason = reasonOf(d.error);
             settleAfter(s, d);
           }
-          const windowClosed = failure.windowClosed === true;
-          const epoch = d.escrowId ? escrowEpoch.get(d.escrowId) : undefined;
-          const window = epoch !== undefined ? ` (settle window: epochs ${epoch} and ${epoch + 1})` : '';
-          const attempt = d.attempt !== undefined ? ` (attempt ${d.attempt})` : '';
-          const text = d.windowClosed
-            ? `GAVE UP settle of escrow ${d.escrowId ?? '?'} at ${at(d.chain)}: ${d.error.message}; the unused deposit can no longer be settled on chain`
-            : `FAILED settle of escrow ${d.escrowId ?? '?'}${attempt} at ${at(d.chain)}: ${reasonOf(d.error)}; ` +
-              (d.retryAtHeight !== undefined
-                ? `transient, tried again from height ${d.retryAtHeight} while the settle window is open${window}`
-                : windowClosed
-                  ? WINDOW_CLOSED
-                  : 'not retried');
-          push(owner, record, text);
+          push(owner, record, settleFailedText(failure, at(d.chain), d.escrowId ? escrowEpoch.get(d.escrowId) : undefined, d.windowClosed === true));
           break;
         }
         push(
@@ -330,7 +331,7 @@ export function explainRotation(records: Iterable<RecordedEvent>, filter: Explai
           replacements.push(rep);
         }
         if (d.step === 'settle') {
-          replacedSettleFailed(rep, d, record.position);
+          replacedSettleFailed(rep, failureOf({ ...d, step: 'settle' }, record.position));
         } else {
           rep.failure = d.error;
           rep.suppressed = d.suppress;
@@ -383,11 +384,31 @@ function settleAfter(s: { state: string; retry?: { attempt: number; atHeight: nu
   }
 }
 
+/**
+ * A drained settle's failure as explained; undefined for a failure recorded without the drain
+ * reactor's fields (every other settle failure, and all of them in logs before drained retries).
+ */
+function drainedFailure(escrowId: string, d: EscrowEventData['EscrowSettleFailed'], position: number): ExplainFailure | undefined {
+  if (d.attempt === undefined && d.windowClosed !== true) return undefined;
+  const error = d.error ?? { kind: 'rejected' as const, message: d.reason };
+  return { ...failureOf({ step: 'settle', escrowId, error, suppress: false, attempt: d.attempt, retryAtHeight: d.retryAtHeight, windowClosed: d.windowClosed }, position), drained: true };
+}
+
+/** The step line of a failed settle attempt at `where`, or of its retry given up (`givenUp`, nothing sent). */
+function settleFailedText(f: ExplainFailure, where: string, escrowEpoch: number | undefined, givenUp: boolean): string {
+  const what = `${settleName(f)} of escrow ${f.escrowId ?? '?'}`;
+  if (givenUp) return `GAVE UP ${what} at ${where}: ${f.error.message}; the unused deposit can no longer be settled on chain`;
+  const window = escrowEpoch !== undefined ? ` (settle window: epochs ${escrowEpoch} and ${escrowEpoch + 1})` : '';
+  const attempt = f.attempt !== undefined ? ` (attempt ${f.attempt})` : '';
+  const next = f.retryAtHeight !== undefined ? `transient, tried again from height ${f.retryAtHeight} while the settle window is open${window}` : f.windowClosed ? WINDOW_CLOSED : 'not retried';
+  return `FAILED ${what}${attempt} at ${where}: ${reasonOf(f.error)}; ${next}`;
+}
+
 /** A failed attempt at (or the given-up retry of) the settle of a replacement's old escrow. */
-function replacedSettleFailed(rep: ExplainReplacement, d: RotationEventData['DepletionReplacementFailed'], position: number): void {
+function replacedSettleFailed(rep: ExplainReplacement, failure: ExplainFailure): void {
   const settle = (rep.settle ??= { state: 'failed', failures: [] });
-  settle.failures.push(failureOf({ ...d, step: 'settle' }, position));
-  settleAfter(settle, d);
+  settle.failures.push(failure);
+  settleAfter(settle, failure);
 }
 
 /**

@@ -1,5 +1,6 @@
 /**
- * When the rotation (and the depletion check, for the escrow it replaced) tries a failed settle again. A transient failure (the node did not answer, the
+ * When the rotation (and the depletion check, for the escrow it replaced, and the drain reactor,
+ * for a settle it sent once requests drained) tries a failed settle again. A transient failure (the node did not answer, the
  * tx was not included in time, a stale sequence, hosts that did not sign) says nothing about the
  * settlement, so it is retried; anything the chain refused is not. Retries are spaced in blocks
  * (the chain reading every plan already gets), so the plan stays a pure function of the log and
@@ -8,7 +9,7 @@
 import { ChainError } from '../../chain/port.js';
 import type { ChainErrorInfo, ChainInputs } from '../../events/catalog.js';
 import { ApiError } from '../../http/errors.js';
-import type { EscrowState, SettleRetry } from '../../machines/index.js';
+import type { EscrowContext, EscrowState, SettleRetry } from '../../machines/index.js';
 
 /** Blocks after the first transient failure before the next attempt; doubles per failure. */
 export const SETTLE_RETRY_BASE_BLOCKS = 2;
@@ -34,6 +35,14 @@ export function isTransientSettleFailure(err: unknown): boolean {
 }
 
 /**
+ * What failed attempt `attempt` (1 = the first), made at chain height `height`, records for its
+ * retry: the attempt, and for a transient failure the height from which the next may run.
+ */
+export function retryAfter(err: unknown, attempt: number, height: number): { attempt: number; retryAtHeight?: number } {
+  return isTransientSettleFailure(err) ? { attempt, retryAtHeight: height + settleRetryDelay(attempt) } : { attempt };
+}
+
+/**
  * The chain accepts a settle only while its epoch is the escrow's or the next one (docs/chain.md,
  * error 1107 `wrong_epoch` otherwise). An escrow of unknown epoch is left to the chain to judge.
  */
@@ -43,6 +52,12 @@ export function settleWindowOpen(escrowEpoch: number | null, chainEpoch: number)
 
 /** States in which an escrow still needs (part of) finalize + settle: a pending retry is for these only. */
 export const SETTLE_PENDING: readonly EscrowState[] = ['active', 'depleted', 'routingStopped', 'finalized'];
+
+/**
+ * The state in which a drained settle (the drain reactor's) awaits its retry: still deferred, so the
+ * rotation and the depletion check, which leave deferred settles to the reactor, do not send it too.
+ */
+export const DRAINED_PENDING: readonly EscrowState[] = ['settleDeferred'];
 
 /** What a retry decision needs of an escrow: its state and its epoch on chain (null when unknown). */
 export interface RetryEscrow {
@@ -59,19 +74,42 @@ export type DueSettleRetry =
 /**
  * The pending retries that are due at this chain reading (in the record's key order): a
  * retry once the chain reached its `retryAtHeight`, or, once the escrow's settle window has
- * closed, the record that it is given up. Escrows that left the settle-pending states since
- * (settled, settling, deferred) or are unknown need nothing. Pure: the log's retries, the escrows
+ * closed, the record that it is given up. Escrows that left the `pending` states since
+ * (by default settled, settling, deferred) or are unknown need nothing. Pure: the log's retries, the escrows
  * folded from the log and the chain reading decide, so replay decides the same.
  */
-export function dueSettleRetries(retries: Readonly<Record<string, SettleRetry>>, escrows: readonly RetryEscrow[], chain: Pick<ChainInputs, 'height' | 'epoch'>): DueSettleRetry[] {
+export function dueSettleRetries(
+  retries: Readonly<Record<string, SettleRetry>>,
+  escrows: readonly RetryEscrow[],
+  chain: Pick<ChainInputs, 'height' | 'epoch'>,
+  pending: readonly EscrowState[] = SETTLE_PENDING,
+): DueSettleRetry[] {
   const due: DueSettleRetry[] = [];
   for (const [id, r] of Object.entries(retries)) {
     const e = escrows.find((x) => x.id === id);
-    if (!e || !SETTLE_PENDING.includes(e.state)) continue;
+    if (!e || !pending.includes(e.state)) continue;
     if (e.epoch !== null && !settleWindowOpen(e.epoch, chain.epoch)) due.push({ kind: 'settle_window_closed', escrowId: id, escrowEpoch: e.epoch, attempts: r.attempt });
     else if (chain.height >= r.retryAtHeight) due.push({ kind: 'retry_settle', escrowId: id, attempt: r.attempt + 1 });
   }
   return due;
+}
+
+/**
+ * The drained settles awaiting a retry, from the escrows' folded state (each records its own):
+ * what `dueSettleRetries` takes, with DRAINED_PENDING.
+ */
+export function drainedSettleRetries(escrows: ReadonlyMap<string, { state: EscrowState; context: Pick<EscrowContext, 'settleRetry' | 'epoch'> }>): {
+  retries: Record<string, SettleRetry>;
+  escrows: RetryEscrow[];
+} {
+  const retries: Record<string, SettleRetry> = {};
+  const waiting: RetryEscrow[] = [];
+  for (const [id, e] of escrows) {
+    if (!e.context.settleRetry || !DRAINED_PENDING.includes(e.state)) continue;
+    retries[id] = e.context.settleRetry;
+    waiting.push({ id, state: e.state, epoch: e.context.epoch });
+  }
+  return { retries, escrows: waiting };
 }
 
 /** The error recorded when a pending retry is given up: nothing was sent, the window had closed. */

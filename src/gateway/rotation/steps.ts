@@ -12,7 +12,7 @@ import { rotationMachine, stateName, step, type RotationEventType } from '../../
 import type { GatewayContext } from '../context.js';
 import { chainErrorInfo } from '../escrows/chain-errors.js';
 import { finalizeEscrow, settleEscrow, type SettleAnswer } from '../escrows/lifecycle.js';
-import { isTransientSettleFailure, settleRetryDelay } from './settle-retry.js';
+import { retryAfter } from './settle-retry.js';
 
 export const ROTATION_META: EventMetadata = { actor: { kind: 'rotation-task' } };
 export const DEPLETION_META: EventMetadata = { actor: { kind: 'depletion-check' } };
@@ -39,6 +39,16 @@ export const chainInputs = (e: EpochInfo): ChainInputs => ({
   blocksUntilBoundary: e.blocksUntilBoundary,
   pocActive: e.pocActive,
 });
+
+/** The chain reading a settle (retry) is decided at; undefined, logged as `marker`, while it cannot be read (the settle waits). */
+export async function readChainOr(ctx: GatewayContext, timeoutMs: number, fields: Record<string, unknown>, marker: string): Promise<ChainInputs | undefined> {
+  try {
+    return chainInputs(await readEpoch(ctx, timeoutMs));
+  } catch (err) {
+    ctx.logger.warn({ ...fields, err: errorInfo(err) }, marker);
+    return undefined;
+  }
+}
 
 /** Thrown when the statechart refuses a decision (a bug or a concurrent writer): nothing appended. */
 export class RotationRefused extends Error {
@@ -119,7 +129,7 @@ export async function attemptSettle(
     const now = ctx.engine.escrow(escrowId)?.value;
     if (now === 'settling' || now === 'settled' || now === 'settleDeferred') return { ok: false, pending: true, error };
     // Heights, not time: the retry decision compares retryAtHeight with the chain reading it is given.
-    if (!isTransientSettleFailure(err)) return { ok: false, pending: false, error };
-    return { ok: false, pending: false, error, retryAtHeight: chain.height + settleRetryDelay(attempt) };
+    const { retryAtHeight } = retryAfter(err, attempt, chain.height);
+    return { ok: false, pending: false, error, ...(retryAtHeight !== undefined ? { retryAtHeight } : {}) };
   }
 }
