@@ -43,6 +43,12 @@ const exportedEscrowSchema = {
     settled: { type: 'boolean' },
     slots: { type: 'array', items: { type: 'object' } },
     last_error: nullable('string'),
+    // A drained settle's retry at the source; an escrow whose settle is under way is refused (409).
+    settle_retry: {
+      type: ['object', 'null'],
+      additionalProperties: false,
+      properties: { failed_attempts: { type: 'integer', minimum: 1 }, retry_at_height: { type: 'integer', minimum: 0 } },
+    },
     active: { type: 'boolean', const: false },
   },
 } as const;
