@@ -63,7 +63,14 @@ describe('rotation failures on a fast devnet', () => {
     expect(text).toContain('step create_target (regular): the chain said insufficient_funds');
     expect(text).toMatch(/Suppressed:\n\s+temporary creates for .* in epoch 0/);
     expect(text).toContain('keep serving');
+    // The spec's "per-model errors appear in the latest field": each refused create, once.
     const debug = await g.call('/v1/debug/rotation');
     expect(debug.status).toBe(200);
+    const latest = debug.json.latest[MODEL];
+    expect(latest.stage).toBeTypeOf('string');
+    expect(latest.counts).toMatchObject({ target: 2, existing: 1 });
+    expect(latest.errors.length).toBeGreaterThanOrEqual(3);
+    expect(latest.errors.every((e: { event: string; error: { kind: string } }) => e.event === 'RotationFailed' && e.error.kind === 'insufficient_funds')).toBe(true);
+    expect(latest.last_error.kind).toBe('insufficient_funds');
   }, 30_000);
 });

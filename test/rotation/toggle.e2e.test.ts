@@ -24,8 +24,9 @@ describe('turning rotation on and off on a running gateway', () => {
     expect(doc.chain.block_height).toBeGreaterThan(0);
     expect(doc.chain).toMatchObject({ epoch_index: expect.any(Number), poc_active: expect.any(Boolean), blocks_until_next_rotation: expect.any(Number) });
     expect(doc.settings.models[0]).toMatchObject({ model_id: MODEL, temp_count: 1 });
-    expect(doc.latest.length).toBeGreaterThan(2);
-    expect(doc.latest.at(-1)).toMatchObject({ model: MODEL, stage: 'waitingPoc', created: 1 });
+    expect(doc.history.length).toBeGreaterThan(2);
+    expect(doc.history.at(-1)).toMatchObject({ model: MODEL, stage: 'waitingPoc', created: 1 });
+    expect(doc.latest[MODEL]).toMatchObject({ stage: 'waitingPoc', counts: { created: 1 }, errors: [] });
 
     await enableRotation(g, { enabled: false, temp_count: 1, target_count: 1, pre_poc_blocks: 30 });
     const before = rotationEvents(g);

@@ -1,10 +1,13 @@
 /**
  * GET /v1/debug/rotation (admin): whether rotation is on, where the chain is relative to the next
- * rotation, the rotation settings and the latest per-model results (the last 100 entries of the
- * rotation-debug projection). The chain is read with a short deadline; when it does not answer the
- * chain members are null and `chain.error` says why, so the document is always served.
+ * rotation, the rotation settings, and `latest`: per model its stage, counts and errors (the spec's
+ * "latest (per-model stage, counts and errors)"), with the settles awaiting a retry. `history` is
+ * the last 100 entries of the rotation-debug projection, every model's, in log order. The chain is
+ * read with a short deadline; when it does not answer the chain members are null and `chain.error`
+ * says why, so the document is always served.
  */
 import { depletionSettleRetriesOf, settleRetriesOf, type EscrowState, type SettleRetry } from '../../machines/index.js';
+import type { RotationDebugEntry } from '../../projections/rotation-debug.js';
 import type { GatewayContext } from '../context.js';
 import { drainedSettleRetries, DRAINED_PENDING, SETTLE_PENDING } from './settle-retry.js';
 import { errorInfo, readEpoch } from './steps.js';
@@ -25,9 +28,10 @@ export interface RotationDebugDocument {
     error?: string;
   };
   settings: ReturnType<GatewayContext['projections']['settings']['effective']>['escrow_rotation'];
-  /** Per model: the statechart's current stage and counts. */
-  models: Record<string, unknown>;
-  latest: unknown[];
+  /** Per model: the statechart's current stage, counts, last error and recent errors. */
+  latest: Record<string, unknown>;
+  /** The projection's last entries, every model's, in log order. */
+  history: RotationHistoryEntry[];
 }
 
 /** Settles that failed transiently and are tried again (escrows settled since are left out). */
@@ -65,11 +69,12 @@ export async function rotationDebugDocument(ctx: GatewayContext, timeoutMs = DEB
   }
   const names = new Set([...settings.models.map((m) => m.model_id), ...Object.keys(ctx.projections.rotation.perModel())]);
   const drained = drainedSettleRetries(ctx.projections.pool.contexts()).retries;
-  const models: Record<string, unknown> = {};
+  const history = ctx.projections.rotation.entries().map(historyEntry);
+  const latest: Record<string, unknown> = {};
   for (const model of [...names].sort()) {
     const e = ctx.projections.rotation.perModel()[model];
     const c = ctx.projections.rotation.rotation(model).context;
-    models[model] = {
+    latest[model] = {
       stage: e?.stage ?? 'idle',
       epoch: c.epoch,
       cycle_epoch: c.cycleEpoch ?? null,
@@ -77,6 +82,7 @@ export async function rotationDebugDocument(ctx: GatewayContext, timeoutMs = DEB
       suppressed: c.suppressed,
       replacements: c.replacements,
       last_error: c.lastError,
+      errors: recentErrors(history, model),
       settle_retries: pendingRetries(ctx, settleRetriesOf(c)),
       // The same for the old escrows of depletion replacements (retried by the depletion check).
       depletion_settle_retries: pendingRetries(ctx, depletionSettleRetriesOf(c)),
@@ -85,7 +91,16 @@ export async function rotationDebugDocument(ctx: GatewayContext, timeoutMs = DEB
       time: e?.time ?? null,
     };
   }
-  const latest = ctx.projections.rotation.entries().map((e) => ({
+  return { enabled: settings.enabled, chain, settings, latest, history };
+}
+
+/** How many of a model's errors `latest` lists. */
+export const LATEST_ERRORS = 10;
+
+export type RotationHistoryEntry = ReturnType<typeof historyEntry>;
+
+function historyEntry(e: RotationDebugEntry) {
+  return {
     model: e.model,
     position: e.position,
     time: e.time,
@@ -101,6 +116,21 @@ export async function rotationDebugDocument(ctx: GatewayContext, timeoutMs = DEB
     settle_failed: e.counts.settle_failed,
     last_error: e.last_error,
     accepted: e.accepted,
-  }));
-  return { enabled: settings.enabled, chain, settings, models, latest };
+  };
+}
+
+/**
+ * A model's errors among the kept entries, newest last: each entry whose last error differs from
+ * the one before it (the statechart keeps its last error across later events).
+ */
+function recentErrors(history: readonly RotationHistoryEntry[], model: string) {
+  const errors: { position: number; time: string; event: string; stage: string; error: NonNullable<RotationHistoryEntry['last_error']> }[] = [];
+  let previous = 'null';
+  for (const e of history) {
+    if (e.model !== model) continue;
+    const now = JSON.stringify(e.last_error);
+    if (e.last_error && now !== previous) errors.push({ position: e.position, time: e.time, event: e.event, stage: e.stage, error: e.last_error });
+    previous = now;
+  }
+  return errors.slice(-LATEST_ERRORS);
 }
