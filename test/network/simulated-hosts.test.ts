@@ -115,11 +115,13 @@ describe('simulated hosts: who may ask', () => {
 });
 
 describe('simulated hosts: what they answer', () => {
-  it('is deterministic: the same request gets the same answer, another request another one', async () => {
+  it('is deterministic: the same request gets the same answer (under a new id each time, as OpenAI), another request another one', async () => {
     const a = (await ask(chatBody(), 0)).json();
     const b = (await ask(chatBody(), 3)).json();
     expect(b.choices).toEqual(a.choices);
     expect(b.usage).toEqual(a.usage);
+    expect(a.id).toMatch(/^chatcmpl-[0-9a-f]{24}$/);
+    expect(b.id).not.toBe(a.id);
     const other = (await ask(chatBody({ messages: [{ role: 'user', content: 'Something else entirely' }] }), 0)).json();
     expect(other.choices[0].message.content).not.toBe(a.choices[0].message.content);
   });

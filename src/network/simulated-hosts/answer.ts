@@ -6,6 +6,7 @@
  * chunks are spaced by `tokenDelayMs`. Faults (faults.ts) are applied here. Reports how many
  * completion tokens were actually written, so the ledger bills what left the host.
  */
+import { randomBytes } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyReply } from 'fastify';
@@ -70,6 +71,14 @@ async function applyLatency(res: ServerResponse, fault: HostFaults | undefined):
 
 /** Answers with a fault status (no tokens served). */
 /** The completion planned for `body`, or undefined after answering the request's 400. */
+/**
+ * A new completion id per answer, as OpenAI gives (clients use it to tell answers apart): the text
+ * stays a function of the request (completion-plan.ts), the id does not.
+ */
+export function completionId(): string {
+  return `chatcmpl-${randomBytes(12).toString('hex')}`;
+}
+
 export function planOrRefuse(reply: FastifyReply, body: Record<string, unknown>): CompletionPlan | undefined {
   try {
     return planCompletion(body);

@@ -18,7 +18,7 @@
 import type { ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import { MAX_TIMESTAMP_DRIFT_SECONDS, NONCE_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, createSignatureVerifier } from '../signature.js';
-import { planOrRefuse, sendCompletion, sendFaultStatus, sendStream } from './answer.js';
+import { completionId, planOrRefuse, sendCompletion, sendFaultStatus, sendStream } from './answer.js';
 import type { DevnetChainView, HostIdentity } from './chain-view.js';
 import { faultFor, type HostFaults } from './faults.js';
 import type { HostLedger } from './ledger.js';
@@ -89,7 +89,7 @@ export function chatRoute(app: FastifyInstance, ctx: ChatRouteContext): void {
     if (fault?.failStatus !== undefined) return sendFaultStatus(reply, fault);
     const tokenPrice = ctx.chain.tokenPrice();
     const answer = {
-      id: `chatcmpl-${plan.idSuffix}`,
+      id: completionId(),
       model: escrow.modelId,
       created: Math.floor(ctx.now() / 1000),
       includeUsage: (body.stream_options as { include_usage?: unknown } | undefined)?.include_usage === true,

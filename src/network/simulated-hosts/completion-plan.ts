@@ -39,7 +39,6 @@ export interface CompletionPlan {
   promptTokens: number;
   completionTokens: number;
   /** Seed-derived id suffix (stable for the same request). */
-  idSuffix: string;
 }
 
 /** Bad input the plan cannot be made from; answered as 400 invalid_request_error. */
@@ -151,7 +150,9 @@ export function planCompletion(body: Record<string, unknown>): CompletionPlan {
       response_format: body.response_format,
     }),
   );
-  const idSuffix = rng.hex(24);
+  // Once the answer id's draw (ids are now per answer, answer.ts completionId): kept so every
+  // request still gets the text it always got.
+  rng.hex(24);
   const promptTokens = countPromptTokens(body);
   const tool = chooseTool(body, tools, rng);
 
@@ -171,7 +172,6 @@ export function planCompletion(body: Record<string, unknown>): CompletionPlan {
       finishReason,
       promptTokens,
       completionTokens: countCompletionTokens(0, [{ nameChars: tool.name.length, argChars: args.length }]),
-      idSuffix,
     };
   }
 
@@ -199,5 +199,5 @@ export function planCompletion(body: Record<string, unknown>): CompletionPlan {
     }
     pieces = kept;
   }
-  return { pieces, content, finishReason, promptTokens, completionTokens: countCompletionTokens(content.length), idSuffix };
+  return { pieces, content, finishReason, promptTokens, completionTokens: countCompletionTokens(content.length) };
 }

@@ -5,7 +5,7 @@
  */
 import type { ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
-import { planOrRefuse, sendCompletion, sendFaultStatus, sendStream } from './answer.js';
+import { completionId, planOrRefuse, sendCompletion, sendFaultStatus, sendStream } from './answer.js';
 import { faultFor, type HostFaults } from './faults.js';
 import { sendError } from './openai-error.js';
 
@@ -48,7 +48,7 @@ export function registerSimulatedOpenAi(app: FastifyInstance, opts: SimulatedOpe
         const fault = faultFor(faults, 0);
         if (fault?.failStatus !== undefined) return sendFaultStatus(reply, fault);
         const answer = {
-          id: `chatcmpl-${plan.idSuffix}`,
+          id: completionId(),
           model: body.model,
           created: Math.floor(Date.now() / 1000),
           includeUsage: (body.stream_options as { include_usage?: unknown } | undefined)?.include_usage === true,
