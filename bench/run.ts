@@ -5,14 +5,18 @@
  *   --soak   also run the 1,000,000-request soak (RSS over time) on the request path
  *   --quick  smaller sizes (smoke run, figures not comparable)
  *
+ * The request path runs in a process of its own (request-path-child.ts): the earlier sections'
+ * heap would otherwise slow its garbage collections.
+ *
  * Run it on an otherwise idle machine: wall-clock figures follow the load (CPU-second rates are
  * printed beside them where it matters).
  */
+import { fork } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, platform, release, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { benchGateway, type GatewayBenchResult } from './gateway-bench.js';
+import type { GatewayBenchOptions, GatewayBenchResult } from './gateway-bench.js';
 import { benchProjections, type ProjectionsBenchResult } from './projections-bench.js';
 import { benchStore, type StoreBenchResult } from './store-bench.js';
 
@@ -100,7 +104,7 @@ function markdown(date: Date, m: string, store?: StoreBenchResult, proj?: Projec
         'routing over escrows created on its embedded devnet, nonces durably reserved in blocks of 256 (NoncesReserved, WAL synchronous=FULL, group commit), ' +
         'InferenceStarted and InferenceFinished per request (committed with the group commit after the answer), LOG_LEVEL=warn. **gateway-hosts**: the same gateway in host-transport mode (signed requests to the devnet\'s ' +
         'simulated hosts; each request pays a secp256k1 signature, ~650 µs, and the host verifies it in this same process) — not part of the ratios. ' +
-        'Servers share one process; the load generator (autocannon, closed loop) runs in a child process; targets interleaved per level.',
+        'Servers share one process, started fresh for this section (not the one that ran the store and projections benches); the load generator (autocannon, closed loop) runs in a child process; targets interleaved per level.',
       '',
       '| target | connections | requests/s | p50 ms | p99 ms | errors | store events / commits |',
       '|---|---:|---:|---:|---:|---:|---:|',
@@ -177,6 +181,17 @@ function markdown(date: Date, m: string, store?: StoreBenchResult, proj?: Projec
   return lines.join('\n');
 }
 
+/** The request path in a fresh process (request-path-child.ts says why); its lines print as they come. */
+function benchGatewayApart(opts: Omit<GatewayBenchOptions, 'log'>): Promise<GatewayBenchResult> {
+  return new Promise((resolve, reject) => {
+    const child = fork(join(dirname(fileURLToPath(import.meta.url)), 'request-path-child.js'), [JSON.stringify(opts)], { stdio: 'inherit' });
+    let result: GatewayBenchResult | undefined;
+    child.once('message', (m) => (result = m as GatewayBenchResult));
+    child.once('error', reject);
+    child.once('exit', (code) => (result ? resolve(result) : reject(new Error(`the request-path process exited (${code}) without a result`))));
+  });
+}
+
 const date = new Date();
 const m = machine();
 console.log(`shardgate benchmarks — ${date.toISOString()}\n${m}`);
@@ -185,7 +200,7 @@ const store = await section('event store', () =>
   benchStore({ log, ...(quick ? { groupAppends: 10_000, perAppends: 500, rebuildEvents: 50_000 } : {}) }),
 );
 const proj = await section('projections', () => benchProjections({ log, ...(quick ? { events: 100_000, foldEvents: 20_000, repeats: 1 } : {}) }));
-const gw = await section('request path', () => benchGateway({ log, soak, ...(quick ? { seconds: 1, levels: [1, 64], fixedRateSeconds: 2, ttfbRequests: 100, soakRequests: 50_000 } : {}) }));
+const gw = await section('request path', () => benchGatewayApart({ soak, ...(quick ? { seconds: 1, levels: [1, 64], fixedRateSeconds: 2, ttfbRequests: 100, soakRequests: 50_000 } : {}) }));
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const out = join(root, 'docs', 'benchmarks.md');
