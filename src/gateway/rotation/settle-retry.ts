@@ -72,10 +72,10 @@ export type DueSettleRetry =
   | { kind: 'settle_window_closed'; escrowId: string; escrowEpoch: number; attempts: number };
 
 /**
- * The pending retries that are due at this chain reading (in the record's key order): a
- * retry once the chain reached its `retryAtHeight`, or, once the escrow's settle window has
- * closed, the record that it is given up. Escrows that left the `pending` states since
- * (by default settled, settling, deferred) or are unknown need nothing. Pure: the log's retries, the escrows
+ * The pending retries that are due at this chain reading (in the record's key order): a retry
+ * once the chain reached its `retryAtHeight`, or, once the escrow's settle window has closed, the
+ * record that it is given up. Escrows that left the `pending` states since (with the default:
+ * settled, settling, deferred) or are unknown need nothing. Pure: the log's retries, the escrows
  * folded from the log and the chain reading decide, so replay decides the same.
  */
 export function dueSettleRetries(
