@@ -4,27 +4,14 @@
  * Bounded per escrow (inference events dominate): the newest `limit` entries and a total count.
  */
 import { parseStreamId } from '../events/catalog.js';
-import type { Actor, EventMetadata, RecordedEvent } from '../events/envelope.js';
-import { deferredColumnsOf, metadataJsonOf, type DeferredColumns } from '../events/fold-read.js';
+import type { Actor, RecordedEvent } from '../events/envelope.js';
+import { deferredColumnsOf, metadataJsonOf } from '../events/fold-read.js';
 import { stateName } from '../machines/index.js';
 import { actorLabel } from './actor.js';
 import { EscrowPoolProjection, type FoldStep, type StreamRef } from './escrow-pool.js';
+import { TimelineRing, type Timeline } from './timeline-ring.js';
 
-export interface TimelineEntry {
-  position: number;
-  time: string;
-  event: string;
-  actor: string;
-  /** Escrow state after the event. */
-  state: string;
-  /** False when the statechart refused the event. */
-  accepted: boolean;
-}
-
-export interface Timeline {
-  total: number;
-  entries: TimelineEntry[];
-}
+export type { Timeline, TimelineEntry } from './timeline-ring.js';
 
 export interface TimelineState {
   escrows: Record<string, Timeline>;
@@ -33,72 +20,8 @@ export interface TimelineState {
 
 export const DEFAULT_TIMELINE_LIMIT = 1_000;
 
-/**
- * An entry as folded: the actor label is built when read (most entries are trimmed unread).
- * Restored entries carry the label string already. A record read for folding (StoredRecord) has
- * its metadata still as text: the entry keeps that text (`meta`) and parses it only when read. If
- * the read left time and metadata in the table (a partition of a rebuild), the entry keeps where
- * to load them from (`meta`, `time` undefined) and they are loaded, for the entries a view shows,
- * all at once.
- */
-interface StoredEntry extends Omit<TimelineEntry, 'actor' | 'time'> {
-  time: string | undefined;
-  actor: Actor | string | undefined;
-  meta?: string | DeferredColumns;
-}
-
-/** Loads time and metadata text of entries [from, end) whose read left them in the table. */
-function load(entries: StoredEntry[], from: number): void {
-  const by = new Map<DeferredColumns, StoredEntry[]>();
-  for (let i = from; i < entries.length; i++) {
-    const e = entries[i]!;
-    if (typeof e.meta !== 'object') continue;
-    let list = by.get(e.meta);
-    if (!list) by.set(e.meta, (list = []));
-    list.push(e);
-  }
-  for (const [source, list] of by) {
-    const rows = source.load(list.map((e) => e.position));
-    list.forEach((e, i) => {
-      e.time = rows[i]!.time;
-      e.meta = rows[i]!.metadata;
-    });
-  }
-}
-
-/** The entry's actor label; computed once, then kept in place of what it came from. */
-function labelOf(e: StoredEntry): string {
-  if (typeof e.actor === 'string') return e.actor;
-  if (typeof e.meta === 'object') load([e], 0);
-  const text = e.meta as string | undefined;
-  const actor = text !== undefined ? (JSON.parse(text) as EventMetadata | undefined)?.actor : e.actor;
-  e.meta = undefined;
-  return (e.actor = actorLabel(actor));
-}
-
-interface StoredTimeline {
-  total: number;
-  entries: StoredEntry[];
-}
-
-/** The newest `limit` entries, labelled (a fresh copy). */
-function view(t: StoredTimeline, limit: number): Timeline {
-  const from = Math.max(0, t.entries.length - limit);
-  load(t.entries, from);
-  const entries: TimelineEntry[] = new Array(t.entries.length - from);
-  for (let i = from; i < t.entries.length; i++) {
-    const e = t.entries[i]!;
-    entries[i - from] = {
-      position: e.position,
-      time: e.time!,
-      event: e.event,
-      actor: labelOf(e),
-      state: e.state,
-      accepted: e.accepted,
-    };
-  }
-  return { total: t.total, entries };
-}
+/** Client labels interned by key id; past this many (keys are configured, so never in practice) the table starts over. */
+const LABELS_MAX = 10_000;
 
 /**
  * The escrow-timeline projection. Entries are trimmed to `limit` only when they reach twice the
@@ -106,11 +29,16 @@ function view(t: StoredTimeline, limit: number): Timeline {
  * newest `limit`.
  */
 export class TimelineProjection {
-  private escrows = new Map<string, StoredTimeline>();
-  private intents = new Map<string, StoredTimeline>();
+  private escrows = new Map<string, TimelineRing>();
+  private intents = new Map<string, TimelineRing>();
   /** Position of each escrow timeline's first event (negative: restored, in restore order); orders `merge`. */
   private firstAt = new Map<string, number>();
   private readonly ownsPool: boolean;
+  /** Client actor labels by key id (a new label string per event would be kept by every entry). */
+  private labels = new Map<string, string>();
+  /** The last state value named: fast-path snapshots share their value, nested names are built strings. */
+  private lastValue: unknown;
+  private lastState = '';
   private readonly pool: EscrowPoolProjection;
 
   /**
@@ -134,10 +62,10 @@ export class TimelineProjection {
   fold(record: RecordedEvent, stream: StreamRef, step: FoldStep | undefined): void {
     if (stream.kind !== 'escrow' && stream.kind !== 'create-intent') return;
     let state: string;
-    if (step) state = stateName(step.value);
+    if (step) state = this.stateOf(step.value);
     else {
       const snapshot = stream.kind === 'escrow' ? this.pool.escrow(stream.id) : this.pool.intent(stream.id);
-      state = snapshot ? stateName(snapshot.value) : '?';
+      state = snapshot ? this.stateOf(snapshot.value) : '?';
     }
     const accepted = step?.accepted ?? true;
     const map = stream.kind === 'escrow' ? this.escrows : this.intents;
@@ -146,65 +74,80 @@ export class TimelineProjection {
       const intentId = record.type === 'EscrowCreated' ? (record.data as { intentId?: string }).intentId : undefined;
       const intent = intentId ? this.intents.get(intentId) : undefined;
       if (intentId && intent) this.intents.delete(intentId);
-      timeline = intent ?? { total: 0, entries: [] };
+      timeline = intent ?? new TimelineRing(this.limit);
       map.set(stream.id, timeline);
       if (map === this.escrows) this.firstAt.set(stream.id, record.position);
     }
-    timeline.total += 1;
     const deferred = deferredColumnsOf(record);
     const meta = deferred ?? metadataJsonOf(record);
-    timeline.entries.push({
+    timeline.push({
       position: record.position,
       time: deferred ? undefined : record.time,
       event: record.type,
-      actor: meta === undefined ? record.metadata?.actor : undefined,
+      actor: meta === undefined ? this.labelOf(record.metadata?.actor) : undefined,
       state,
       accepted,
       meta,
     });
-    if (timeline.entries.length >= 2 * this.limit) timeline.entries.splice(0, timeline.entries.length - this.limit);
+  }
+
+  private stateOf(value: unknown): string {
+    if (value !== this.lastValue) {
+      this.lastValue = value;
+      this.lastState = stateName(value);
+    }
+    return this.lastState;
+  }
+
+  private labelOf(actor: Actor | undefined): string {
+    if (actor?.kind !== 'client') return actorLabel(actor);
+    let label = this.labels.get(actor.keyId);
+    if (label === undefined) {
+      if (this.labels.size >= LABELS_MAX) this.labels.clear();
+      this.labels.set(actor.keyId, (label = actorLabel(actor)));
+    }
+    return label;
   }
 
   /** One escrow's timeline (a copy). */
   of(escrowId: string): Timeline | undefined {
     const t = this.escrows.get(escrowId);
-    return t && view(t, this.limit);
+    return t?.view(this.limit);
   }
 
   snapshot(): TimelineState {
-    const all = (m: Map<string, StoredTimeline>) => Object.fromEntries([...m].map(([id, t]) => [id, view(t, this.limit)]));
+    const all = (m: Map<string, TimelineRing>) => Object.fromEntries([...m].map(([id, t]) => [id, t.view(this.limit)]));
     return { escrows: all(this.escrows), intents: all(this.intents) };
   }
 
   restore(state: TimelineState): void {
-    const s = structuredClone(state);
-    this.escrows = new Map(Object.entries(s.escrows));
-    this.intents = new Map(Object.entries(s.intents));
+    const ring = (t: Timeline) => TimelineRing.from(t, this.limit);
+    this.escrows = new Map(Object.entries(state.escrows).map(([id, t]) => [id, ring(t)]));
+    this.intents = new Map(Object.entries(state.intents).map(([id, t]) => [id, ring(t)]));
     this.firstAt = new Map([...this.escrows.keys()].map((id, i) => [id, i - this.escrows.size]));
   }
 
   /** The escrow timelines `owns` picks (labelled views), each with the position that orders it, for `merge`. */
   part(owns: (escrowId: string) => boolean): [escrowId: string, timeline: Timeline, firstAt: number][] {
     const out: [string, Timeline, number][] = [];
-    for (const [id, t] of this.escrows) if (owns(id)) out.push([id, view(t, this.limit), this.firstAt.get(id)!]);
+    for (const [id, t] of this.escrows) if (owns(id)) out.push([id, t.view(this.limit), this.firstAt.get(id)!]);
     return out;
   }
 
   /** The creation intents' timelines, in their order, for `merge`. */
   shared(): [intentId: string, timeline: Timeline][] {
-    return [...this.intents].map(([id, t]) => [id, view(t, this.limit)]);
+    return [...this.intents].map(([id, t]) => [id, t.view(this.limit)]);
   }
 
   /**
-   * Replaces the state with the union of partitions (see EscrowPoolProjection.merge): the timelines
-   * are taken over, not copied.
+   * Replaces the state with the union of partitions (see EscrowPoolProjection.merge).
    */
   merge(intents: [string, Timeline][], parts: [string, Timeline, number][][]): void {
-    this.intents = new Map(intents);
+    this.intents = new Map(intents.map(([id, t]) => [id, TimelineRing.from(t, this.limit)]));
     this.escrows = new Map();
     this.firstAt = new Map();
     for (const [id, t, firstAt] of parts.flat().sort((a, b) => a[2] - b[2])) {
-      this.escrows.set(id, t);
+      this.escrows.set(id, TimelineRing.from(t, this.limit));
       this.firstAt.set(id, firstAt);
     }
   }
