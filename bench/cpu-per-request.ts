@@ -20,6 +20,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { performance } from 'node:perf_hooks';
 import { Engine } from '../src/gateway/engine.js';
+import { tuneV8ForServing } from '../src/gateway/v8-tuning.js';
 import { startBaseline, startGatewayTarget, startHost, type Target } from './gateway-bench.js';
 import { startHostProcess } from './host-process.js';
 
@@ -27,6 +28,7 @@ const seconds = Number(process.argv[2] ?? 5);
 const connections = Number(process.argv[3] ?? 64);
 const rounds = Number(process.argv[4] ?? 2);
 
+tuneV8ForServing(); // as `shardgate serve` runs
 const host = process.env.HOST_PROCESS === '1' ? await startHostProcess() : await startHost();
 const baseline = await startBaseline(host.url);
 const gateway = await startGatewayTarget(host.url, { mode: 'upstream', escrows: 3 });

@@ -8,6 +8,7 @@ import { fork } from 'node:child_process';
 import { statSync } from 'node:fs';
 import { openSqliteEventStore } from '../src/events/sqlite-store.js';
 import { Projections } from '../src/projections/index.js';
+import { tuneV8ForServing } from '../src/gateway/v8-tuning.js';
 
 export interface RebuildOnce {
   events: number;
@@ -62,5 +63,6 @@ function rebuildOnce(file: string): RebuildOnce {
 if (import.meta.url === `file://${process.argv[1]}`) {
   const file = process.argv[2];
   if (!file) throw new Error('usage: rebuild-once.js <events.sqlite>');
+  tuneV8ForServing(); // as a gateway starting with `shardgate serve` rebuilds
   console.log(JSON.stringify(rebuildOnce(file)));
 }

@@ -104,7 +104,7 @@ function markdown(date: Date, m: string, store?: StoreBenchResult, proj?: Projec
         'routing over escrows created on its embedded devnet, nonces durably reserved in blocks of 256 (NoncesReserved, WAL synchronous=FULL, group commit), ' +
         'InferenceStarted and InferenceFinished per request (committed with the group commit after the answer), LOG_LEVEL=warn. **gateway-hosts**: the same gateway in host-transport mode (signed requests to the devnet\'s ' +
         'simulated hosts; each request pays a secp256k1 signature, ~650 µs, and the host verifies it in this same process) — not part of the ratios. ' +
-        'Servers share one process, started fresh for this section (not the one that ran the store and projections benches); the load generator (autocannon, closed loop) runs in a child process; targets interleaved per level.',
+        'Servers share one process, started fresh for this section (not the one that ran the store and projections benches) with the V8 setting `shardgate serve` uses (`--no-allocation-site-pretenuring`, src/gateway/v8-tuning.ts); the load generator (autocannon, closed loop) runs in a child process; targets interleaved per level.',
       '',
       '| target | connections | requests/s | p50 ms | p99 ms | errors | store events / commits |',
       '|---|---:|---:|---:|---:|---:|---:|',

@@ -3,6 +3,7 @@ import type { Command } from 'commander';
 import { ConfigError, loadConfig } from '../../config/index.js';
 import { startGateway } from '../../gateway/gateway.js';
 import { StorageInUseError } from '../../gateway/storage-lock.js';
+import { tuneV8ForServing } from '../../gateway/v8-tuning.js';
 import { runInit } from './init.js';
 
 const DEFAULT_ENV_FILE = 'shardgate.env';
@@ -45,6 +46,7 @@ export async function runServe(opts: ServeOptions): Promise<void> {
     throw err;
   }
   for (const w of config.warnings) process.stderr.write(`warning: ${w}\n`);
+  tuneV8ForServing();
   let gw;
   try {
     gw = await startGateway(config, { quickStartEscrow: true });
