@@ -246,11 +246,8 @@ export function loadConfig(options: LoadConfigOptions = {}): GatewayConfig {
     message: get('DEVSHARD_GATEWAY_DISABLED_MESSAGE'),
     newUrl: url('DEVSHARD_GATEWAY_DISABLED_NEW_URL'),
   };
-  // The settings POST's rule: a kill switch sends clients somewhere. Refused rather than ignored,
-  // so a gateway meant to start disabled never serves traffic instead.
-  if (disabledBootstrap.enabled && disabledBootstrap.newUrl === undefined) {
-    fail('DEVSHARD_GATEWAY_DISABLED_NEW_URL', 'is required when DEVSHARD_GATEWAY_DISABLED is on: the 308 answers name the URL clients should use instead (POST /v1/admin/settings has the same rule)');
-  }
+  // Without DEVSHARD_GATEWAY_DISABLED_NEW_URL a first start is refused (startup-settings.ts), not here:
+  // on later starts the variables have no effect.
 
   const network = { upstreamUrl: url('NETWORK_UPSTREAM_URL'), upstreamKey: get('NETWORK_UPSTREAM_KEY') };
 

@@ -65,7 +65,7 @@ export const VARIABLES: readonly VariableSpec[] = [
   // disabled
   { name: 'DEVSHARD_GATEWAY_DISABLED', group: 'disabled', default: 'false', meaning: 'Start disabled (non-admin routes answer 308). Bootstrap only: applied on the first start (the gateway database does not exist yet); afterwards use POST /v1/admin/settings.' },
   { name: 'DEVSHARD_GATEWAY_DISABLED_MESSAGE', group: 'disabled', meaning: 'Message of the disabled state (bootstrap only).' },
-  { name: 'DEVSHARD_GATEWAY_DISABLED_NEW_URL', group: 'disabled', meaning: 'URL clients should use instead, sent as the 308 Location and body new_url (bootstrap only). Required when DEVSHARD_GATEWAY_DISABLED is on: the gateway refuses to start without it, as POST /v1/admin/settings refuses disabled.enabled without new_url.' },
+  { name: 'DEVSHARD_GATEWAY_DISABLED_NEW_URL', group: 'disabled', meaning: 'URL clients should use instead, sent as the 308 Location and body new_url (bootstrap only). Required when DEVSHARD_GATEWAY_DISABLED is on at the first start: the gateway refuses that start without it, as POST /v1/admin/settings refuses disabled.enabled without new_url.' },
   // network
   { name: 'NETWORK_UPSTREAM_URL', group: 'network', meaning: 'Send chat to this OpenAI-compatible base URL instead of devshard hosts (escrow accounting still applies).' },
   { name: 'NETWORK_UPSTREAM_KEY', group: 'network', secret: true, meaning: 'Bearer key for NETWORK_UPSTREAM_URL.' },

@@ -30,7 +30,7 @@ import { Keyring } from './keyring.js';
 import { reconcile, releaseUnusedNonces, startIntentReconciler } from './reconcile.js';
 import { createDrainReactor, type DrainTask } from './reactors.js';
 import { bootstrap } from './bootstrap.js';
-import { recordStartupSettings } from './startup-settings.js';
+import { disabledBootstrapRefusal, recordStartupSettings } from './startup-settings.js';
 import { onRequestEnded, startDepletionCheck, startRotation } from './rotation/index.js';
 
 /** Spec: usable balance below 1,000,000 (smallest unit) makes an escrow depleted. */
@@ -66,6 +66,12 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
   // The spec's "first gateway start" (DEVSHARD_GATEWAY_DISABLED*): the database does not exist yet.
   // Not "the log is empty": a start that appended nothing has still created the database.
   const firstStart = !existsSync(eventsFile(config.server.storageDir));
+  const refusal = disabledBootstrapRefusal(config, firstStart);
+  if (refusal) {
+    unlock();
+    throw refusal;
+  }
+  if (!firstStart && config.disabledBootstrap.enabled) logger.info('DEVSHARD_GATEWAY_DISABLED has no effect after the first start: the kill switch is set by POST /v1/admin/settings');
   let store: SqliteEventStore;
   try {
     store = openSqliteEventStore(eventsFile(config.server.storageDir));

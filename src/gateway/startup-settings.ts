@@ -9,7 +9,7 @@
  *    exists), as the settings POST that turns the kill switch on would record it.
  */
 import type { Logger } from 'pino';
-import type { GatewayConfig } from '../config/index.js';
+import { ConfigError, type GatewayConfig } from '../config/index.js';
 import { newEvent, settingsStream, type MaxTokensDefaults } from '../events/catalog.js';
 import type { GatewayContext } from './context.js';
 import { changeSettings } from './settings.js';
@@ -33,10 +33,27 @@ async function recordConfiguredDefaults(ctx: Pick<GatewayContext, 'engine' | 'pr
   logger.info({ configured, previous: recorded }, 'recorded the configured max_tokens defaults (settings set by POST /v1/admin/settings keep precedence)');
 }
 
+/**
+ * The settings POST's rule for the bootstrap: a kill switch names where clients go. Refused rather
+ * than ignored, so a gateway meant to start disabled never serves traffic instead; checked only
+ * where the variables apply (the first start, before the database is created), so a later start,
+ * where they have no effect, is not refused over them.
+ */
+export function disabledBootstrapRefusal(config: GatewayConfig, firstStart: boolean): ConfigError | undefined {
+  const b = config.disabledBootstrap;
+  if (!firstStart || !b.enabled || b.newUrl !== undefined) return undefined;
+  return new ConfigError([
+    {
+      variable: 'DEVSHARD_GATEWAY_DISABLED_NEW_URL',
+      message:
+        'DEVSHARD_GATEWAY_DISABLED_NEW_URL is required when DEVSHARD_GATEWAY_DISABLED is on at the first start: the 308 answers name the URL clients should use instead (POST /v1/admin/settings has the same rule)',
+    },
+  ]);
+}
+
 async function bootstrapDisabled(ctx: Pick<GatewayContext, 'engine' | 'projections'>, config: GatewayConfig, logger: Logger): Promise<void> {
   const b = config.disabledBootstrap;
-  // loadConfig refuses DEVSHARD_GATEWAY_DISABLED without DEVSHARD_GATEWAY_DISABLED_NEW_URL, the same
-  // rule as the settings POST: a 308 always names where clients should go.
+  // startGateway has refused a first start without the URL (disabledBootstrapRefusal).
   if (!b.enabled || b.newUrl === undefined) return;
   await changeSettings(ctx, { disabled: { enabled: true, message: b.message ?? '', new_url: b.newUrl } }, metadata);
   logger.info({ new_url: b.newUrl }, 'first start: the gateway starts disabled (DEVSHARD_GATEWAY_DISABLED)');

@@ -94,6 +94,15 @@ describe('DEVSHARD_GATEWAY_DISABLED bootstrap', () => {
     expect(r.json.error.param).toBe('disabled.new_url');
   });
 
+  it('on without a URL on a later start: no effect, the gateway starts and serves', async () => {
+    fresh();
+    await start();
+    const { DEVSHARD_GATEWAY_DISABLED_NEW_URL: _url, ...withoutUrl } = DISABLED;
+    const g = await start(withoutUrl);
+    expect((await g.call('/v1/status', { key: 'none' })).status).toBe(200);
+    expect((await g.call('/v1/admin/settings')).json.disabled.enabled).toBe(false);
+  });
+
   it('a log of an older version holding the switch on without a URL: new_url is "" (a string), no Location', async () => {
     fresh();
     await (await start()).stop();

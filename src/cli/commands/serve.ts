@@ -51,7 +51,11 @@ export async function runServe(opts: ServeOptions): Promise<void> {
   try {
     gw = await startGateway(config, { quickStartEscrow: true });
   } catch (err) {
-    // The two ways a start commonly fails get a sentence, not a stack trace.
+    // The ways a start commonly fails get a sentence, not a stack trace.
+    if (err instanceof ConfigError) {
+      process.stderr.write(`shardgate: configuration error\n${err.message}\n`);
+      process.exit(2);
+    }
     if (err instanceof StorageInUseError) {
       process.stderr.write(`shardgate: ${err.message}\n`);
       process.exit(2);
