@@ -89,6 +89,22 @@ describe('shardgate healthcheck (child process)', () => {
     }
   });
 
+  it('exits 0 while the kill switch is on (the gateway is up, clients are sent elsewhere), and 0 again once it is off', async () => {
+    const on = await gw.call('/v1/admin/settings', { body: { disabled: { enabled: true, message: 'moved', new_url: 'https://next.example.org/v1' } } });
+    expect(on.status, on.text).toBe(200);
+    try {
+      const url = `${gw.url}/v1/status`;
+      expect((await gw.call('/v1/status', { key: 'none' })).status).toBe(308);
+      const r = await healthcheck(['--url', url]);
+      expect(r.stderr).toBe('');
+      expect(r.code).toBe(0);
+      expect(r.stdout).toBe(`ok: ${url} answered HTTP 308: the gateway is disabled (kill switch on), clients are sent to another URL\n`);
+    } finally {
+      expect((await gw.call('/v1/admin/settings', { body: { disabled: { enabled: false } } })).status).toBe(200);
+    }
+    expect((await healthcheck(['--url', `${gw.url}/v1/status`])).code).toBe(0);
+  });
+
   it('refuses a --timeout-ms that is not a positive integer', async () => {
     const r = await healthcheck(['--timeout-ms', '0']);
     expect(r.code).toBe(1);
@@ -126,7 +142,7 @@ describe('runHealthcheck: what counts as healthy', () => {
     expect(await runHealthcheck(`${base}/v1/status`, 2000)).toMatchObject({ ok: false, message: `${base}/v1/status answered HTTP 503` });
   });
 
-  it('the kill switch\'s 308 is not followed to the other gateway', async () => {
+  it('the kill switch\'s 308 is healthy and not followed to the other gateway; another redirect is not healthy', async () => {
     let followed = false;
     const other = createServer((_req, res) => {
       followed = true;
@@ -136,7 +152,11 @@ describe('runHealthcheck: what counts as healthy', () => {
     try {
       answer = respond(308, '{"status":"disabled"}', { location: `${otherBase}/v1/status` });
       const r = await runHealthcheck(`${base}/v1/status`, 2000);
-      expect(r).toEqual({ ok: false, message: `${base}/v1/status answered HTTP 308 (the gateway is disabled: its kill switch is on)` });
+      expect(r).toEqual({ ok: true, message: `${base}/v1/status answered HTTP 308: the gateway is disabled (kill switch on), clients are sent to another URL` });
+      answer = respond(308, '{}', { location: `${otherBase}/v1/status` });
+      expect(await runHealthcheck(`${base}/v1/status`, 2000)).toEqual({ ok: false, message: `${base}/v1/status answered HTTP 308` });
+      answer = respond(302, '{"status":"disabled"}', { location: `${otherBase}/v1/status` });
+      expect(await runHealthcheck(`${base}/v1/status`, 2000)).toEqual({ ok: false, message: `${base}/v1/status answered HTTP 302` });
       expect(followed).toBe(false);
     } finally {
       await close(other);

@@ -1,8 +1,8 @@
 import { InvalidArgumentError, type Command } from 'commander';
 
 /**
- * `shardgate healthcheck [--url U] [--timeout-ms N]`: GET /v1/status, exit 0 on a 2xx JSON answer,
- * 1 otherwise with one line on stderr. It exists so the container health check needs no curl/wget
+ * `shardgate healthcheck [--url U] [--timeout-ms N]`: GET /v1/status, exit 0 on a 2xx JSON answer
+ * or on the kill switch's 308, 1 otherwise with one line on stderr. It exists so the container health check needs no curl/wget
  * in a slim image: only node, which the image has anyway.
  */
 
@@ -32,10 +32,10 @@ export async function runHealthcheck(url: string, timeoutMs: number): Promise<He
     // No redirects: the kill switch answers 308 to another gateway, whose health is not ours.
     const res = await fetch(url, { signal, redirect: 'manual', headers: { accept: 'application/json' } });
     const text = await res.text();
-    if (res.status < 200 || res.status > 299) {
-      const why = res.status === 308 ? ' (the gateway is disabled: its kill switch is on)' : '';
-      return { ok: false, message: `${url} answered HTTP ${res.status}${why}` };
-    }
+    // A disabled gateway is up and meant to stay up (its admin routes finalize and settle); a health
+    // check that failed on it would have the orchestrator restart it for doing what it was told.
+    if (res.status === 308 && killSwitchBody(text)) return { ok: true, message: `${url} answered HTTP 308: the gateway is disabled (kill switch on), clients are sent to another URL` };
+    if (res.status < 200 || res.status > 299) return { ok: false, message: `${url} answered HTTP ${res.status}` };
     try {
       JSON.parse(text);
     } catch {
@@ -44,6 +44,16 @@ export async function runHealthcheck(url: string, timeoutMs: number): Promise<He
     return { ok: true, message: `${url} answered HTTP ${res.status} with JSON` };
   } catch (err) {
     return { ok: false, message: `${url}: ${failureReason(err, timeoutMs)}` };
+  }
+}
+
+/** The disabled gate's body: `{"status":"disabled","message":…,"new_url":…}`. */
+function killSwitchBody(text: string): boolean {
+  try {
+    const body = JSON.parse(text) as { status?: unknown } | null;
+    return body?.status === 'disabled';
+  } catch {
+    return false;
   }
 }
 
@@ -66,7 +76,7 @@ function parseTimeout(value: string): number {
 export function registerHealthcheck(program: Command): void {
   program
     .command('healthcheck')
-    .description('GET the gateway\'s /v1/status: exit 0 on a 2xx JSON answer, 1 otherwise (the container health check)')
+    .description('GET the gateway\'s /v1/status: exit 0 on a 2xx JSON answer or the kill switch\'s 308, 1 otherwise (the container health check)')
     .option('--url <url>', 'status URL (default: http://127.0.0.1:$DEVSHARD_PORT/v1/status, or GATEWAY_HOST when it is not a wildcard)')
     .option('--timeout-ms <ms>', 'give up after this long', parseTimeout, DEFAULT_HEALTHCHECK_TIMEOUT_MS)
     .action(async (opts: { url?: string; timeoutMs: number }) => {
