@@ -51,12 +51,14 @@ type PendingNode = { map: Map<string, Amount> } | { next: PendingMap; key: strin
  * and in the rebuild's escrow runs, escrow-run.ts). Why: an escrow's map lives long (old space)
  * and rebuilds its table every few requests; V8 links each old table to the next (for iterators),
  * so every request id a table held stays reachable from old space and is promoted, until a full
- * GC. A map renewed this often dies young with its tables; the copy costs (requests in flight) / 32
+ * GC. A map renewed this often dies young with its tables; the copy costs (requests in flight) / 8
  * entries per request. Measured: the rebuild's runs promoted ~90 MB per partition of the soak's log
- * without it, ~10 MB with it; the live gateway at 1,000 req/s, 55 → 42 KB promoted per scavenge.
+ * without it, ~10 MB with it (every 32 adds); the live gateway at 1,000 req/s, 55 → 42 KB promoted
+ * per scavenge with 32. At 8, the map of an escrow taking ~250 req/s lives ~30 ms, under the
+ * scavenge interval: old-space growth at 1,000 req/s went from ~320 to ~200 KB/s (session 6).
  * Here, versions made before a renewal keep their own (no longer edited) map.
  */
-export const PENDING_RENEW = 32;
+export const PENDING_RENEW = 8;
 
 /**
  * A persistent string → Amount map. Exactly one version in a family owns the mutable `Map`; every
