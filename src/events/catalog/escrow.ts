@@ -119,8 +119,12 @@ export interface EscrowEventData {
   /** The nonce reached the routing stop (about 19,800): no new chat. */
   EscrowRoutingStopped: { nonce: number; routingStop: number };
   EscrowFinalized: { settlement: SettlementData };
-  /** Write-ahead settle intent. */
-  EscrowSettleRequested: { txHash: string; keySource: KeySource; txBytes?: string; origin: CreateOrigin };
+  /**
+   * Write-ahead settle intent. A settle the drain reactor sends records which of its attempts this
+   * is (`attempt`, 1 = the first) and the chain height it was made at (`height`), the fields a
+   * failure of its tx records.
+   */
+  EscrowSettleRequested: { txHash: string; keySource: KeySource; txBytes?: string; origin: CreateOrigin; attempt?: number; height?: number };
   /** Settle wanted but requests are still in flight; completed when they drain. */
   EscrowSettleDeferred: { inFlight: number; origin: CreateOrigin; keySource?: KeySource };
   EscrowSettled: { txHash: string; height: number; refund: Amount };
