@@ -4,7 +4,8 @@
  * EscrowSettleDeferred, so it also resumes after a restart.
  *
  * A failed drained settle is recorded (EscrowSettleFailed with the attempt and the chain height it
- * was made at). A transient failure keeps the escrow deferred with the height of its next attempt
+ * was made at), by the attempt or, when its tx's outcome was unknown, by the reconciler once the
+ * chain tells (the tx's intent records the attempt for it). A transient failure keeps the escrow deferred with the height of its next attempt
  * (settle-retry.ts: the rotation's block backoff); the reactor's own tick tries it again from that
  * height while the escrow's settle window is open, else gives it up and records that once. Any
  * other failure leaves the escrow finalized, not retried. The tick, not the rotation task or the
