@@ -4,7 +4,8 @@
  * EscrowSettleDeferred, so it also resumes after a restart.
  *
  * A failed drained settle is recorded (EscrowSettleFailed with the attempt and the chain height it
- * was made at). A transient failure keeps the escrow deferred with the height of its next attempt
+ * was made at), by the attempt or, when its tx's outcome was unknown, by the reconciler once the
+ * chain tells (the tx's intent records the attempt for it). A transient failure keeps the escrow deferred with the height of its next attempt
  * (settle-retry.ts: the rotation's block backoff); the reactor's own tick tries it again from that
  * height while the escrow's settle window is open, else gives it up and records that once. Any
  * other failure leaves the escrow finalized, not retried. The tick, not the rotation task or the
@@ -17,7 +18,16 @@ import { escrowStream, newEvent, type ChainInputs, type CreateOrigin, type KeySo
 import type { Actor, EventMetadata } from '../events/envelope.js';
 import type { GatewayContext } from './context.js';
 import { settleEscrow, type SettleAnswer } from './escrows/lifecycle.js';
-import { DRAINED_PENDING, drainedSettleRetries, dueSettleRetries, retryAfter, settleWindowClosedError, windowNote, type DueSettleRetry } from './rotation/settle-retry.js';
+import {
+  DRAINED_PENDING,
+  drainedFailureFields,
+  drainedSettleRetries,
+  dueSettleRetries,
+  settleWindowClosedError,
+  windowNote,
+  type DrainedAttempt,
+  type DueSettleRetry,
+} from './rotation/settle-retry.js';
 import { errorInfo, readChainOr } from './rotation/steps.js';
 
 const CHAIN_TIMEOUT_MS = 5_000;
@@ -51,19 +61,19 @@ type Attempt = { answer: SettleAnswer } | { err: unknown } | undefined;
 async function attemptDrained(ctx: GatewayContext, escrowId: string, chain: ChainInputs, attempt: number): Promise<void> {
   const log = ctx.logger.child({ component: 'drain', escrow_id: escrowId });
   const base = { height: chain.height, epoch: chain.epoch, attempt };
-  const failureFields = (err: unknown) => ({ ...retryAfter(err, attempt, chain.height), height: chain.height });
+  const drained: DrainedAttempt = { attempt, height: chain.height };
   const outcome: Attempt = await ctx.engine.serial(escrowStream(escrowId), async () => {
     const s = ctx.engine.escrow(escrowId);
     if (s?.value !== 'settleDeferred' || s.context.inFlight > 0) return undefined; // settled (or sent) by hand since
     const { keySource, origin, metadata } = deferral(ctx, escrowId);
     try {
-      return { answer: await settleEscrow(ctx, escrowId, { keySource, origin, metadata, failureFields }) };
+      return { answer: await settleEscrow(ctx, escrowId, { keySource, origin, metadata, drained }) };
     } catch (err) {
-      // Once its tx was sent settleEscrow recorded the failure (with these fields); before, it is recorded here.
+      // Once its tx was sent settleEscrow recorded the failure (with this attempt); before, it is recorded here.
       const now = ctx.engine.escrow(escrowId);
       if (now?.value === 'settleDeferred' && now.context.settleRetry?.attempt !== attempt) {
         const error = errorInfo(err);
-        await ctx.engine.decideEscrow('escrow', escrowId, [newEvent('EscrowSettleFailed', { reason: error.message, error, ...failureFields(err) }, metadata)]);
+        await ctx.engine.decideEscrow('escrow', escrowId, [newEvent('EscrowSettleFailed', { reason: error.message, error, ...drainedFailureFields(drained, err) }, metadata)]);
       }
       return { err };
     }

@@ -21,7 +21,9 @@
  *
  * The create/settle part also runs in the background (`startIntentReconciler`) so an outcome that
  * was unknown when the command answered (node unreachable, tx not yet included) gets recorded
- * without a restart.
+ * without a restart. A drained settle's tx (its intent names the drain reactor's attempt) that the
+ * chain refused is recorded with that attempt, so a transient refusal is retried by the reactor
+ * with the same backoff, and given up once the settle window closed, as if answered at once.
  */
 import { createHash } from 'node:crypto';
 import { createIntentStream, escrowStream, newEvent } from '../events/catalog.js';
@@ -29,9 +31,9 @@ import type { EventMetadata, NewEvent } from '../events/envelope.js';
 import { collectSignaturesDetailed } from '../network/collect-signatures.js';
 import type { GatewayContext } from './context.js';
 import { busyWith, recordedTxOutcome } from './escrows/broadcast.js';
-import { chainErrorInfo } from './escrows/chain-errors.js';
 import { resolvePendingCreate } from './escrows/create.js';
-import { resolveSettle } from './escrows/lifecycle.js';
+import { recordSettleFailure, resolveSettle } from './escrows/lifecycle.js';
+import { drainedAttemptOf } from './rotation/settle-retry.js';
 
 const META: EventMetadata = { actor: { kind: 'reconciler' } };
 
@@ -104,13 +106,17 @@ export async function reconcileIntents(ctx: GatewayContext, report: ReconcileRep
       const outcome = await recordedTxOutcome(ctx, { txHash: req.data.txHash, txBytes: req.data.txBytes ?? '', creator: snap.context.creator ?? '' });
       if (outcome === 'unknown') {
         report.settles.push({ escrowId: e.escrowId, result: 'unknown' });
-      } else if ('error' in outcome) {
-        const info = chainErrorInfo(outcome.error);
-        await ctx.engine.decideEscrow('escrow', e.escrowId, [newEvent('EscrowSettleFailed', { reason: info.message, error: info, txHash: req.data.txHash }, META)]);
-        report.settles.push({ escrowId: e.escrowId, result: 'failed' });
-      } else {
-        const failure = await resolveSettle(ctx, e.escrowId, outcome, META);
-        report.settles.push({ escrowId: e.escrowId, result: failure ? 'failed' : 'settled' });
+        return;
+      }
+      // A drained settle's failure is recorded as its attempt would have recorded it: with its retry.
+      const drained = drainedAttemptOf(req.data);
+      let failed = true;
+      if ('error' in outcome) await recordSettleFailure(ctx, e.escrowId, req.data.txHash, outcome.error, META, drained);
+      else failed = (await resolveSettle(ctx, e.escrowId, outcome, META, drained)) !== undefined;
+      report.settles.push({ escrowId: e.escrowId, result: failed ? 'failed' : 'settled' });
+      const after = ctx.engine.escrow(e.escrowId);
+      if (drained && after?.value === 'settleDeferred' && after.context.settleRetry) {
+        ctx.logger.warn({ component: 'reconcile', escrow_id: e.escrowId, ...drained, retry_at_height: after.context.settleRetry.retryAtHeight }, 'escrow_drain_settle_retry_scheduled');
       }
     });
   }

@@ -36,10 +36,14 @@ const streamEvents = [
   ev.routingStopped(),
   ev.finalized(),
   ev.settleRequested(),
+  // A drained settle's intent names its attempt; its failures carry the retry, or the give-up.
+  { type: 'EscrowSettleRequested', data: { ...ev.settleRequested().data, attempt: 2, height: 40 } },
   ev.settleDeferred(),
   ev.settled(),
   ev.settleFailed(),
   { type: 'EscrowSettleFailed', data: { reason: 'r', error: { kind: 'timeout', message: 'm', code: 5, txHash: 'T' }, txHash: 'T' } },
+  { type: 'EscrowSettleFailed', data: { reason: 'r', error: { kind: 'bad_sequence', message: 'm' }, txHash: 'T', attempt: 1, height: 40, retryAtHeight: 42 } },
+  { type: 'EscrowSettleFailed', data: { reason: 'r', error: { kind: 'wrong_epoch', message: 'm' }, height: 130, windowClosed: true } },
   ev.deactivated(),
   ev.removed(),
 ];
@@ -60,6 +64,12 @@ describe('import body schema', () => {
     ['an amount given as a number', body({ ...finished, cost: 12 }), 'events[1].data.cost', /expected a string/],
     ['a missing member', body({ ...finished, usage: undefined }), 'events[1].data.usage', /Missing required/],
     ['a nonce that is not an integer', body({ ...finished, nonce: 1.5 }), 'events[1].data.nonce', /integer/],
+    [
+      'a settle retry height that is not an integer',
+      { escrow: { escrow_id: '7' }, events: exportedRows('7', [ev.created('7'), { type: 'EscrowSettleFailed', data: { ...ev.settleFailed().data, attempt: 1, height: 40, retryAtHeight: '42' } }]) },
+      'events[1].data.retryAtHeight',
+      /integer/,
+    ],
     ['an unknown event type', { escrow: { escrow_id: '7' }, events: exportedRows('7', [{ type: 'SettingsChanged', data: {} }]) }, 'events[0].type', /supported values/],
     ['a schema version this gateway does not record', { escrow: { escrow_id: '7' }, events: exportedRows('7', [ev.registered('7')]).map((r) => ({ ...r, schema_version: 2 })) }, 'events[0].schema_version', /only supported value/],
     ['a row member the export does not write', { escrow: { escrow_id: '7' }, events: exportedRows('7', [ev.registered('7')]).map((r) => ({ ...r, stream_id: 'x' })) }, 'events[0].stream_id', /Unrecognized/],

@@ -4,13 +4,17 @@
  * loopback with fault hooks): sent while the node is down, it is retried by the reactor's tick with
  * the rotation's block backoff and settles once the node is back; a pending retry survives a
  * restart; a chain refusal is not retried; a retry whose settle window closes is given up and said
- * so; whoever deferred the settle (the admin routes, or the depletion check replacing the escrow).
+ * so; whoever deferred the settle (the admin routes, or the depletion check replacing the escrow);
+ * a settle whose tx was lost (outcome unknown) and which the chain then refused, found by the
+ * reconciler, is retried (or given up) the same way.
  * A slow simulated host holds the request in flight while the settle is deferred; the node goes
- * down the moment the deferral is recorded, so the fault lands when the request ends. The ticks are
- * run by hand (their timers are off).
+ * down the moment the deferral (or the drained settle's tx) is recorded, so the fault lands when
+ * the request ends. The ticks and the reconciler are run by hand (their timers are off).
  */
 import { afterEach, describe, expect, it } from 'vitest';
+import { createCosmosChainClient } from '../../src/chain/cosmos-client.js';
 import { escrowStream, upcast } from '../../src/events/catalog.js';
+import { reconcileIntents } from '../../src/gateway/reconcile.js';
 import { SETTLE_RETRY_MAX_BLOCKS } from '../../src/gateway/rotation/settle-retry.js';
 import { foldEscrow } from '../../src/machines/index.js';
 import { settleTxsOnChain, streamTypes } from '../faults/helpers.js';
@@ -28,6 +32,28 @@ const settleFailures = (g: RotationGateway, escrowId: string) =>
     .readStream(escrowStream(escrowId))
     .map((r) => upcast(r))
     .flatMap((e) => (e?.type === 'EscrowSettleFailed' ? [e] : []));
+
+/** The escrow's settle intents, in order. */
+const settleRequests = (g: RotationGateway, escrowId: string) =>
+  g.store
+    .readStream(escrowStream(escrowId))
+    .map((r) => upcast(r))
+    .flatMap((e) => (e?.type === 'EscrowSettleRequested' ? [e] : []));
+
+/**
+ * Another client of the creator's key (another gateway, a CLI) sends a tx: it takes the account
+ * sequence a lost, never-included settle tx carried, so the chain refuses that tx when it is sent
+ * again (bad_sequence).
+ */
+async function useCreatorSequence(g: RotationGateway): Promise<void> {
+  const other = createCosmosChainClient({ rpcUrl: g.devnet!.rpcUrl, restUrl: g.devnet!.url, chainId: g.devnet!.chainId, broadcastPollIntervalMs: 50 });
+  try {
+    const outcome = await other.broadcast(await other.prepareCreateEscrow(g.keys.privateKey, 1_000_000_000n, MODEL));
+    expect(outcome.code).toBe(0);
+  } finally {
+    other.close();
+  }
+}
 
 const view = async (g: RotationGateway, escrowId: string) => (await g.call(`/v1/admin/devshards/${escrowId}`)).json;
 
@@ -61,13 +87,21 @@ describe('drained settle retries on a devnet with faults', () => {
 
   /**
    * An escrow of epoch 0 finalized and settled (by `defer`, the admin routes by default) while a
-   * request is in flight: the settle is deferred. With `downAtDrain` the node stops answering as
-   * soon as the deferral is recorded; `before` runs before the request ends. Answers once the
-   * drained settle's first attempt is recorded (or it settled).
+   * request is in flight: the settle is deferred. With `downAt` the node stops answering as soon as
+   * that event is recorded: the deferral (the drained settle fails before a tx is signed) or the
+   * drained settle's tx (the tx never reaches the chain; its outcome is unknown, the escrow stays
+   * settling). `before` runs before the request ends. Answers once the drained settle's first
+   * attempt is recorded (or it settled, or it is left to the reconciler).
    */
-  async function drained(o: { downAtDrain: boolean; before?: (g: RotationGateway) => void; defer?: typeof adminDefers }): Promise<{ g: RotationGateway; id: string }> {
-    // Timers off: the test runs the reactor's tick (and the depletion check's).
-    gw = await startRotationGateway({ env: { GATEWAY_ROTATION_INTERVAL_MS: '3600000', GATEWAY_BALANCE_CHECK_INTERVAL_MS: '3600000', DEVNET_EPOCH_BLOCKS: String(EPOCH) } });
+  async function drained(o: {
+    downAt?: 'EscrowSettleDeferred' | 'EscrowSettleRequested';
+    before?: (g: RotationGateway) => void;
+    defer?: typeof adminDefers;
+  }): Promise<{ g: RotationGateway; id: string }> {
+    // Timers off: the test runs the reactor's tick (and the depletion check's, and the reconciler).
+    gw = await startRotationGateway({
+      env: { GATEWAY_ROTATION_INTERVAL_MS: '3600000', GATEWAY_BALANCE_CHECK_INTERVAL_MS: '3600000', GATEWAY_RECONCILE_INTERVAL_MS: '3600000', DEVNET_EPOCH_BLOCKS: String(EPOCH) },
+    });
     const g = gw;
     const id = await createEscrowViaApi(g, '1000000000');
     expect(g.ctx.engine.escrow(id)?.context.epoch).toBe(0);
@@ -77,22 +111,23 @@ describe('drained settle retries on a devnet with faults', () => {
     const chat = g.call('/v1/chat/completions', { body: { model: MODEL, messages: [{ role: 'user', content: 'take your time' }], max_tokens: 8 } });
     await waitFor('the request in flight', () => g.ctx.engine.escrow(id)?.context.inFlight === 1);
     const sub = g.store.subscribe(g.store.lastPosition()).subscribe((r) => {
-      if (o.downAtDrain && r.type === 'EscrowSettleDeferred') g.devnet!.chain.faults.rpcDown = true;
+      if (r.type === o.downAt) g.devnet!.chain.faults.rpcDown = true;
     });
     try {
       await (o.defer ?? adminDefers)(g, id);
       expect(g.ctx.engine.escrow(id)?.context.inFlight, 'the request ended before the settle was deferred: raise HOLD_MS').toBe(1);
+      o.before?.(g);
+      expect((await chat).status).toBe(200);
+      const attempted = () => settleFailures(g, id).length > 0 || g.ctx.engine.escrow(id)?.value === 'settled' || marked(g, 'escrow_drain_settle_pending', id).length > 0;
+      await waitFor("the drained settle's first attempt", attempted);
     } finally {
       sub.unsubscribe();
     }
-    o.before?.(g);
-    expect((await chat).status).toBe(200);
-    await waitFor('the drained settle\'s first attempt', () => settleFailures(g, id).length > 0 || g.ctx.engine.escrow(id)?.value === 'settled');
     return { g, id };
   }
 
   it('node down when the request ends: retried by the tick with a growing backoff, settled once the node is back, one settle tx; replay and verify agree', async () => {
-    const { g, id } = await drained({ downAtDrain: true });
+    const { g, id } = await drained({ downAt: 'EscrowSettleDeferred' });
     const faults = g.devnet!.chain.faults;
     try {
       expect(settleFailures(g, id)).toHaveLength(1);
@@ -139,7 +174,7 @@ describe('drained settle retries on a devnet with faults', () => {
   }, 60_000);
 
   it('a retry scheduled before a restart is continued by the restarted gateway from the log (attempt 2) and settles', async () => {
-    const first = await drained({ downAtDrain: true });
+    const first = await drained({ downAt: 'EscrowSettleDeferred' });
     const id = first.id;
     let g = first.g;
     expect(settleFailures(g, id).map((e) => e.data)).toEqual([expect.objectContaining({ attempt: 1, retryAtHeight: expect.any(Number) })]);
@@ -156,7 +191,7 @@ describe('drained settle retries on a devnet with faults', () => {
   }, 60_000);
 
   it('a chain refusal (wrong_epoch: the window closed before the request ended) is recorded once and not retried', async () => {
-    const { g, id } = await drained({ downAtDrain: false, before: (g) => g.devnet!.chain.jumpTo(2 * EPOCH + 20) });
+    const { g, id } = await drained({ before: (g) => g.devnet!.chain.jumpTo(2 * EPOCH + 20) });
     await tickFor(g, SETTLE_RETRY_MAX_BLOCKS + 8, g.tasks.drain.tick);
 
     await expectRefusedOnce(g, id, settleFailures(g, id).map((e) => e.data));
@@ -165,7 +200,7 @@ describe('drained settle retries on a devnet with faults', () => {
   }, 60_000);
 
   it('node down until the settle window closed: the retry is given up without a tx, recorded once and shown', async () => {
-    const { g, id } = await drained({ downAtDrain: true });
+    const { g, id } = await drained({ downAt: 'EscrowSettleDeferred' });
     const faults = g.devnet!.chain.faults;
     try {
       expect(settleFailures(g, id).map((e) => e.data.retryAtHeight !== undefined)).toEqual([true]);
@@ -184,7 +219,7 @@ describe('drained settle retries on a devnet with faults', () => {
   }, 60_000);
 
   it('deferred by the depletion check: retried on its behalf by the reactor (not the check), shown by /v1/debug/rotation and explain rotation, settled once the node is back', async () => {
-    const { g, id } = await drained({ downAtDrain: true, defer: depletionDefers });
+    const { g, id } = await drained({ downAt: 'EscrowSettleDeferred', defer: depletionDefers });
     const faults = g.devnet!.chain.faults;
     const replacement = ofType(g, 'EscrowCreated').find((e) => e.data.intentId === ofType(g, 'DepletionReplacementDecided')[0]!.data.intentId)!.data.escrowId;
     try {
@@ -210,5 +245,74 @@ describe('drained settle retries on a devnet with faults', () => {
     expect((await g.call('/v1/debug/rotation')).json.latest[MODEL].drained_settle_retries).toEqual([]);
     const settled = g.store.readStream(escrowStream(id)).find((r) => r.type === 'EscrowSettled')!;
     expect(explainText(g)).toContain(`replaced by escrow ${replacement}; escrow ${id} settled on chain at height ${(settled.data as { height: number }).height} after 1 failed settle attempt(s)`);
+  }, 60_000);
+
+  /**
+   * A drained settle whose tx was lost: the node went down the moment the tx was recorded, so it
+   * never reached the chain and the attempt answered `settling`. Once the node is back, another
+   * client of the key takes the account sequence the tx carried; the reconciler sends the recorded
+   * tx again and the chain refuses it (bad_sequence, transient).
+   */
+  async function lostThenRefused(): Promise<{ g: RotationGateway; id: string; lost: { txHash: string } }> {
+    const { g, id } = await drained({ downAt: 'EscrowSettleRequested' });
+    try {
+      expect(g.ctx.engine.escrow(id)?.value).toBe('settling');
+      expect(marked(g, 'escrow_drain_settle_pending', id)).toHaveLength(1);
+    } finally {
+      g.devnet!.chain.faults.rpcDown = false;
+    }
+    await useCreatorSequence(g);
+    const [lost] = settleRequests(g, id);
+    return { g, id, lost: lost!.data };
+  }
+
+  it('settle tx lost, then refused by the chain when the reconciler sends it again: the attempt is recorded with its retry, the tick retries it and it settles with the exact refund', async () => {
+    const { g, id, lost } = await lostThenRefused();
+    expect(await reconcileIntents(g.ctx)).toMatchObject({ settles: [{ escrowId: id, result: 'failed' }] });
+
+    // Recorded as the drained attempt it was (the same fields as a refusal answered directly): the escrow awaits its retry.
+    const [failure] = settleFailures(g, id);
+    expect(failure!.metadata.actor).toEqual({ kind: 'reconciler' });
+    expect(failure!.data).toMatchObject({ txHash: lost.txHash, attempt: 1, retryAtHeight: expect.any(Number), error: { kind: 'bad_sequence' } });
+    expectBackoff([{ ...failure!.data, height: failure!.data.height! }]);
+    expect(await view(g, id)).toMatchObject({ state: 'settleDeferred', settle_retry: { failed_attempts: 1, retry_at_height: failure!.data.retryAtHeight } });
+    expect(marked(g, 'escrow_drain_settle_retry_scheduled', id)).toEqual([expect.objectContaining({ component: 'reconcile', attempt: 1, retry_at_height: failure!.data.retryAtHeight })]);
+
+    await tickUntilSettled(g, id, g.tasks.drain.tick);
+    expect(marked(g, 'escrow_drain_settled', id)).toEqual([expect.objectContaining({ attempt: 2, status: 'settled' })]);
+    // A new tx (fresh sequence) settled it, once; the lost one never ran.
+    const requests = settleRequests(g, id).map((e) => e.data);
+    expect(requests).toHaveLength(2);
+    expect(requests[1]).toMatchObject({ attempt: 2 });
+    expect(requests[1]!.txHash).not.toBe(lost.txHash);
+    expect(settleTxsOnChain(g.devnet!, id)).toBe(1);
+    expect((await g.ctx.chain.escrow(id))?.settled).toBe(true);
+    // Exact refund: the unspent deposit, as the chain reported it.
+    const c = g.ctx.engine.escrow(id)!.context;
+    const settled = g.store.readStream(escrowStream(id)).find((r) => r.type === 'EscrowSettled')!.data as { refund: string; height: number };
+    expect(BigInt(settled.refund)).toBe(BigInt(c.deposit) - BigInt(c.spent));
+    expect(settled.height).toBeGreaterThanOrEqual(failure!.data.retryAtHeight!);
+    expect(await view(g, id)).toMatchObject({ state: 'settled', settle_retry: null });
+
+    expect(foldEscrow(g.store.readStream(escrowStream(id))).context).toEqual(c);
+    await expectCheckpointVerified(g);
+  }, 60_000);
+
+  it('settle tx lost, then refused once the settle window has closed: the reconciler records the retry, the tick gives it up (windowClosed) and sends nothing more', async () => {
+    const { g, id } = await lostThenRefused();
+    g.devnet!.chain.jumpTo(2 * EPOCH + 20);
+    await reconcileIntents(g.ctx);
+    await tickFor(g, SETTLE_RETRY_MAX_BLOCKS + 8, g.tasks.drain.tick);
+
+    const failures = settleFailures(g, id).map((e) => e.data);
+    expect(failures).toEqual([
+      expect.objectContaining({ attempt: 1, retryAtHeight: expect.any(Number), error: expect.objectContaining({ kind: 'bad_sequence' }) }),
+      expect.objectContaining({ windowClosed: true, error: { kind: 'wrong_epoch', message: expect.stringContaining(`settle window closed: escrow ${id} belongs to epoch 0`) } }),
+    ]);
+    expect(marked(g, 'escrow_drain_settle_window_closed', id)).toEqual([expect.objectContaining({ escrow_epoch: 0, attempts: 1 })]);
+    expect(settleRequests(g, id)).toHaveLength(1);
+    expect(settleTxsOnChain(g.devnet!, id)).toBe(0);
+    expect((await g.ctx.chain.escrow(id))?.settled).toBe(false);
+    expect(await view(g, id)).toMatchObject({ state: 'finalized', settle_retry: null, last_error: expect.stringMatching(new RegExp(`^settle window closed: escrow ${id}`)) });
   }, 60_000);
 });

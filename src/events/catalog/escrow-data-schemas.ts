@@ -16,6 +16,8 @@ const count = { type: 'integer', minimum: 0 } as const;
 const text = { type: 'string' } as const;
 const role = { type: 'string', enum: ['regular', 'temporary'] } as const;
 const origin = { type: 'string', enum: ['admin', 'rotation', 'depletion'] } as const;
+/** A drained settle's attempt number (1 = the first): it schedules the escrow's retries. */
+const attempt = { type: 'integer', minimum: 1 } as const;
 
 /** An object schema requiring every member but the `optional` ones. */
 function shape(properties: Record<string, object>, optional: readonly string[] = []) {
@@ -71,10 +73,13 @@ export const ESCROW_STREAM_DATA_SCHEMAS: { readonly [K in EscrowStreamEventType]
   EscrowDepleted: shape({ balance: amountDataSchema, threshold: amountDataSchema }),
   EscrowRoutingStopped: shape({ nonce: count, routingStop: count }),
   EscrowFinalized: shape({ settlement }),
-  EscrowSettleRequested: shape({ txHash: text, keySource, txBytes: text, origin }, ['txBytes']),
+  EscrowSettleRequested: shape({ txHash: text, keySource, txBytes: text, origin, attempt, height: count }, ['txBytes', 'attempt', 'height']),
   EscrowSettleDeferred: shape({ inFlight: count, origin, keySource }, ['keySource']),
   EscrowSettled: shape({ txHash: text, height: count, refund: amountDataSchema }),
-  EscrowSettleFailed: shape({ reason: text, error: chainError, txHash: text }, ['error', 'txHash']),
+  EscrowSettleFailed: shape(
+    { reason: text, error: chainError, txHash: text, attempt, height: count, retryAtHeight: count, windowClosed: { type: 'boolean' } },
+    ['error', 'txHash', 'attempt', 'height', 'retryAtHeight', 'windowClosed'],
+  ),
   EscrowDeactivated: shape({ reason: text }, ['reason']),
   EscrowRemoved: shape({}),
 };

@@ -119,17 +119,21 @@ export interface EscrowEventData {
   /** The nonce reached the routing stop (about 19,800): no new chat. */
   EscrowRoutingStopped: { nonce: number; routingStop: number };
   EscrowFinalized: { settlement: SettlementData };
-  /** Write-ahead settle intent. */
-  EscrowSettleRequested: { txHash: string; keySource: KeySource; txBytes?: string; origin: CreateOrigin };
+  /**
+   * Write-ahead settle intent. A settle the drain reactor sends records which of its attempts this
+   * is (`attempt`, 1 = the first) and the chain height it was made at (`height`), so a failure
+   * found later by hash (the reconciler) is recorded, and retried, as one answered at once would be.
+   */
+  EscrowSettleRequested: { txHash: string; keySource: KeySource; txBytes?: string; origin: CreateOrigin; attempt?: number; height?: number };
   /** Settle wanted but requests are still in flight; completed when they drain. */
   EscrowSettleDeferred: { inFlight: number; origin: CreateOrigin; keySource?: KeySource };
   EscrowSettled: { txHash: string; height: number; refund: Amount };
   /**
-   * A settle failed: its tx was refused (`txHash`), or, for a settle the drain reactor sent after
-   * requests drained, it failed before a tx was sent. Drained settles only (all optional, so events
-   * recorded before drained retries replay unchanged, as failures that are not retried):
-   * `attempt` is the drain reactor's attempt that failed (1 = the first), `height` the chain
-   * height it was made at; `retryAtHeight`, set for a transient failure, is the height from which
+   * A settle failed: its tx was refused (`txHash`, answered at once or found by the reconciler), or,
+   * for a settle the drain reactor sent after requests drained, it failed before a tx was sent.
+   * Drained settles only (all optional, so events recorded before drained retries replay unchanged,
+   * as failures that are not retried): `attempt` is the drain reactor's attempt that failed (1 = the
+   * first), `height` the chain height it was made at; `retryAtHeight`, set for a transient failure, is the height from which
    * it is tried again while the settle window is open (the escrow stays `settleDeferred`);
    * `windowClosed` records that a pending retry was given up because the window had closed
    * (nothing was sent to the chain).

@@ -3,13 +3,14 @@
  * requests are in flight, completed when they drain), deactivate, remove. Each asks the escrow
  * statechart first; a refusal is a 409 naming the state.
  */
-import { newEvent, type CreateOrigin, type EscrowEventData, type KeySource, type SlotInfo } from '../../events/catalog.js';
+import { newEvent, type CreateOrigin, type KeySource, type SlotInfo } from '../../events/catalog.js';
 import type { EventMetadata } from '../../events/envelope.js';
 import { ApiError, errors } from '../../http/errors.js';
 import type { ChainError, TxOutcome } from '../../chain/port.js';
 import { stateName } from '../../machines/index.js';
 import type { GatewayContext } from '../context.js';
 import { TransitionRefused } from '../engine.js';
+import { drainedFailureFields, type DrainedAttempt } from '../rotation/settle-retry.js';
 import { broadcastByHash } from './broadcast.js';
 import { chainApiError, chainErrorInfo, outcomeUnknown } from './chain-errors.js';
 import { buildSettlement, settlementDocument, settlementStale, toChainSettlement } from './settlement.js';
@@ -80,14 +81,11 @@ export interface SettleCommand {
   origin: CreateOrigin;
   metadata: EventMetadata;
   /**
-   * A drained settle's attempt (the drain reactor): what a failure recorded here, once its tx was
-   * sent, adds to the chain's reason (the attempt, its height, and the next one's when transient).
+   * A drained settle's attempt (the drain reactor): recorded with its tx (EscrowSettleRequested),
+   * and a failure of that tx adds it to the chain's reason (settle-retry.ts drainedFailureFields).
    */
-  failureFields?: (err: unknown) => SettleFailureFields;
+  drained?: DrainedAttempt;
 }
-
-/** The fields of EscrowSettleFailed that only a drained settle's attempt records. */
-export type SettleFailureFields = Pick<EscrowEventData['EscrowSettleFailed'], 'attempt' | 'height' | 'retryAtHeight'>;
 
 export type SettleAnswer =
   | { status: 'settled'; escrow_id: string; settled: true; tx_hash: string; height: number; refund: string; already: boolean }
@@ -143,21 +141,16 @@ async function broadcastSettle(ctx: GatewayContext, escrowId: string, key: strin
   }
   await decided(() =>
     ctx.engine.decideEscrow('escrow', escrowId, [
-      newEvent('EscrowSettleRequested', { txHash: prepared.txHash, keySource: cmd.keySource, txBytes: prepared.txBytes, origin: cmd.origin }, cmd.metadata),
+      newEvent('EscrowSettleRequested', { txHash: prepared.txHash, keySource: cmd.keySource, txBytes: prepared.txBytes, origin: cmd.origin, ...cmd.drained }, cmd.metadata),
     ]),
   );
   let failure: ChainError | undefined;
   try {
     const outcome = await broadcastByHash(ctx, prepared);
-    failure = await resolveSettle(ctx, escrowId, outcome, cmd.metadata, cmd.failureFields);
+    failure = await resolveSettle(ctx, escrowId, outcome, cmd.metadata, cmd.drained);
   } catch (err) {
     if (outcomeUnknown(err)) return { status: 'settling', escrow_id: escrowId, settled: false, tx_hash: prepared.txHash };
-    if (ctx.engine.escrow(escrowId)?.value === 'settling') {
-      const error = chainErrorInfo(err);
-      await ctx.engine.decideEscrow('escrow', escrowId, [
-        newEvent('EscrowSettleFailed', { reason: error.message, error, txHash: prepared.txHash, ...cmd.failureFields?.(err) }, cmd.metadata),
-      ]);
-    }
+    if (ctx.engine.escrow(escrowId)?.value === 'settling') await recordSettleFailure(ctx, escrowId, prepared.txHash, err, cmd.metadata, cmd.drained);
     throw chainApiError(err, 'Settlement');
   }
   if (failure) throw chainApiError(failure, 'Settlement');
@@ -166,14 +159,14 @@ async function broadcastSettle(ctx: GatewayContext, escrowId: string, key: strin
 
 /**
  * Records a settle tx's outcome (after broadcast, and by the reconciler); answers the chain's
- * refusal, recorded with `failureFields` (a drained settle's attempt).
+ * refusal, recorded with the `drained` attempt that sent the tx, if one did.
  */
 export async function resolveSettle(
   ctx: GatewayContext,
   escrowId: string,
   outcome: TxOutcome,
   metadata: EventMetadata,
-  failureFields?: SettleCommand['failureFields'],
+  drained?: DrainedAttempt,
 ): Promise<ChainError | undefined> {
   if (outcome.code === 0) {
     const refund = ctx.chain.settledRefund(outcome).toString();
@@ -181,11 +174,19 @@ export async function resolveSettle(
     return undefined;
   } else {
     const error = ctx.chain.errorOf(outcome);
-    await ctx.engine.decideEscrow('escrow', escrowId, [
-      newEvent('EscrowSettleFailed', { reason: error.message, error: chainErrorInfo(error), txHash: outcome.txHash, ...failureFields?.(error) }, metadata),
-    ]);
+    await recordSettleFailure(ctx, escrowId, outcome.txHash, error, metadata, drained);
     return error;
   }
+}
+
+/**
+ * Records that settle tx `txHash` failed with `err`. A drained attempt's failure carries the
+ * attempt and, when transient, its retry (the escrow then stays deferred), whoever found it.
+ */
+export async function recordSettleFailure(ctx: GatewayContext, escrowId: string, txHash: string, err: unknown, metadata: EventMetadata, drained?: DrainedAttempt): Promise<void> {
+  const error = chainErrorInfo(err);
+  const retry = drained ? drainedFailureFields(drained, err) : {};
+  await ctx.engine.decideEscrow('escrow', escrowId, [newEvent('EscrowSettleFailed', { reason: error.message, error, txHash, ...retry }, metadata)]);
 }
 
 function lastSettleTx(ctx: GatewayContext, escrowId: string): string | undefined {

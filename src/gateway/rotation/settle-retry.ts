@@ -42,6 +42,26 @@ export function retryAfter(err: unknown, attempt: number, height: number): { att
   return isTransientSettleFailure(err) ? { attempt, retryAtHeight: height + settleRetryDelay(attempt) } : { attempt };
 }
 
+/** One attempt of the drain reactor at a drained settle: its number (1 = the first) and the chain height it was made at. */
+export interface DrainedAttempt {
+  attempt: number;
+  height: number;
+}
+
+/**
+ * What EscrowSettleFailed records of a failed drained attempt, whoever finds the failure (the
+ * attempt itself, or the reconciler by the tx's hash): the attempt, its height, and for a
+ * transient failure the height of the next attempt.
+ */
+export function drainedFailureFields(a: DrainedAttempt, err: unknown): { attempt: number; height: number; retryAtHeight?: number } {
+  return { ...retryAfter(err, a.attempt, a.height), height: a.height };
+}
+
+/** The drained attempt a settle intent records (EscrowSettleRequested), if it was one. */
+export function drainedAttemptOf(intent: { attempt?: number; height?: number }): DrainedAttempt | undefined {
+  return intent.attempt !== undefined && intent.height !== undefined ? { attempt: intent.attempt, height: intent.height } : undefined;
+}
+
 /**
  * The chain accepts a settle only while its epoch is the escrow's or the next one (docs/chain.md,
  * error 1107 `wrong_epoch` otherwise). An escrow of unknown epoch is left to the chain to judge.
