@@ -24,9 +24,8 @@ export const DEFAULT_TIMELINE_LIMIT = 1_000;
 const LABELS_MAX = 10_000;
 
 /**
- * The escrow-timeline projection. Entries are trimmed to `limit` only when they reach twice the
- * limit (amortized O(1) per event instead of shifting a full array each time); readers see the
- * newest `limit`.
+ * The escrow-timeline projection: per escrow (and creation intent) a ring of its newest `limit`
+ * entries (timeline-ring.ts says why a ring), which readers see as labelled copies.
  */
 export class TimelineProjection {
   private escrows = new Map<string, TimelineRing>();
