@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { checkDepletion } from '../../src/gateway/rotation/depletion.js';
 import { createEscrowViaApi, disposeTestGateway } from '../helpers/gateway.js';
 import { enableRotation, MODEL, ofType, startRotationGateway, waitFor, type RotationGateway } from './helpers.js';
 
@@ -12,7 +13,10 @@ describe('depletion on a fast devnet', () => {
   });
 
   it('with rotation on: a balance exhausted mid-request is replaced by a new regular escrow and the old one settled once drained', async () => {
-    gw = await startRotationGateway({ env: { DEVNET_EPOCH_BLOCKS: '100000' } });
+    // No periodic check of its own: while the request is in flight its reservation already puts the
+    // usable balance under this threshold, so a periodic check landing then (a slow, loaded run)
+    // would decide 'depleted' before the request's end decides 'exhausted'. The checks are run below.
+    gw = await startRotationGateway({ env: { DEVNET_EPOCH_BLOCKS: '100000', GATEWAY_BALANCE_CHECK_INTERVAL_MS: '3600000' } });
     const g = gw;
     const old = await createEscrowViaApi(g, '1000000000');
     await enableRotation(g, { temp_count: 1, target_count: 1 });
@@ -31,7 +35,9 @@ describe('depletion on a fast devnet', () => {
     await waitFor('the old escrow settled on chain', async () => (await g.ctx.chain.escrow(old))?.settled === true, 10_000);
     expect((await chatOnce(g)).status).toBe(200);
     expect(g.ctx.engine.escrow(replacement.data.escrowId)?.value).toBe('active');
-    await new Promise((r) => setTimeout(r, 700)); // periodic checks: no second replacement
+    // Periodic checks now: the replaced escrow is not replaced again.
+    await checkDepletion(g.ctx);
+    await checkDepletion(g.ctx);
     expect(ofType(g, 'DepletionReplacementDecided')).toHaveLength(1);
   }, 30_000);
 
