@@ -4,15 +4,18 @@
  * unknown). Once the node is back another client of the key takes the account sequence the tx
  * carried, so the reconciler's re-send is refused (bad_sequence, transient). The reconciler records
  * that refusal as the attempt would have (DepletionReplacementFailed, step 'settle', with its retry),
- * so the depletion check's own retries settle it, or give it up once the window closed.
+ * so the depletion check's own retries settle it, or give it up once the window closed; the same
+ * for a rotation settle lost after its phase completed (RotationFailed, retried by the rotation).
  * Real stack: HTTP gateway, SQLite log, chain client, devnet over loopback; timers off.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { createCosmosChainClient } from '../../src/chain/cosmos-client.js';
-import { escrowStream, upcast } from '../../src/events/catalog.js';
+import { escrowStream, rotationStream, upcast } from '../../src/events/catalog.js';
 import { reconcileIntents } from '../../src/gateway/reconcile.js';
+import { runModel } from '../../src/gateway/rotation/index.js';
+import { readEpoch } from '../../src/gateway/rotation/steps.js';
 import { SETTLE_RETRY_MAX_BLOCKS } from '../../src/gateway/rotation/settle-retry.js';
-import { foldEscrow } from '../../src/machines/index.js';
+import { foldEscrow, foldRotation, settleRetriesOf, stateName } from '../../src/machines/index.js';
 import { settleTxsOnChain } from '../faults/helpers.js';
 import { createEscrowViaApi, disposeTestGateway } from '../helpers/gateway.js';
 import { enableRotation, expectBackoff, expectCheckpointVerified, marked, MODEL, ofType, startRotationGateway, tickFor, tickUntilSettled, type RotationGateway } from './helpers.js';
@@ -120,5 +123,68 @@ describe("a depletion replacement's direct settle of unknown outcome, refused wh
     expect(settleTxsOnChain(g.devnet!, id)).toBe(0);
     expect((await g.ctx.chain.escrow(id))?.settled).toBe(false);
     expect(g.ctx.engine.escrow(id)?.value).toBe('finalized');
+  }, 60_000);
+});
+
+describe("a rotation's direct settle of unknown outcome, refused when the reconciler sends it again after the phase completed", () => {
+  let gw: RotationGateway | undefined;
+  afterEach(async () => {
+    if (gw?.devnet) gw.devnet.chain.faults.rpcDown = false;
+    await disposeTestGateway(gw);
+    gw = undefined;
+  });
+
+  it('the reconciler records RotationFailed with its retry (rotation waiting for PoC); the rotation retries it and it settles with the exact refund', async () => {
+    gw = await startRotationGateway({
+      env: { GATEWAY_ROTATION_INTERVAL_MS: '3600000', GATEWAY_BALANCE_CHECK_INTERVAL_MS: '3600000', GATEWAY_RECONCILE_INTERVAL_MS: '3600000', DEVNET_EPOCH_BLOCKS: String(EPOCH) },
+    });
+    const g = gw;
+    const first = await createEscrowViaApi(g, '1000000000');
+    await enableRotation(g, { temp_count: 1, target_count: 1, pre_poc_blocks: 40 });
+    await g.rotation.tick(); // far from the boundary: waits
+    const epoch = await readEpoch(g.ctx, 2000);
+    g.devnet!.chain.jumpTo(epoch.nextBoundaryHeight - 35);
+    const settings = g.ctx.projections.settings.effective().escrow_rotation;
+    const stage = () => stateName(g.ctx.projections.rotation.rotation(MODEL).value);
+    await runModel(g.ctx, settings.models[0]!, settings.pre_poc_blocks, await readEpoch(g.ctx, 2000), () => stage() === 'phase1.settlingRegulars');
+    expect(ofType(g, 'RotationSettleDecided').flatMap((e) => e.data.escrowIds)).toEqual([first]);
+
+    // The settle's tx is lost (node down once it is recorded): pending, and the phase completes.
+    const sub = g.store.subscribe(g.store.lastPosition()).subscribe((r) => {
+      if (r.type === 'EscrowSettleRequested') g.devnet!.chain.faults.rpcDown = true;
+    });
+    try {
+      await g.rotation.tick();
+    } finally {
+      sub.unsubscribe();
+      g.devnet!.chain.faults.rpcDown = false;
+    }
+    expect(g.ctx.engine.escrow(first)?.value).toBe('settling');
+    expect(stage()).toBe('waitingPoc');
+    const [lost] = settleRequests(g, first);
+    expect(lost!.data).toMatchObject({ origin: 'rotation', retriedBy: 'rotation', attempt: 1 });
+    await useCreatorSequence(g);
+
+    expect(await reconcileIntents(g.ctx)).toMatchObject({ settles: [{ escrowId: first, result: 'failed' }] });
+    const failures = ofType(g, 'RotationFailed').filter((e) => e.data.step === 'settle' && e.data.escrowId === first);
+    expect(failures).toHaveLength(1);
+    expect(failures[0]!.metadata.actor).toEqual({ kind: 'reconciler' });
+    expect(failures[0]!.data).toMatchObject({ role: 'regular', attempt: 1, retryAtHeight: lost!.data.height! + 2, error: { kind: 'bad_sequence' } });
+    expect(settleRetriesOf(g.ctx.projections.rotation.rotation(MODEL).context)[first]).toEqual({ attempt: 1, retryAtHeight: failures[0]!.data.retryAtHeight });
+    expect(marked(g, 'escrow_rotation_settle_retry_scheduled', first)).toEqual([expect.objectContaining({ component: 'reconcile', attempt: 1 })]);
+
+    await tickUntilSettled(g, first, g.rotation.tick);
+    expect(marked(g, 'escrow_rotation_settled', first)).toEqual([expect.objectContaining({ attempt: 2, status: 'settled' })]);
+    expect(settleTxsOnChain(g.devnet!, first)).toBe(1);
+    expect((await g.ctx.chain.escrow(first))?.settled).toBe(true);
+    const c = g.ctx.engine.escrow(first)!.context;
+    const settled = g.store.readStream(escrowStream(first)).find((r) => r.type === 'EscrowSettled')!.data as { refund: string; height: number };
+    expect(BigInt(settled.refund)).toBe(BigInt(c.deposit) - BigInt(c.spent));
+    expect(settled.height).toBeGreaterThanOrEqual(failures[0]!.data.retryAtHeight!);
+
+    const live = g.ctx.projections.rotation.rotation(MODEL);
+    const replayed = foldRotation(MODEL, g.store.readStream(rotationStream(MODEL)));
+    expect(replayed.context).toEqual(live.context);
+    await expectCheckpointVerified(g);
   }, 60_000);
 });
