@@ -23,17 +23,24 @@
  * was unknown when the command answered (node unreachable, tx not yet included) gets recorded
  * without a restart. A drained settle's tx (its intent names the drain reactor's attempt) that the
  * chain refused is recorded with that attempt, so a transient refusal is retried by the reactor
- * with the same backoff, and given up once the settle window closed, as if answered at once.
+ * with the same backoff, and given up once the settle window closed, as if answered at once. A
+ * settle the rotation task or the depletion check sent itself (its intent names the owner's
+ * attempt) has its refusal recorded in rotation-<model> as that owner records one, so its own
+ * retries (settleRetries, depletionSettleRetries) pick it up.
  */
 import { createHash } from 'node:crypto';
-import { createIntentStream, escrowStream, newEvent } from '../events/catalog.js';
+import { createIntentStream, escrowStream, newEvent, type EscrowEventData } from '../events/catalog.js';
 import type { EventMetadata, NewEvent } from '../events/envelope.js';
 import { collectSignaturesDetailed } from '../network/collect-signatures.js';
 import type { GatewayContext } from './context.js';
 import { busyWith, recordedTxOutcome } from './escrows/broadcast.js';
 import { resolvePendingCreate } from './escrows/create.js';
 import { recordSettleFailure, resolveSettle } from './escrows/lifecycle.js';
-import { drainedAttemptOf } from './rotation/settle-retry.js';
+import { withModelLock } from './rotation/lock.js';
+import { drainedAttemptOf, ownerAttemptOf, retryAfter, windowNote, type OwnerAttempt } from './rotation/settle-retry.js';
+import { errorInfo, readChainOr, recordOwnerSettleFailure, RotationRefused } from './rotation/steps.js';
+
+const CHAIN_TIMEOUT_MS = 5_000;
 
 const META: EventMetadata = { actor: { kind: 'reconciler' } };
 
@@ -96,31 +103,77 @@ export async function reconcileIntents(ctx: GatewayContext, report: ReconcileRep
   }
 
   for (const e of ctx.projections.pool.all()) {
-    if (ctx.engine.escrow(e.escrowId)?.value !== 'settling') continue;
-    await ctx.engine.serial(escrowStream(e.escrowId), async () => {
+    const settling = ctx.engine.escrow(e.escrowId);
+    if (settling?.value !== 'settling') continue;
+    // A settle the rotation task or the depletion check sent itself: its failure is recorded in
+    // rotation-<model> too, under the model's lock taken before the escrow's (as they take them).
+    const model = settling.context.model;
+    const owned = model !== null && ownerAttemptOf(lastSettleIntent(ctx, e.escrowId) ?? {}) !== undefined;
+    const locked = <T>(f: () => Promise<T>): Promise<T> => (owned ? withModelLock(ctx, model, f) : f());
+    await locked(() => ctx.engine.serial(escrowStream(e.escrowId), async () => {
       const snap = ctx.engine.escrow(e.escrowId);
       if (snap?.value !== 'settling') return;
-      const recs = ctx.engine.readStream(escrowStream(e.escrowId));
-      const req = [...recs].reverse().find((r) => r.type === 'EscrowSettleRequested');
-      if (req?.type !== 'EscrowSettleRequested' || busy.has(req.data.txHash)) return;
-      const outcome = await recordedTxOutcome(ctx, { txHash: req.data.txHash, txBytes: req.data.txBytes ?? '', creator: snap.context.creator ?? '' });
+      const req = lastSettleIntent(ctx, e.escrowId);
+      if (!req || busy.has(req.txHash)) return;
+      const outcome = await recordedTxOutcome(ctx, { txHash: req.txHash, txBytes: req.txBytes ?? '', creator: snap.context.creator ?? '' });
       if (outcome === 'unknown') {
         report.settles.push({ escrowId: e.escrowId, result: 'unknown' });
         return;
       }
+      // The rotation's or depletion check's attempt: its refusal is recorded in rotation-<model> first
+      // (a crash before the escrow's failure leaves it settling, found again), then the escrow's.
+      const owner = ownerAttemptOf(req);
+      const refusal = 'error' in outcome ? outcome.error : outcome.code !== 0 ? ctx.chain.errorOf(outcome) : undefined;
+      if (owner && refusal && snap.context.model !== null) {
+        if (!(await recordOwnerRefusal(ctx, e.escrowId, snap.context.model, owner, refusal))) {
+          report.settles.push({ escrowId: e.escrowId, result: 'unknown' });
+          return;
+        }
+      }
       // A drained settle's failure is recorded as its attempt would have recorded it: with its retry.
-      const drained = drainedAttemptOf(req.data);
+      const drained = drainedAttemptOf(req);
       let failed = true;
-      if ('error' in outcome) await recordSettleFailure(ctx, e.escrowId, req.data.txHash, outcome.error, META, drained);
+      if ('error' in outcome) await recordSettleFailure(ctx, e.escrowId, req.txHash, outcome.error, META, drained);
       else failed = (await resolveSettle(ctx, e.escrowId, outcome, META, drained)) !== undefined;
       report.settles.push({ escrowId: e.escrowId, result: failed ? 'failed' : 'settled' });
       const after = ctx.engine.escrow(e.escrowId);
       if (drained && after?.value === 'settleDeferred' && after.context.settleRetry) {
         ctx.logger.warn({ component: 'reconcile', escrow_id: e.escrowId, ...drained, retry_at_height: after.context.settleRetry.retryAtHeight }, 'escrow_drain_settle_retry_scheduled');
       }
-    });
+    }));
   }
   return report;
+}
+
+/** The escrow's last settle intent (EscrowSettleRequested), if any. */
+function lastSettleIntent(ctx: GatewayContext, escrowId: string): EscrowEventData['EscrowSettleRequested'] | undefined {
+  const recs = ctx.engine.readStream(escrowStream(escrowId));
+  const req = [...recs].reverse().find((r) => r.type === 'EscrowSettleRequested');
+  return req?.type === 'EscrowSettleRequested' ? req.data : undefined;
+}
+
+/**
+ * Records the chain's refusal of `owner`'s settle tx in rotation-<model> as the attempt would have
+ * (recordOwnerSettleFailure: a transient one with its retry, from the attempt's height). False while
+ * the chain cannot be read (the event needs a reading): the escrow stays settling for the next pass.
+ * A refusal the owner's statechart does not take (a first chain refusal found after the phase that
+ * decided it) is not retried and only the escrow's failure records it, as before.
+ */
+async function recordOwnerRefusal(ctx: GatewayContext, escrowId: string, model: string, owner: OwnerAttempt, refusal: unknown): Promise<boolean> {
+  const chain = await readChainOr(ctx, CHAIN_TIMEOUT_MS, { component: 'reconcile', escrow_id: escrowId }, 'escrow_settle_reconcile_chain_unreadable: the refusal is recorded later');
+  if (!chain) return false;
+  const error = errorInfo(refusal);
+  const { retryAtHeight } = retryAfter(refusal, owner.attempt, owner.height);
+  const base = { component: 'reconcile', model, escrow_id: escrowId, attempt: owner.attempt, error };
+  try {
+    await recordOwnerSettleFailure(ctx, model, escrowId, owner, chain, { error, ...(retryAtHeight !== undefined ? { retryAtHeight } : {}) }, META);
+  } catch (err) {
+    if (err instanceof RotationRefused) return true;
+    throw err;
+  }
+  if (retryAtHeight !== undefined) ctx.logger.warn({ ...base, retry_at_height: retryAtHeight }, `escrow_${owner.retriedBy}_settle_retry_scheduled`);
+  else ctx.logger.error({ ...base, retried: false, ...windowNote(error) }, owner.retriedBy === 'rotation' ? 'escrow_rotation_settle_failed' : 'escrow_depletion_replacement_failed: the old escrow could not be settled');
+  return true;
 }
 
 /**

@@ -13,6 +13,8 @@
  * escrow's settle window is open. Such retries outlive the phase that decided the settle, so their
  * failures are accepted in any state; a failure without `retryAtHeight` (a chain refusal, a closed
  * window, or any settle failure recorded before retries existed) keeps the escrow out for the cycle.
+ * A transient failure the reconciler found after the phase (the settle's outcome was unknown) is
+ * accepted in any state too: it schedules the retry as if it had been answered at once.
  * The settle of an escrow a depletion replacement replaced is retried the same way, by the
  * depletion check, from `depletionSettleRetries` (DepletionReplacementFailed with step 'settle').
  */
@@ -154,6 +156,7 @@ const anytime = {
   RotationFailed: [
     { guard: 'readChainFailed', actions: 'failed' },
     { guard: 'settleRetryFailed', actions: 'failed' },
+    { guard: 'settleRetryScheduled', actions: 'failed' },
   ],
 } as const;
 
@@ -181,6 +184,11 @@ export const rotationMachine = setup({
     /** Another failure of a settle awaiting its retry (or the retry given up). */
     settleRetryFailed: ({ context, event }) =>
       event.type === 'RotationFailed' && event.data.step === 'settle' && !!event.data.escrowId && Object.hasOwn(settleRetriesOf(context), event.data.escrowId),
+    /**
+     * A transient failure of a settle the reconciler found once the phase that decided it was over
+     * (its tx's outcome was unknown): it schedules a retry as one answered at once would.
+     */
+    settleRetryScheduled: ({ event }) => event.type === 'RotationFailed' && event.data.step === 'settle' && !!event.data.escrowId && event.data.retryAtHeight !== undefined,
   },
   actions: {
     startPhase: assign(({ context, event }) => {

@@ -16,6 +16,7 @@ const count = { type: 'integer', minimum: 0 } as const;
 const text = { type: 'string' } as const;
 const role = { type: 'string', enum: ['regular', 'temporary'] } as const;
 const origin = { type: 'string', enum: ['admin', 'rotation', 'depletion'] } as const;
+const replacementReason = { type: 'string', enum: ['depleted', 'routing_stop', 'exhausted'] } as const;
 /** A drained settle's attempt number (1 = the first): it schedules the escrow's retries. */
 const attempt = { type: 'integer', minimum: 1 } as const;
 
@@ -73,7 +74,10 @@ export const ESCROW_STREAM_DATA_SCHEMAS: { readonly [K in EscrowStreamEventType]
   EscrowDepleted: shape({ balance: amountDataSchema, threshold: amountDataSchema }),
   EscrowRoutingStopped: shape({ nonce: count, routingStop: count }),
   EscrowFinalized: shape({ settlement }),
-  EscrowSettleRequested: shape({ txHash: text, keySource, txBytes: text, origin, attempt, height: count }, ['txBytes', 'attempt', 'height']),
+  EscrowSettleRequested: shape(
+    { txHash: text, keySource, txBytes: text, origin, attempt, height: count, retriedBy: { type: 'string', enum: ['rotation', 'depletion'] }, reason: replacementReason },
+    ['txBytes', 'attempt', 'height', 'retriedBy', 'reason'],
+  ),
   EscrowSettleDeferred: shape({ inFlight: count, origin, keySource }, ['keySource']),
   EscrowSettled: shape({ txHash: text, height: count, refund: amountDataSchema }),
   EscrowSettleFailed: shape(

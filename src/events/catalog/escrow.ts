@@ -3,6 +3,7 @@
  * escrow; from EscrowCreated / EscrowImported on, everything about one escrow is in `escrow-<id>`.
  */
 import type { Amount, ChainErrorInfo, EscrowRole, KeySource, SettlementData, SlotInfo, SlotTally, TokenUsage } from './common.js';
+import type { ReplacementReason } from './rotation.js';
 
 /** Why a create was asked for; lets `explain` tell admin creates from rotation ones. */
 export type CreateOrigin = 'admin' | 'rotation' | 'depletion';
@@ -123,8 +124,22 @@ export interface EscrowEventData {
    * Write-ahead settle intent. A settle the drain reactor sends records which of its attempts this
    * is (`attempt`, 1 = the first) and the chain height it was made at (`height`), so a failure
    * found later by hash (the reconciler) is recorded, and retried, as one answered at once would be.
+   * A settle the rotation task or the depletion check sends itself (not deferred) records the same
+   * two fields and `retriedBy` (who retries it: its failure found later is recorded in
+   * `rotation-<model>` as that owner records it, RotationFailed or DepletionReplacementFailed with
+   * step 'settle') and, for the depletion check, the replacement's `reason`. Without `retriedBy`,
+   * `attempt` and `height` name a drained attempt.
    */
-  EscrowSettleRequested: { txHash: string; keySource: KeySource; txBytes?: string; origin: CreateOrigin; attempt?: number; height?: number };
+  EscrowSettleRequested: {
+    txHash: string;
+    keySource: KeySource;
+    txBytes?: string;
+    origin: CreateOrigin;
+    attempt?: number;
+    height?: number;
+    retriedBy?: 'rotation' | 'depletion';
+    reason?: ReplacementReason;
+  };
   /** Settle wanted but requests are still in flight; completed when they drain. */
   EscrowSettleDeferred: { inFlight: number; origin: CreateOrigin; keySource?: KeySource };
   EscrowSettled: { txHash: string; height: number; refund: Amount };

@@ -10,7 +10,7 @@ import type { ChainError, TxOutcome } from '../../chain/port.js';
 import { stateName } from '../../machines/index.js';
 import type { GatewayContext } from '../context.js';
 import { TransitionRefused } from '../engine.js';
-import { drainedFailureFields, type DrainedAttempt } from '../rotation/settle-retry.js';
+import { drainedFailureFields, type DrainedAttempt, type OwnerAttempt } from '../rotation/settle-retry.js';
 import { broadcastByHash } from './broadcast.js';
 import { chainApiError, chainErrorInfo, outcomeUnknown } from './chain-errors.js';
 import { buildSettlement, settlementDocument, settlementStale, toChainSettlement } from './settlement.js';
@@ -85,6 +85,11 @@ export interface SettleCommand {
    * and a failure of that tx adds it to the chain's reason (settle-retry.ts drainedFailureFields).
    */
   drained?: DrainedAttempt;
+  /**
+   * The rotation's or depletion check's attempt at a settle it sends itself: recorded with its tx
+   * only (a failure found later is recorded by the reconciler in `rotation-<model>`).
+   */
+  owner?: OwnerAttempt;
 }
 
 export type SettleAnswer =
@@ -141,7 +146,7 @@ async function broadcastSettle(ctx: GatewayContext, escrowId: string, key: strin
   }
   await decided(() =>
     ctx.engine.decideEscrow('escrow', escrowId, [
-      newEvent('EscrowSettleRequested', { txHash: prepared.txHash, keySource: cmd.keySource, txBytes: prepared.txBytes, origin: cmd.origin, ...cmd.drained }, cmd.metadata),
+      newEvent('EscrowSettleRequested', { txHash: prepared.txHash, keySource: cmd.keySource, txBytes: prepared.txBytes, origin: cmd.origin, ...cmd.drained, ...cmd.owner }, cmd.metadata),
     ]),
   );
   let failure: ChainError | undefined;

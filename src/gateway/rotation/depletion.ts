@@ -24,7 +24,7 @@ import { TransitionRefused } from '../engine.js';
 import { createDecided, createdByIntent, intentFailure, intentStatus, resolvePendingCreate } from './create.js';
 import { withModelLock } from './lock.js';
 import { dueSettleRetries, settleWindowClosedError, windowNote } from './settle-retry.js';
-import { appendRotation, attemptSettle, chainInputs, DEPLETION_META, errorInfo, isChainRefusal, readChainOr, readEpoch } from './steps.js';
+import { appendRotation, attemptSettle, chainInputs, DEPLETION_META, errorInfo, isChainRefusal, readChainOr, readEpoch, recordOwnerSettleFailure } from './steps.js';
 import { planEscrows } from './task.js';
 
 const CHAIN_TIMEOUT_MS = 5_000;
@@ -206,7 +206,7 @@ async function settleReplaced(ctx: GatewayContext, m: RotationModelSettings, esc
   const model = m.model_id;
   const log = ctx.logger.child({ component: 'depletion', model, escrow_id: escrowId });
   const base = { height: chain.height, epoch: chain.epoch, attempt };
-  const outcome = await attemptSettle(ctx, escrowId, m.private_key_env, 'depletion', DEPLETION_META, chain, attempt);
+  const outcome = await attemptSettle(ctx, escrowId, m.private_key_env, 'depletion', DEPLETION_META, chain, attempt, reason);
   if (outcome.ok) {
     const status = outcome.answer.status;
     log.info({ ...base, ...outcome.answer }, status === 'settled' ? 'escrow_depletion_settled' : status === 'deferred' ? 'escrow_depletion_settle_deferred' : 'escrow_depletion_settle_pending');
@@ -217,8 +217,7 @@ async function settleReplaced(ctx: GatewayContext, m: RotationModelSettings, esc
     return;
   }
   const { error, retryAtHeight } = outcome;
-  const retry = retryAtHeight !== undefined ? { retryAtHeight } : {};
-  await appendRotation(ctx, model, 'DepletionReplacementFailed', { model, escrowId, reason, chain, error, suppress: false, step: 'settle', attempt, ...retry }, DEPLETION_META);
+  await recordOwnerSettleFailure(ctx, model, escrowId, { retriedBy: 'depletion', attempt, height: chain.height, reason }, chain, outcome, DEPLETION_META);
   if (retryAtHeight !== undefined) log.warn({ ...base, error, retry_at_height: retryAtHeight }, 'escrow_depletion_settle_retry_scheduled');
   else log.error({ ...base, error, retried: false, ...windowNote(error) }, 'escrow_depletion_replacement_failed: the old escrow could not be settled');
 }

@@ -7,7 +7,7 @@
  * that reading: replaying decides the same, and a stalled chain is not asked again and again.
  */
 import { ChainError } from '../../chain/port.js';
-import type { ChainErrorInfo, ChainInputs } from '../../events/catalog.js';
+import type { ChainErrorInfo, ChainInputs, ReplacementReason } from '../../events/catalog.js';
 import { ApiError } from '../../http/errors.js';
 import type { EscrowContext, EscrowState, SettleRetry } from '../../machines/index.js';
 
@@ -58,8 +58,27 @@ export function drainedFailureFields(a: DrainedAttempt, err: unknown): { attempt
 }
 
 /** The drained attempt a settle intent records (EscrowSettleRequested), if it was one. */
-export function drainedAttemptOf(intent: { attempt?: number; height?: number }): DrainedAttempt | undefined {
+export function drainedAttemptOf(intent: { attempt?: number; height?: number; retriedBy?: string }): DrainedAttempt | undefined {
+  if (intent.retriedBy !== undefined) return undefined;
   return intent.attempt !== undefined && intent.height !== undefined ? { attempt: intent.attempt, height: intent.height } : undefined;
+}
+
+/**
+ * One attempt of the rotation task or the depletion check at a settle it sends itself (not
+ * deferred): who retries it, the attempt and its chain height, and for the depletion check the
+ * replacement's reason. Recorded with its tx (EscrowSettleRequested), so a failure found later by
+ * hash (the reconciler) is recorded in `rotation-<model>` as the attempt would have recorded it.
+ */
+export interface OwnerAttempt extends DrainedAttempt {
+  retriedBy: 'rotation' | 'depletion';
+  reason?: ReplacementReason;
+}
+
+/** The rotation's or depletion check's attempt a settle intent records, if it was one. */
+export function ownerAttemptOf(intent: { attempt?: number; height?: number; retriedBy?: 'rotation' | 'depletion'; reason?: ReplacementReason }): OwnerAttempt | undefined {
+  const { attempt, height, retriedBy, reason } = intent;
+  if (retriedBy === undefined || attempt === undefined || height === undefined) return undefined;
+  return { retriedBy, attempt, height, ...(reason !== undefined ? { reason } : {}) };
 }
 
 /**

@@ -5,14 +5,14 @@
  * failures into recorded chain errors.
  */
 import { ChainError, type EpochInfo } from '../../chain/port.js';
-import { escrowStream, newEvent, rotationStream, type ChainErrorInfo, type ChainInputs, type EventDataMap } from '../../events/catalog.js';
+import { escrowStream, newEvent, rotationStream, type ChainErrorInfo, type ChainInputs, type EventDataMap, type ReplacementReason } from '../../events/catalog.js';
 import type { EventMetadata, RecordedEvent } from '../../events/envelope.js';
 import { ApiError } from '../../http/errors.js';
 import { rotationMachine, stateName, step, type RotationEventType } from '../../machines/index.js';
 import type { GatewayContext } from '../context.js';
 import { chainErrorInfo } from '../escrows/chain-errors.js';
 import { finalizeEscrow, settleEscrow, type SettleAnswer } from '../escrows/lifecycle.js';
-import { retryAfter } from './settle-retry.js';
+import { retryAfter, type OwnerAttempt } from './settle-retry.js';
 
 export const ROTATION_META: EventMetadata = { actor: { kind: 'rotation-task' } };
 export const DEPLETION_META: EventMetadata = { actor: { kind: 'depletion-check' } };
@@ -93,14 +93,21 @@ export const isChainRefusal = (err: unknown): boolean => err instanceof ChainErr
  * The settle is deferred by the escrow statechart while requests are in flight; the drain reactor
  * broadcasts it once they have ended, so a settle never leaves while requests are in flight.
  */
-export async function finalizeAndSettle(ctx: GatewayContext, escrowId: string, keyEnv: string, origin: 'rotation' | 'depletion', metadata: EventMetadata): Promise<SettleAnswer> {
+export async function finalizeAndSettle(
+  ctx: GatewayContext,
+  escrowId: string,
+  keyEnv: string,
+  origin: 'rotation' | 'depletion',
+  metadata: EventMetadata,
+  owner?: OwnerAttempt,
+): Promise<SettleAnswer> {
   // Serialized with admin commands and the drain reactor on the same escrow.
   return ctx.engine.serial(escrowStream(escrowId), async () => {
     const s = ctx.engine.escrow(escrowId);
     if (s && (s.value === 'active' || s.value === 'depleted' || s.value === 'routingStopped')) {
       await finalizeEscrow(ctx, escrowId, metadata);
     }
-    return settleEscrow(ctx, escrowId, { keySource: { kind: 'env', name: keyEnv }, origin, metadata });
+    return settleEscrow(ctx, escrowId, { keySource: { kind: 'env', name: keyEnv }, origin, metadata, ...(owner ? { owner } : {}) });
   });
 }
 
@@ -112,7 +119,11 @@ export type SettleAttempt =
   /** Failed; `retryAtHeight` is set when the failure is transient (the next attempt's height). */
   | { ok: false; pending: false; error: ChainErrorInfo; retryAtHeight?: number };
 
-/** Attempt number `attempt` (1 = the first) at finalize + settle, read at `chain`. */
+/**
+ * Attempt number `attempt` (1 = the first) at finalize + settle, read at `chain`; `reason` is the
+ * depletion replacement's. A tx it sends records the attempt (OwnerAttempt), so a failure found
+ * later by the reconciler is recorded as this attempt records one (recordOwnerSettleFailure).
+ */
 export async function attemptSettle(
   ctx: GatewayContext,
   escrowId: string,
@@ -121,9 +132,11 @@ export async function attemptSettle(
   metadata: EventMetadata,
   chain: ChainInputs,
   attempt: number,
+  reason?: ReplacementReason,
 ): Promise<SettleAttempt> {
+  const owner: OwnerAttempt = { retriedBy: origin, attempt, height: chain.height, ...(reason !== undefined ? { reason } : {}) };
   try {
-    return { ok: true, answer: await finalizeAndSettle(ctx, escrowId, keyEnv, origin, metadata) };
+    return { ok: true, answer: await finalizeAndSettle(ctx, escrowId, keyEnv, origin, metadata, owner) };
   } catch (err) {
     const error = errorInfo(err);
     const now = ctx.engine.escrow(escrowId)?.value;
@@ -131,5 +144,31 @@ export async function attemptSettle(
     // Heights, not time: the retry decision compares retryAtHeight with the chain reading it is given.
     const { retryAtHeight } = retryAfter(err, attempt, chain.height);
     return { ok: false, pending: false, error, ...(retryAtHeight !== undefined ? { retryAtHeight } : {}) };
+  }
+}
+
+/**
+ * Records in `rotation-<model>` that `owner`'s attempt at the settle of `escrowId` failed, as that
+ * owner records it (the rotation task: RotationFailed, the depletion check: DepletionReplacementFailed,
+ * both with step 'settle'): the attempt and, for a transient failure, `retryAtHeight`, from which
+ * the owner's retries (settle-retry.ts dueSettleRetries) try it again while the window is open.
+ * Used by the attempt itself and by the reconciler when the attempt's outcome was unknown.
+ */
+export async function recordOwnerSettleFailure(
+  ctx: GatewayContext,
+  model: string,
+  escrowId: string,
+  owner: OwnerAttempt,
+  chain: ChainInputs,
+  failure: { error: ChainErrorInfo; retryAtHeight?: number },
+  metadata: EventMetadata,
+): Promise<void> {
+  const { error, retryAtHeight } = failure;
+  const fields = { chain, error, suppress: false, step: 'settle' as const, attempt: owner.attempt, ...(retryAtHeight !== undefined ? { retryAtHeight } : {}) };
+  if (owner.retriedBy === 'depletion') {
+    await appendRotation(ctx, model, 'DepletionReplacementFailed', { model, escrowId, reason: owner.reason ?? 'depleted', ...fields }, metadata);
+  } else {
+    const role = ctx.engine.escrow(escrowId)?.context.role;
+    await appendRotation(ctx, model, 'RotationFailed', { model, ...(role ? { role } : {}), escrowId, ...fields }, metadata);
   }
 }

@@ -13,7 +13,7 @@ import { createDecided, createdByIntent, intentFailure, intentStatus, resolvePen
 import { withModelLock } from './lock.js';
 import { planRotation, type PlanEscrow, type RotationPlan } from './plan.js';
 import { settleWindowClosedError, windowNote } from './settle-retry.js';
-import { appendRotation, attemptSettle, chainInputs, errorInfo, isChainRefusal, readEpoch, ROTATION_META } from './steps.js';
+import { appendRotation, attemptSettle, chainInputs, errorInfo, isChainRefusal, readEpoch, recordOwnerSettleFailure, ROTATION_META } from './steps.js';
 
 /** Upper bound of steps per model per tick (a plan that never waits would otherwise spin). */
 const MAX_STEPS_PER_TICK = 64;
@@ -234,7 +234,6 @@ async function execute(ctx: GatewayContext, m: RotationModelSettings, chain: Cha
     case 'settle':
     case 'retry_settle': {
       const attempt = plan.kind === 'retry_settle' ? plan.attempt : 1;
-      const role = ctx.engine.escrow(plan.escrowId)?.context.role;
       const outcome = await attemptSettle(ctx, plan.escrowId, m.private_key_env, 'rotation', ROTATION_META, chain, attempt);
       if (outcome.ok) {
         const answer = outcome.answer;
@@ -247,13 +246,7 @@ async function execute(ctx: GatewayContext, m: RotationModelSettings, chain: Cha
         return 'next';
       }
       const { error, retryAtHeight } = outcome;
-      await appendRotation(
-        ctx,
-        model,
-        'RotationFailed',
-        { model, step: 'settle', ...(role ? { role } : {}), chain, error, suppress: false, escrowId: plan.escrowId, attempt, ...(retryAtHeight !== undefined ? { retryAtHeight } : {}) },
-        ROTATION_META,
-      );
+      await recordOwnerSettleFailure(ctx, model, plan.escrowId, { retriedBy: 'rotation', attempt, height: chain.height }, chain, outcome, ROTATION_META);
       if (retryAtHeight !== undefined) {
         log.warn({ ...base, escrow_id: plan.escrowId, error, attempt, retry_at_height: retryAtHeight }, 'escrow_rotation_settle_retry_scheduled');
       } else {
