@@ -12,14 +12,13 @@
  * the request ends. The ticks and the reconciler are run by hand (their timers are off).
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { createCosmosChainClient } from '../../src/chain/cosmos-client.js';
 import { escrowStream, upcast } from '../../src/events/catalog.js';
 import { reconcileIntents } from '../../src/gateway/reconcile.js';
 import { SETTLE_RETRY_MAX_BLOCKS } from '../../src/gateway/rotation/settle-retry.js';
 import { foldEscrow } from '../../src/machines/index.js';
 import { settleTxsOnChain, streamTypes } from '../faults/helpers.js';
 import { createEscrowViaApi, disposeTestGateway } from '../helpers/gateway.js';
-import { enableRotation, expectBackoff, expectCheckpointVerified, expectNeverSent, expectRefusedOnce, explainText, marked, MODEL, ofType, startRotationGateway, tickFor, tickUntilSettled, waitFor, type RotationGateway } from './helpers.js';
+import { enableRotation, expectBackoff, expectCheckpointVerified, expectNeverSent, expectRefusedOnce, explainText, marked, MODEL, ofType, settleRequests, startRotationGateway, tickFor, tickUntilSettled, useCreatorSequence, waitFor, type RotationGateway } from './helpers.js';
 
 /** Long epochs: the escrow's settle window (its epoch and the next) must outlast the retries. */
 const EPOCH = 200;
@@ -32,28 +31,6 @@ const settleFailures = (g: RotationGateway, escrowId: string) =>
     .readStream(escrowStream(escrowId))
     .map((r) => upcast(r))
     .flatMap((e) => (e?.type === 'EscrowSettleFailed' ? [e] : []));
-
-/** The escrow's settle intents, in order. */
-const settleRequests = (g: RotationGateway, escrowId: string) =>
-  g.store
-    .readStream(escrowStream(escrowId))
-    .map((r) => upcast(r))
-    .flatMap((e) => (e?.type === 'EscrowSettleRequested' ? [e] : []));
-
-/**
- * Another client of the creator's key (another gateway, a CLI) sends a tx: it takes the account
- * sequence a lost, never-included settle tx carried, so the chain refuses that tx when it is sent
- * again (bad_sequence).
- */
-async function useCreatorSequence(g: RotationGateway): Promise<void> {
-  const other = createCosmosChainClient({ rpcUrl: g.devnet!.rpcUrl, restUrl: g.devnet!.url, chainId: g.devnet!.chainId, broadcastPollIntervalMs: 50 });
-  try {
-    const outcome = await other.broadcast(await other.prepareCreateEscrow(g.keys.privateKey, 1_000_000_000n, MODEL));
-    expect(outcome.code).toBe(0);
-  } finally {
-    other.close();
-  }
-}
 
 const view = async (g: RotationGateway, escrowId: string) => (await g.call(`/v1/admin/devshards/${escrowId}`)).json;
 

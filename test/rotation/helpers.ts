@@ -4,7 +4,8 @@
  */
 import { expect } from 'vitest';
 import { runExplainRotation } from '../../src/cli/commands/explain.js';
-import { upcast, type RecordedCatalogEvent } from '../../src/events/catalog.js';
+import { createCosmosChainClient } from '../../src/chain/cosmos-client.js';
+import { escrowStream, upcast, type RecordedCatalogEvent } from '../../src/events/catalog.js';
 import { verifyLog } from '../../src/events/verify.js';
 import { settleRetryDelay } from '../../src/gateway/rotation/settle-retry.js';
 import type { DepletionCheck, RotationTask } from '../../src/gateway/rotation/index.js';
@@ -162,4 +163,26 @@ export async function expectRefusedOnce(gw: TestGateway, escrowId: string, failu
   expect(settleTxsOnChain(gw.devnet!, escrowId)).toBe(0);
   expect((await gw.ctx.chain.escrow(escrowId))?.settled).toBe(false);
   expect((await gw.call(`/v1/admin/devshards/${escrowId}`)).json.state).toBe('finalized');
+}
+
+/** The escrow's settle intents (EscrowSettleRequested), in order. */
+export const settleRequests = (g: TestGateway, escrowId: string) =>
+  g.store
+    .readStream(escrowStream(escrowId))
+    .map((r) => upcast(r))
+    .flatMap((e) => (e?.type === 'EscrowSettleRequested' ? [e] : []));
+
+/**
+ * Another client of the creator's key (another gateway, a CLI) sends a tx: it takes the account
+ * sequence a lost, never-included settle tx carried, so the chain refuses that tx when it is sent
+ * again (bad_sequence).
+ */
+export async function useCreatorSequence(g: TestGateway): Promise<void> {
+  const other = createCosmosChainClient({ rpcUrl: g.devnet!.rpcUrl, restUrl: g.devnet!.url, chainId: g.devnet!.chainId, broadcastPollIntervalMs: 50 });
+  try {
+    const outcome = await other.broadcast(await other.prepareCreateEscrow(g.keys.privateKey, 1_000_000_000n, MODEL));
+    expect(outcome.code).toBe(0);
+  } finally {
+    other.close();
+  }
 }

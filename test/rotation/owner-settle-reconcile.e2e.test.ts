@@ -9,8 +9,7 @@
  * Real stack: HTTP gateway, SQLite log, chain client, devnet over loopback; timers off.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { createCosmosChainClient } from '../../src/chain/cosmos-client.js';
-import { escrowStream, rotationStream, upcast } from '../../src/events/catalog.js';
+import { escrowStream, rotationStream } from '../../src/events/catalog.js';
 import { reconcileIntents } from '../../src/gateway/reconcile.js';
 import { runModel } from '../../src/gateway/rotation/index.js';
 import { readEpoch } from '../../src/gateway/rotation/steps.js';
@@ -18,25 +17,9 @@ import { SETTLE_RETRY_MAX_BLOCKS } from '../../src/gateway/rotation/settle-retry
 import { foldEscrow, foldRotation, settleRetriesOf, stateName } from '../../src/machines/index.js';
 import { settleTxsOnChain } from '../faults/helpers.js';
 import { createEscrowViaApi, disposeTestGateway } from '../helpers/gateway.js';
-import { enableRotation, expectBackoff, expectCheckpointVerified, marked, MODEL, ofType, startRotationGateway, tickFor, tickUntilSettled, type RotationGateway } from './helpers.js';
+import { enableRotation, expectBackoff, expectCheckpointVerified, marked, MODEL, ofType, settleRequests, startRotationGateway, tickFor, tickUntilSettled, useCreatorSequence, type RotationGateway } from './helpers.js';
 
 const EPOCH = 200;
-
-const settleRequests = (g: RotationGateway, escrowId: string) =>
-  g.store
-    .readStream(escrowStream(escrowId))
-    .map((r) => upcast(r))
-    .flatMap((e) => (e?.type === 'EscrowSettleRequested' ? [e] : []));
-
-async function useCreatorSequence(g: RotationGateway): Promise<void> {
-  const other = createCosmosChainClient({ rpcUrl: g.devnet!.rpcUrl, restUrl: g.devnet!.url, chainId: g.devnet!.chainId, broadcastPollIntervalMs: 50 });
-  try {
-    const outcome = await other.broadcast(await other.prepareCreateEscrow(g.keys.privateKey, 1_000_000_000n, MODEL));
-    expect(outcome.code).toBe(0);
-  } finally {
-    other.close();
-  }
-}
 
 const settleFailures = (g: RotationGateway, id: string) => ofType(g, 'DepletionReplacementFailed').filter((e) => e.data.escrowId === id && e.data.step === 'settle');
 
