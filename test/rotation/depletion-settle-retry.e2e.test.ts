@@ -13,13 +13,12 @@ import { SETTLE_RETRY_MAX_BLOCKS } from '../../src/gateway/rotation/settle-retry
 import { depletionSettleRetriesOf, foldRotation } from '../../src/machines/index.js';
 import { settleTxsOnChain, streamTypes } from '../faults/helpers.js';
 import { createEscrowViaApi, disposeTestGateway } from '../helpers/gateway.js';
-import { enableRotation, expectBackoff, expectCheckpointVerified, expectNeverSent, expectRefusedOnce, explainText, marked, MODEL, ofType, startRotationGateway, tickFor, tickUntilSettled, waitFor, type RotationGateway } from './helpers.js';
+import { depletionSettleFailures, enableRotation, expectBackoff, expectCheckpointVerified, expectNeverSent, expectRefusedOnce, explainText, marked, MODEL, ofType, startRotationGateway, tickFor, tickUntilSettled, waitFor, type RotationGateway } from './helpers.js';
 
 /** Long epochs: the old escrow's window (its epoch and the next) must outlast the retries. */
 const EPOCH = 200;
 
-const settleFailures = (g: RotationGateway, escrowId: string) =>
-  ofType(g, 'DepletionReplacementFailed').filter((e) => e.data.step === 'settle' && e.data.escrowId === escrowId);
+const settleFailures = depletionSettleFailures;
 
 const depletionRetries = async (g: RotationGateway) => (await g.call('/v1/debug/rotation')).json.latest[MODEL].depletion_settle_retries;
 

@@ -186,3 +186,7 @@ export async function useCreatorSequence(g: TestGateway): Promise<void> {
     other.close();
   }
 }
+
+/** The depletion check's recorded settle failures of the escrow it replaced, in order. */
+export const depletionSettleFailures = (g: TestGateway, escrowId: string) =>
+  ofType(g, 'DepletionReplacementFailed').filter((e) => e.data.step === 'settle' && e.data.escrowId === escrowId);

@@ -17,11 +17,11 @@ import { SETTLE_RETRY_MAX_BLOCKS } from '../../src/gateway/rotation/settle-retry
 import { foldEscrow, foldRotation, settleRetriesOf, stateName } from '../../src/machines/index.js';
 import { settleTxsOnChain } from '../faults/helpers.js';
 import { createEscrowViaApi, disposeTestGateway } from '../helpers/gateway.js';
-import { enableRotation, expectBackoff, expectCheckpointVerified, marked, MODEL, ofType, settleRequests, startRotationGateway, tickFor, tickUntilSettled, useCreatorSequence, type RotationGateway } from './helpers.js';
+import { depletionSettleFailures, enableRotation, expectBackoff, expectCheckpointVerified, marked, MODEL, ofType, settleRequests, startRotationGateway, tickFor, tickUntilSettled, useCreatorSequence, type RotationGateway } from './helpers.js';
 
 const EPOCH = 200;
 
-const settleFailures = (g: RotationGateway, id: string) => ofType(g, 'DepletionReplacementFailed').filter((e) => e.data.escrowId === id && e.data.step === 'settle');
+const settleFailures = depletionSettleFailures;
 
 describe("a depletion replacement's direct settle of unknown outcome, refused when the reconciler sends it again", () => {
   let gw: RotationGateway | undefined;
