@@ -15,6 +15,7 @@ import type { Dispatcher } from 'undici';
 import { CallController, type CancelController, type CancelSignal } from './call-signal.js';
 import { HostError, type ChatChunk, type ChatCompletion, type ChatResult, type Usage } from './port.js';
 import { SseParser, type SseEvent } from './sse.js';
+import { fetchWhole, WholeAnswerError, type WholeAnswer } from './whole-answer.js';
 import { countCompletionTokens, countPromptTokens } from './tokens.js';
 
 export interface ChatRequest {
@@ -51,7 +52,12 @@ async function errorMessage(body: Dispatcher.ResponseData['body']): Promise<stri
   } catch {
     /* the message is best effort */
   }
-  const text = Buffer.concat(parts).toString('utf8').slice(0, MAX_ERROR_BODY);
+  return messageOf(Buffer.concat(parts).toString('utf8'));
+}
+
+/** The message of an error answer's text: its JSON error message, or the text itself. */
+function messageOf(body: string): string {
+  const text = body.slice(0, MAX_ERROR_BODY);
   try {
     const parsed = JSON.parse(text) as { error?: { message?: unknown } | string; message?: unknown };
     if (typeof parsed.error === 'string') return parsed.error;
@@ -122,6 +128,8 @@ export async function sendChatRequest(req: ChatRequest): Promise<ChatResult> {
     return new HostError('unreachable', `${req.label} unreachable: ${why}`);
   };
 
+  if (!req.stream) return whole(req, ac.signal, release, failure);
+
   let res: Dispatcher.ResponseData;
   try {
     res = await req.dispatcher.request({
@@ -141,32 +149,6 @@ export async function sendChatRequest(req: ChatRequest): Promise<ChatResult> {
     const message = await errorMessage(res.body);
     release();
     throw new HostError('rejected', `${req.label} answered ${res.statusCode}: ${message}`, res.statusCode);
-  }
-
-  if (!req.stream) {
-    let text: string;
-    try {
-      text = await res.body.text();
-    } catch (err) {
-      release();
-      const e = failure(err);
-      throw e.kind === 'unreachable' ? new HostError('truncated', e.message.replace('unreachable', 'broke its answer')) : e;
-    }
-    release();
-    let completion: ChatCompletion;
-    try {
-      completion = JSON.parse(text) as ChatCompletion;
-    } catch {
-      throw new HostError('bad_response', `${req.label} answered ${res.statusCode} with a body that is not JSON`, res.statusCode);
-    }
-    if (!completion || !Array.isArray(completion.choices)) {
-      throw new HostError('bad_response', `${req.label} answered without choices`, res.statusCode);
-    }
-    if (!isUsage(completion.usage)) {
-      completion.usage = countedUsage(req.body, completion);
-      return { kind: 'completion', completion };
-    }
-    return { kind: 'completion', completion, text };
   }
 
   const contentType = String(res.headers['content-type'] ?? '');
@@ -260,4 +242,38 @@ export async function sendChatRequest(req: ChatRequest): Promise<ChatResult> {
   }
 
   return { kind: 'stream', chunks: chunks(), usage };
+}
+
+/** A non-streamed request: the whole answer read over dispatch (whole-answer.ts), then checked. */
+async function whole(req: ChatRequest, signal: CancelSignal, release: () => void, failure: (err: unknown) => HostError): Promise<ChatResult> {
+  let answer: WholeAnswer;
+  try {
+    answer = await fetchWhole(req.dispatcher, { origin: req.origin, path: req.path, method: 'POST', headers: req.headers, body: req.payload }, signal, MAX_ERROR_BODY);
+  } catch (err) {
+    release();
+    const cause = err instanceof WholeAnswerError ? err.cause : err;
+    const e = failure(cause);
+    // The answer had begun: the server broke it, it was not unreachable.
+    if (err instanceof WholeAnswerError && err.afterHeaders && e.kind === 'unreachable') throw new HostError('truncated', e.message.replace('unreachable', 'broke its answer'));
+    throw e;
+  }
+  release();
+  const { statusCode, text } = answer;
+  if (statusCode < 200 || statusCode >= 300) {
+    throw new HostError('rejected', `${req.label} answered ${statusCode}: ${messageOf(text)}`, statusCode);
+  }
+  let completion: ChatCompletion;
+  try {
+    completion = JSON.parse(text) as ChatCompletion;
+  } catch {
+    throw new HostError('bad_response', `${req.label} answered ${statusCode} with a body that is not JSON`, statusCode);
+  }
+  if (!completion || !Array.isArray(completion.choices)) {
+    throw new HostError('bad_response', `${req.label} answered without choices`, statusCode);
+  }
+  if (!isUsage(completion.usage)) {
+    completion.usage = countedUsage(req.body, completion);
+    return { kind: 'completion', completion };
+  }
+  return { kind: 'completion', completion, text };
 }
