@@ -9,7 +9,9 @@ import { disposeTestGateway, MODEL, startGatewayWithEscrow, type TestGateway } f
 describe('validation through HTTP', () => {
   let gw: TestGateway;
   let escrowId: string;
-  beforeAll(async () => ({ gw, escrowId } = await startGatewayWithEscrow()));
+  // A variable holding 64 hex characters that are no secp256k1 key (zero), for the settle test.
+  const ZERO_KEY_ENV = 'ZERO_CREATOR_KEY';
+  beforeAll(async () => ({ gw, escrowId } = await startGatewayWithEscrow({ env: { [ZERO_KEY_ENV]: '0'.repeat(64) } })));
   afterAll(() => disposeTestGateway(gw));
 
   const base = { model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 8 };
@@ -156,6 +158,18 @@ describe('validation through HTTP', () => {
       }
     });
 
+    it('private_key outside the secp256k1 range (zero, >= the curve order) is a 400, not a 500; never echoed', async () => {
+      const outOfRange = ['0'.repeat(64), 'f'.repeat(64), 'FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141'];
+      for (const pk of outOfRange) {
+        const res = await create({ ...good(), private_key: pk });
+        const err = expectOpenAiError(res, 400, 'private_key');
+        expect(err.message).toMatch(/secp256k1/);
+        expect(res.text).not.toContain(pk);
+      }
+      // Nothing was recorded for them, and the gateway's own key still creates.
+      expect((await gw.call('/v1/admin/devshards')).json.data).toHaveLength(1);
+    });
+
     it('chain_id must be this gateway\'s chain', async () => {
       const err = expectOpenAiError(await create({ ...good(), chain_id: 'gonka-mainnet' }), 400, 'chain_id');
       expect(err.message).toContain('shardgate-devnet');
@@ -182,6 +196,18 @@ describe('validation through HTTP', () => {
       // None of these changed anything.
       expect((await gw.call('/v1/admin/devshards')).json.data).toHaveLength(1);
     });
+  });
+
+  it('settle with private_key_env naming a variable that holds a zero key: 400 naming private_key_env, not a 500', async () => {
+    expect((await gw.call(`/devshard/${escrowId}/v1/finalize`, { method: 'POST' })).status).toBe(200);
+    const res = await gw.call(`/v1/admin/devshards/${escrowId}/settle`, { body: { private_key_env: ZERO_KEY_ENV } });
+    const err = expectOpenAiError(res, 400, 'private_key_env');
+    expect(err.code).toBe('creator_key_unavailable');
+    expect(res.text).not.toContain('0'.repeat(64));
+    // Still finalized, and the right key settles it.
+    expect((await gw.call(`/v1/admin/devshards/${escrowId}`)).json.state).toBe('finalized');
+    const ok = await gw.call(`/v1/admin/devshards/${escrowId}/settle`, { body: { private_key_env: 'DEVSHARD_PRIVATE_KEY' } });
+    expect(ok.status, ok.text).toBe(200);
   });
 
   it('nothing above answered 5xx', () => {

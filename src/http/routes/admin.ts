@@ -3,6 +3,7 @@
  * finalize. Response bodies the spec leaves open are documented in the README.
  */
 import { doc } from '../openapi.js';
+import { isPrivateKeyHex, PRIVATE_KEY_RULE } from '../../chain/private-key.js';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { EventMetadata } from '../../events/envelope.js';
 import type { GatewayContext } from '../../gateway/context.js';
@@ -46,6 +47,9 @@ export function registerAdminRoutes(app: FastifyInstance, ctx: GatewayContext, a
   app.post('/v1/admin/escrows', { ...admin, schema: doc({ body: createEscrowBodySchema, summary: 'Create an escrow on chain (and register it)' }) }, async (request, reply) => {
     const body = request.body as CreateEscrowBody;
     const amount = parseAmount(body.amount);
+    // The schema checks the 64-hex shape; a zero key or one at/above the curve order passes it and
+    // used to throw in key derivation (a 500). The message never contains the key.
+    if (!isPrivateKeyHex(body.private_key)) throw errors.badRequest(`Invalid value for 'private_key': ${PRIVATE_KEY_RULE}.`, 'private_key');
     const chainId = body.chain_id ?? ctx.config.chain.chainId;
     if (chainId !== ctx.config.chain.chainId) {
       throw errors.badRequest(`chain_id '${chainId.slice(0, 128)}' is not this gateway's chain ('${ctx.config.chain.chainId}').`, 'chain_id', 'wrong_chain_id');
