@@ -134,6 +134,8 @@ export function toApiError(err: FastifyError | Error): ApiError | undefined {
       return new ApiError(400, 'Content-Length does not match the body.', { code: 'invalid_content_length' });
     case 'FST_ERR_BAD_URL':
       return new ApiError(400, 'The request URL is malformed.', { code: 'bad_url' });
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      return new ApiError(414, 'A path segment of the request URL is too long.', { code: 'url_too_long' });
   }
   // Other fastify 4xx errors (e.g. bad headers): a client mistake, answered as such with fastify's
   // short message. (Body parse failures arrive as FST_ERR_CTP_INVALID_JSON_BODY above; a bare

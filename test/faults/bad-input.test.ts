@@ -172,6 +172,23 @@ describe('bad input: no 5xx, no crash, OpenAI-style errors', () => {
     expectSane(big, 'oversized');
   });
 
+  it('a malformed percent-escape or an overlong path segment: OpenAI-style 400 / 414, the path not echoed', async () => {
+    const long = '1'.repeat(150);
+    for (const [method, path, status] of [
+      ['get', '/v1/%zz', 400],
+      ['post', '/v1/chat/%E0%A4%A', 400],
+      ['get', `/v1/admin/devshards/%zz`, 400],
+      ['get', `/v1/admin/devshards/${long}`, 414],
+      ['post', `/devshard/${long}/v1/finalize`, 414],
+    ] as const) {
+      const r = await send(method, path, { headers: admin() });
+      expect(r.status, `${method} ${path}: ${r.text}`).toBe(status);
+      expectSane(r, `${method} ${path}`);
+      expect(r.text).not.toContain(long);
+      expect(r.text).not.toContain('FST_ERR');
+    }
+  });
+
   it('the gateway still serves and its log still verifies afterwards', async () => {
     await createEscrowViaApi(gw);
     const r = await gw.call('/v1/chat/completions', { body: { model: MODEL, messages: [{ role: 'user', content: 'still there?' }], max_tokens: 8 } });
