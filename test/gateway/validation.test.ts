@@ -183,6 +183,19 @@ describe('validation through HTTP', () => {
       expectOpenAiError(await create({ ...good(), amount: 1.5 }), 400, 'amount');
     });
 
+    it('settings naming a model twice in model_limits or escrow_rotation.models: 400, nothing applied', async () => {
+      const before = (await gw.call('/v1/admin/settings')).json;
+      const limits = [{ model_id: MODEL, access_mode: 'api_key' }, { model_id: MODEL, access_mode: 'admin_only' }];
+      const err = expectOpenAiError(await gw.call('/v1/admin/settings', { body: { model_limits: limits } }), 400, 'model_limits[1].model_id');
+      expect(err.code).toBe('duplicate_model');
+      const rotated = { model_id: MODEL, temp_count: 1, target_count: 1, amount: '10000000000', private_key_env: 'DEVSHARD_PRIVATE_KEY' };
+      expectOpenAiError(await gw.call('/v1/admin/settings', { body: { escrow_rotation: { models: [rotated, { ...rotated, amount: '20000000000' }] } } }), 400, 'escrow_rotation.models[1].model_id');
+      expect((await gw.call('/v1/admin/settings')).json).toEqual(before);
+      // The model is still admin_only: a client key is refused.
+      expect((await gw.call('/v1/status')).json.capacity.models[MODEL].access_mode).toBe('admin_only');
+      expect((await gw.call('/v1/chat/completions', { body: base, key: 'client' })).status).toBe(401);
+    });
+
     it('missing and unknown members', async () => {
       const { model_id: _m, ...noModel } = good();
       expectOpenAiError(await create(noModel), 400, 'model_id');
