@@ -70,6 +70,14 @@ export function errorBody(message: string, type: string, code: string | null = n
   return { error: { message, type, param, code } };
 }
 
+/**
+ * A client-chosen string quoted in a message or a log line, cut to `max` characters: an unknown
+ * model id of half a megabyte was echoed whole in the 404 and in the request's log line.
+ */
+export function clip(value: string, max = 256): string {
+  return value.length > max ? `${value.slice(0, max)}...` : value;
+}
+
 /** Common answers, so the same condition reads the same everywhere. */
 export const errors = {
   badRequest: (message: string, param: string | null = null, code = 'invalid_value') =>
@@ -84,7 +92,7 @@ export const errors = {
       headers: { 'www-authenticate': 'Bearer' },
     }),
   modelNotFound: (model: string) =>
-    new ApiError(404, `The model '${model}' does not exist. Model ids are case-sensitive; use one returned by GET /v1/models.`, {
+    new ApiError(404, `The model '${clip(model)}' does not exist. Model ids are case-sensitive; use one returned by GET /v1/models.`, {
       param: 'model',
       code: 'model_not_found',
     }),

@@ -101,6 +101,17 @@ describe('validation through HTTP', () => {
   const startedEvents = () =>
     gw.store.readStream(`escrow-${escrowId}`).filter((r) => r.type === 'InferenceStarted').map((r) => r.data as { maxTokens: number; reservedCost: string; inputTokens: number });
 
+  it('an unknown model id of 200 KB: the 404 and the log line quote only its start', async () => {
+    const model = 'm'.repeat(200_000);
+    const res = await chat({ ...base, model });
+    const err = expectOpenAiError(res, 404, 'model');
+    expect(err.code).toBe('model_not_found');
+    expect(res.text.length).toBeLessThan(2000);
+    const line = gw.logs.find((l) => l.includes('"status":404') && l.includes('mmmmmmmm'));
+    expect(line).toBeDefined();
+    expect(line!.length).toBeLessThan(2000);
+  });
+
   it('max_tokens: the default (3072) when absent, clamped to the cap (4096) above it', async () => {
     const n = startedEvents().length;
     const noMax = { model: MODEL, messages: base.messages };
