@@ -13,7 +13,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { Logger } from 'pino';
-import { ApiError, installErrorHandlers, isEmptyEscrowPath, sendApiError, sendEmptyNotFound, toApiError } from './errors.js';
+import { ApiError, handleClientError, installErrorHandlers, isEmptyEscrowPath, sendApiError, sendEmptyNotFound, toApiError } from './errors.js';
 import { lazyChildLoggerFactory } from './lazy-child-logger.js';
 import { createLogger } from './logger.js';
 import type { GatewayMetrics } from './metrics.js';
@@ -84,6 +84,7 @@ export function createHttpApp(options: HttpAppOptions = {}): FastifyInstance {
     // The router's own refusals (a malformed percent-escape in the path, an overlong path
     // parameter) bypass the error handler and answered fastify's body
     // ({"error":"Bad Request","code":"FST_ERR_BAD_URL",...}, echoing the path): OpenAI style instead.
+    clientErrorHandler: handleClientError,
     frameworkErrors: (err, _request, reply) => {
       void sendApiError(reply, toApiError(err) ?? new ApiError(400, 'The request URL is malformed.', { code: 'bad_url' }));
     },

@@ -155,6 +155,27 @@ export function toApiError(err: FastifyError | Error): ApiError | undefined {
   return undefined;
 }
 
+/**
+ * fastify's `clientErrorHandler`: what Node's HTTP parser refuses before any route runs (headers
+ * over the size limit, a malformed request line or header, a request timeout). fastify's default
+ * wrote `{"error":"Request Header Fields Too Large","message":...,"statusCode":431}`; same
+ * statuses here, as OpenAI-style bodies. The connection is closed afterwards, as Node does.
+ */
+export function handleClientError(err: Error & { code?: string }, socket: import('node:stream').Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, reason, message, code] =
+    err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? [408, 'Request Timeout', 'The request was not received in time.', 'request_timeout']
+      : err.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'Request Header Fields Too Large', 'The request headers (or the URL) are too large.', 'headers_too_large']
+        : [400, 'Bad Request', 'The HTTP request is malformed.', 'bad_request'];
+  const body = JSON.stringify(errorBody(message, 'invalid_request_error', code));
+  if (socket.writable) {
+    socket.write(`HTTP/1.1 ${status} ${reason}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json; charset=utf-8\r\nConnection: close\r\n\r\n${body}`);
+  }
+  socket.destroy(err);
+}
+
 /** Installs the error handler and the JSON not-found handler on an app. */
 export function installErrorHandlers(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
