@@ -222,6 +222,23 @@ describe('validation through HTTP', () => {
     });
   });
 
+  it('register with a model_id the escrow does not serve on chain: 400 model_mismatch, not registered', async () => {
+    const created = await gw.call('/v1/admin/escrows', { body: { amount: '10000000000', model_id: MODEL, private_key: gw.keys.privateKey, register: false } });
+    expect(created.status, created.text).toBe(200);
+    const id = created.json.escrow_id as string;
+    const res = await gw.call('/v1/admin/devshards', { body: { escrow_id: id, model_id: 'some/other-model' } });
+    const err = expectOpenAiError(res, 400, 'model_id');
+    expect(err.code).toBe('model_mismatch');
+    expect(err.message).toContain(MODEL);
+    const view = (await gw.call(`/v1/admin/devshards/${id}`)).json;
+    expect(view.routable).toBe(false);
+    expect(view.state).toBe('created');
+    // With the right model (or none) it registers.
+    const ok = await gw.call('/v1/admin/devshards', { body: { escrow_id: id, model_id: MODEL } });
+    expect(ok.status, ok.text).toBe(200);
+    expect(ok.json.routable).toBe(true);
+  });
+
   it('settle with private_key_env naming a variable that holds a zero key: 400 naming private_key_env, not a 500', async () => {
     expect((await gw.call(`/devshard/${escrowId}/v1/finalize`, { method: 'POST' })).status).toBe(200);
     const res = await gw.call(`/v1/admin/devshards/${escrowId}/settle`, { body: { private_key_env: ZERO_KEY_ENV } });

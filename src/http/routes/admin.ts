@@ -103,13 +103,7 @@ export function registerAdminRoutes(app: FastifyInstance, ctx: GatewayContext, a
   app.post('/v1/admin/devshards', { ...admin, schema: doc({ body: registerBodySchema, summary: 'Register an on-chain escrow for routing' }) }, async (request) => {
     const body = request.body as { escrow_id: string | number; model_id?: string };
     const id = parseEscrowId(body.escrow_id);
-    return perEscrow(id, async () => {
-      const view = await registerEscrow(ctx, id, meta(request));
-      if (body.model_id !== undefined && view.model_id !== body.model_id) {
-        ctx.logger.warn({ escrow_id: id }, 'registered escrow serves another model than the one given');
-      }
-      return view;
-    });
+    return perEscrow(id, () => registerEscrow(ctx, id, meta(request), body.model_id));
   });
 
   const importDoc = doc({ body: importBodySchema, summary: 'Import an escrow exported by another gateway (inactive)' });
