@@ -3,7 +3,6 @@
  * offending parameter the way OpenAI does (`messages[0].role`, `temperature`). Messages never
  * contain the submitted value: a rejected `private_key` must not be echoed back or logged.
  */
-import { PRIVATE_KEY_RULE } from '../chain/private-key.js';
 import { ApiError, clip } from './errors.js';
 
 /** The subset of an ajv ErrorObject we read. */
@@ -16,7 +15,7 @@ export interface AjvErrorLike {
 
 /** Field-specific explanations for pattern/format failures (a regex is no help to a user). */
 const PATTERN_HINTS: Record<string, string> = {
-  private_key: PRIVATE_KEY_RULE,
+  private_key: 'must be 64 hexadecimal characters without a 0x prefix',
   private_key_env: 'must be an environment variable name (letters, digits and underscores, not starting with a digit)',
   escrow_id: 'must be a numeric escrow id',
   id: 'must be a numeric escrow id',
