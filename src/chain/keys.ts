@@ -6,16 +6,14 @@ import { fromHex, toBech32, toHex, toUtf8 } from '@cosmjs/encoding';
 export const BECH32_PREFIX = 'gonka';
 export const DENOM = 'ngonka';
 
-const HEX64 = /^[0-9a-fA-F]{64}$/;
+import { isPrivateKeyHex } from './private-key.js';
 
-export function isPrivateKeyHex(value: string): boolean {
-  return HEX64.test(value);
-}
+export { isPrivateKeyHex, PRIVATE_KEY_RULE } from './private-key.js';
 
 /** Parses a 64-hex private key; the message never echoes the key. */
 export function privateKeyBytes(privateKeyHex: string): Uint8Array {
   const trimmed = privateKeyHex.trim().replace(/^0x/i, '');
-  if (!HEX64.test(trimmed)) throw new Error('private key must be 64 hex characters');
+  if (!isPrivateKeyHex(trimmed)) throw new Error('private key must be 64 hex characters and a valid secp256k1 key');
   return fromHex(trimmed);
 }
 

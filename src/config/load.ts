@@ -5,6 +5,7 @@
  * All problems are reported at once; messages name the variable and never echo a secret.
  */
 import { isAbsolute, resolve } from 'node:path';
+import { isPrivateKeyHex, PRIVATE_KEY_RULE } from '../chain/private-key.js';
 import { readEnvFile } from './env-file.js';
 import { ConfigError, type ConfigIssue } from './errors.js';
 import { SECRET_VARIABLES, VARIABLES } from './variables.js';
@@ -165,8 +166,8 @@ export function loadConfig(options: LoadConfigOptions = {}): GatewayConfig {
 
   // keys
   const creatorPrivateKey = get('DEVSHARD_PRIVATE_KEY');
-  if (creatorPrivateKey !== undefined && !/^[0-9a-fA-F]{64}$/.test(creatorPrivateKey)) {
-    fail('DEVSHARD_PRIVATE_KEY', 'must be 64 hexadecimal characters without a 0x prefix');
+  if (creatorPrivateKey !== undefined && !isPrivateKeyHex(creatorPrivateKey)) {
+    fail('DEVSHARD_PRIVATE_KEY', PRIVATE_KEY_RULE);
   }
   const apiKeys = (get('DEVSHARD_API_KEYS') ?? '').split(',').map((k) => k.trim()).filter((k) => k !== '');
   if (apiKeys.some((k) => /\s/.test(k))) fail('DEVSHARD_API_KEYS', 'keys must not contain whitespace (separate keys with commas)');

@@ -4,6 +4,7 @@
  * routed escrow to sign host requests, so keys given in a create request stay here for the life
  * of the process; after a restart only keys from the environment are known again.
  */
+import { isPrivateKeyHex } from '../chain/private-key.js';
 import { createRequestSigner } from '../network/signature.js';
 import type { RequestSigner } from '../network/port.js';
 import type { KeySource } from '../events/catalog.js';
@@ -32,7 +33,8 @@ export class Keyring {
   /** The key held in env variable `name` (registered on first use); undefined when unset or malformed. */
   async fromEnv(name: string): Promise<{ privateKeyHex: string; address: string } | undefined> {
     const value = this.env[name]?.trim();
-    if (!value || !/^[0-9a-fA-F]{64}$/.test(value)) return undefined;
+    // The range check too: a zero key would throw in add() (a 500) instead of "unset or malformed".
+    if (!value || !isPrivateKeyHex(value)) return undefined;
     const address = await this.add(value);
     return { privateKeyHex: value.toLowerCase(), address };
   }

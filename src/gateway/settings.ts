@@ -17,7 +17,22 @@ import { accessModeMachine } from '../machines/access-mode.js';
 import { disabledMachine } from '../machines/disabled.js';
 import type { GatewayContext } from './context.js';
 
+/**
+ * A model named twice in one list is ambiguous: in model_limits the merged settings kept the last
+ * entry while the access-mode statechart took the first (the log then disagreed with itself), and
+ * in escrow_rotation.models the rotator would run the model twice per tick. Refused as a 400.
+ */
+function refuseDuplicateModels(list: readonly { model_id: string }[] | undefined, param: string): void {
+  const seen = new Set<string>();
+  list?.forEach((item, i) => {
+    if (seen.has(item.model_id)) throw errors.badRequest(`Invalid '${param}': model '${item.model_id.slice(0, 256)}' is listed more than once.`, `${param}[${i}].model_id`, 'duplicate_model');
+    seen.add(item.model_id);
+  });
+}
+
 export function toPatch(body: SettingsBody): SettingsPatch {
+  refuseDuplicateModels(body.model_limits, 'model_limits');
+  refuseDuplicateModels(body.escrow_rotation?.models, 'escrow_rotation.models');
   const patch: SettingsPatch = {};
   if (body.default_request_max_tokens !== undefined) patch.default_request_max_tokens = body.default_request_max_tokens;
   if (body.request_max_tokens_cap !== undefined) patch.request_max_tokens_cap = body.request_max_tokens_cap;

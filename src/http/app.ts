@@ -13,7 +13,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { Logger } from 'pino';
-import { installErrorHandlers, isEmptyEscrowPath, sendEmptyNotFound } from './errors.js';
+import { ApiError, handleClientError, installErrorHandlers, isEmptyEscrowPath, sendApiError, sendEmptyNotFound, toApiError } from './errors.js';
 import { lazyChildLoggerFactory } from './lazy-child-logger.js';
 import { createLogger } from './logger.js';
 import type { GatewayMetrics } from './metrics.js';
@@ -81,6 +81,13 @@ export function createHttpApp(options: HttpAppOptions = {}): FastifyInstance {
     // Our own single line per request replaces fastify's incoming/completed pair.
     logController: new LogController({ disableRequestLogging: true }),
     trustProxy: options.trustProxy ?? false,
+    // The router's own refusals (a malformed percent-escape in the path, an overlong path
+    // parameter) bypass the error handler and answered fastify's body
+    // ({"error":"Bad Request","code":"FST_ERR_BAD_URL",...}, echoing the path): OpenAI style instead.
+    clientErrorHandler: handleClientError,
+    frameworkErrors: (err, _request, reply) => {
+      void sendApiError(reply, toApiError(err) ?? new ApiError(400, 'The request URL is malformed.', { code: 'bad_url' }));
+    },
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allowUnionTypes: true, useDefaults: false } },
   });
 

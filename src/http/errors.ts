@@ -70,6 +70,14 @@ export function errorBody(message: string, type: string, code: string | null = n
   return { error: { message, type, param, code } };
 }
 
+/**
+ * A client-chosen string quoted in a message or a log line, cut to `max` characters: an unknown
+ * model id of half a megabyte was echoed whole in the 404 and in the request's log line.
+ */
+export function clip(value: string, max = 256): string {
+  return value.length > max ? `${value.slice(0, max)}...` : value;
+}
+
 /** Common answers, so the same condition reads the same everywhere. */
 export const errors = {
   badRequest: (message: string, param: string | null = null, code = 'invalid_value') =>
@@ -84,7 +92,7 @@ export const errors = {
       headers: { 'www-authenticate': 'Bearer' },
     }),
   modelNotFound: (model: string) =>
-    new ApiError(404, `The model '${model}' does not exist. Model ids are case-sensitive; use one returned by GET /v1/models.`, {
+    new ApiError(404, `The model '${clip(model)}' does not exist. Model ids are case-sensitive; use one returned by GET /v1/models.`, {
       param: 'model',
       code: 'model_not_found',
     }),
@@ -134,6 +142,8 @@ export function toApiError(err: FastifyError | Error): ApiError | undefined {
       return new ApiError(400, 'Content-Length does not match the body.', { code: 'invalid_content_length' });
     case 'FST_ERR_BAD_URL':
       return new ApiError(400, 'The request URL is malformed.', { code: 'bad_url' });
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      return new ApiError(414, 'A path segment of the request URL is too long.', { code: 'url_too_long' });
   }
   // Other fastify 4xx errors (e.g. bad headers): a client mistake, answered as such with fastify's
   // short message. (Body parse failures arrive as FST_ERR_CTP_INVALID_JSON_BODY above; a bare
@@ -143,6 +153,27 @@ export function toApiError(err: FastifyError | Error): ApiError | undefined {
     return new ApiError(status, e.message, { code: typeof e.code === 'string' ? e.code.toLowerCase() : null });
   }
   return undefined;
+}
+
+/**
+ * fastify's `clientErrorHandler`: what Node's HTTP parser refuses before any route runs (headers
+ * over the size limit, a malformed request line or header, a request timeout). fastify's default
+ * wrote `{"error":"Request Header Fields Too Large","message":...,"statusCode":431}`; same
+ * statuses here, as OpenAI-style bodies. The connection is closed afterwards, as Node does.
+ */
+export function handleClientError(err: Error & { code?: string }, socket: import('node:stream').Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, reason, message, code] =
+    err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? [408, 'Request Timeout', 'The request was not received in time.', 'request_timeout']
+      : err.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'Request Header Fields Too Large', 'The request headers (or the URL) are too large.', 'headers_too_large']
+        : [400, 'Bad Request', 'The HTTP request is malformed.', 'bad_request'];
+  const body = JSON.stringify(errorBody(message, 'invalid_request_error', code));
+  if (socket.writable) {
+    socket.write(`HTTP/1.1 ${status} ${reason}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json; charset=utf-8\r\nConnection: close\r\n\r\n${body}`);
+  }
+  socket.destroy(err);
 }
 
 /** Installs the error handler and the JSON not-found handler on an app. */

@@ -3,7 +3,7 @@
  * offending parameter the way OpenAI does (`messages[0].role`, `temperature`). Messages never
  * contain the submitted value: a rejected `private_key` must not be echoed back or logged.
  */
-import { ApiError } from './errors.js';
+import { ApiError, clip } from './errors.js';
 
 /** The subset of an ajv ErrorObject we read. */
 export interface AjvErrorLike {
@@ -78,7 +78,8 @@ export function formatValidationError(errs: readonly AjvErrorLike[], context: st
       return make(param, `Missing required ${where}parameter: '${param}'.`, 'missing_required_parameter');
     }
     case 'additionalProperties': {
-      const param = join(base, String(p.additionalProperty));
+      // The name is the client's: cut (a 300 KB member name came back twice, in message and param).
+      const param = join(base, clip(String(p.additionalProperty), 128));
       return make(param, `Unrecognized ${where}parameter: '${param}'.`, 'unknown_parameter');
     }
     case 'type':

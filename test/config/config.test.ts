@@ -83,6 +83,21 @@ describe('loadConfig', () => {
     expect(message).not.toContain('deadbeef');
   });
 
+  it('refuses a DEVSHARD_PRIVATE_KEY outside the secp256k1 range (zero, >= the curve order) without echoing it', () => {
+    for (const secret of ['0'.repeat(64), 'f'.repeat(64)]) {
+      let err: unknown;
+      try {
+        loadConfig({ env: { ...pool, DEVSHARD_PRIVATE_KEY: secret } });
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(ConfigError);
+      expect((err as Error).message).toContain('DEVSHARD_PRIVATE_KEY must be 64 hexadecimal characters');
+      expect((err as Error).message).toContain('secp256k1');
+      expect((err as Error).message).not.toContain(secret);
+    }
+  });
+
   it('reads an env file and lets the environment override it', () => {
     const dir = tmp();
     const file = join(dir, 'gw.env');

@@ -172,6 +172,55 @@ describe('bad input: no 5xx, no crash, OpenAI-style errors', () => {
     expectSane(big, 'oversized');
   });
 
+  it('a malformed percent-escape or an overlong path segment: OpenAI-style 400 / 414, the path not echoed', async () => {
+    const long = '1'.repeat(150);
+    for (const [method, path, status] of [
+      ['get', '/v1/%zz', 400],
+      ['post', '/v1/chat/%E0%A4%A', 400],
+      ['get', `/v1/admin/devshards/%zz`, 400],
+      ['get', `/v1/admin/devshards/${long}`, 414],
+      ['post', `/devshard/${long}/v1/finalize`, 414],
+    ] as const) {
+      const r = await send(method, path, { headers: admin() });
+      expect(r.status, `${method} ${path}: ${r.text}`).toBe(status);
+      expectSane(r, `${method} ${path}`);
+      expect(r.text).not.toContain(long);
+      expect(r.text).not.toContain('FST_ERR');
+    }
+  });
+
+  it('what the HTTP parser refuses (headers over the limit, a malformed request line): OpenAI-style 431 / 400', async () => {
+    const { connect } = await import('node:net');
+    const raw = (request: string) =>
+      new Promise<string>((resolve, reject) => {
+        const u = new URL(gw.url);
+        const socket = connect(Number(u.port), u.hostname, () => socket.end(request));
+        let out = '';
+        socket.on('data', (d) => (out += String(d)));
+        socket.on('close', () => resolve(out));
+        socket.on('error', reject);
+      });
+    const parse = (answer: string) => {
+      const [head, body] = answer.split('\r\n\r\n');
+      return { status: Number(head!.split(' ')[1]), type: /content-type: ([^\r]+)/i.exec(head!)?.[1] ?? '', text: body ?? '' };
+    };
+    const big = parse(await raw(`GET /v1/status?${'a'.repeat(40_000)} HTTP/1.1\r\nHost: x\r\n\r\n`));
+    expect(big.status).toBe(431);
+    expectSane(big, 'header overflow');
+    const broken = parse(await raw('GET /v1/status HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n'));
+    expect(broken.status).toBe(400);
+    expectSane(broken, 'malformed header');
+    expect((await gw.call('/v1/status', { key: 'none' })).status).toBe(200);
+  });
+
+  it('an unknown member name of 300 KB is quoted cut in the 400', async () => {
+    const r = await send('post', '/v1/admin/settings', { body: JSON.stringify({ ['k'.repeat(300_000)]: 1 }), headers: { ...admin(), 'content-type': 'application/json' } });
+    expect(r.status).toBe(400);
+    expectSane(r, 'long member name');
+    expect(JSON.parse(r.text).error.code).toBe('unknown_parameter');
+    expect(r.text.length).toBeLessThan(1000);
+  });
+
   it('the gateway still serves and its log still verifies afterwards', async () => {
     await createEscrowViaApi(gw);
     const r = await gw.call('/v1/chat/completions', { body: { model: MODEL, messages: [{ role: 'user', content: 'still there?' }], max_tokens: 8 } });

@@ -9,7 +9,9 @@ import { disposeTestGateway, MODEL, startGatewayWithEscrow, type TestGateway } f
 describe('validation through HTTP', () => {
   let gw: TestGateway;
   let escrowId: string;
-  beforeAll(async () => ({ gw, escrowId } = await startGatewayWithEscrow()));
+  // A variable holding 64 hex characters that are no secp256k1 key (zero), for the settle test.
+  const ZERO_KEY_ENV = 'ZERO_CREATOR_KEY';
+  beforeAll(async () => ({ gw, escrowId } = await startGatewayWithEscrow({ env: { [ZERO_KEY_ENV]: '0'.repeat(64) } })));
   afterAll(() => disposeTestGateway(gw));
 
   const base = { model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 8 };
@@ -99,6 +101,17 @@ describe('validation through HTTP', () => {
   const startedEvents = () =>
     gw.store.readStream(`escrow-${escrowId}`).filter((r) => r.type === 'InferenceStarted').map((r) => r.data as { maxTokens: number; reservedCost: string; inputTokens: number });
 
+  it('an unknown model id of 200 KB: the 404 and the log line quote only its start', async () => {
+    const model = 'm'.repeat(200_000);
+    const res = await chat({ ...base, model });
+    const err = expectOpenAiError(res, 404, 'model');
+    expect(err.code).toBe('model_not_found');
+    expect(res.text.length).toBeLessThan(2000);
+    const line = gw.logs.find((l) => l.includes('"status":404') && l.includes('mmmmmmmm'));
+    expect(line).toBeDefined();
+    expect(line!.length).toBeLessThan(2000);
+  });
+
   it('max_tokens: the default (3072) when absent, clamped to the cap (4096) above it', async () => {
     const n = startedEvents().length;
     const noMax = { model: MODEL, messages: base.messages };
@@ -156,6 +169,18 @@ describe('validation through HTTP', () => {
       }
     });
 
+    it('private_key outside the secp256k1 range (zero, >= the curve order) is a 400, not a 500; never echoed', async () => {
+      const outOfRange = ['0'.repeat(64), 'f'.repeat(64), 'FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141'];
+      for (const pk of outOfRange) {
+        const res = await create({ ...good(), private_key: pk });
+        const err = expectOpenAiError(res, 400, 'private_key');
+        expect(err.message).toMatch(/secp256k1/);
+        expect(res.text).not.toContain(pk);
+      }
+      // Nothing was recorded for them, and the gateway's own key still creates.
+      expect((await gw.call('/v1/admin/devshards')).json.data).toHaveLength(1);
+    });
+
     it('chain_id must be this gateway\'s chain', async () => {
       const err = expectOpenAiError(await create({ ...good(), chain_id: 'gonka-mainnet' }), 400, 'chain_id');
       expect(err.message).toContain('shardgate-devnet');
@@ -167,6 +192,19 @@ describe('validation through HTTP', () => {
       expectOpenAiError(await create({ ...good(), amount: 0 }), 400, 'amount');
       expectOpenAiError(await create({ ...good(), amount: '-5' }), 400, 'amount');
       expectOpenAiError(await create({ ...good(), amount: 1.5 }), 400, 'amount');
+    });
+
+    it('settings naming a model twice in model_limits or escrow_rotation.models: 400, nothing applied', async () => {
+      const before = (await gw.call('/v1/admin/settings')).json;
+      const limits = [{ model_id: MODEL, access_mode: 'api_key' }, { model_id: MODEL, access_mode: 'admin_only' }];
+      const err = expectOpenAiError(await gw.call('/v1/admin/settings', { body: { model_limits: limits } }), 400, 'model_limits[1].model_id');
+      expect(err.code).toBe('duplicate_model');
+      const rotated = { model_id: MODEL, temp_count: 1, target_count: 1, amount: '10000000000', private_key_env: 'DEVSHARD_PRIVATE_KEY' };
+      expectOpenAiError(await gw.call('/v1/admin/settings', { body: { escrow_rotation: { models: [rotated, { ...rotated, amount: '20000000000' }] } } }), 400, 'escrow_rotation.models[1].model_id');
+      expect((await gw.call('/v1/admin/settings')).json).toEqual(before);
+      // The model is still admin_only: a client key is refused.
+      expect((await gw.call('/v1/status')).json.capacity.models[MODEL].access_mode).toBe('admin_only');
+      expect((await gw.call('/v1/chat/completions', { body: base, key: 'client' })).status).toBe(401);
     });
 
     it('missing and unknown members', async () => {
@@ -182,6 +220,35 @@ describe('validation through HTTP', () => {
       // None of these changed anything.
       expect((await gw.call('/v1/admin/devshards')).json.data).toHaveLength(1);
     });
+  });
+
+  it('register with a model_id the escrow does not serve on chain: 400 model_mismatch, not registered', async () => {
+    const created = await gw.call('/v1/admin/escrows', { body: { amount: '10000000000', model_id: MODEL, private_key: gw.keys.privateKey, register: false } });
+    expect(created.status, created.text).toBe(200);
+    const id = created.json.escrow_id as string;
+    const res = await gw.call('/v1/admin/devshards', { body: { escrow_id: id, model_id: 'some/other-model' } });
+    const err = expectOpenAiError(res, 400, 'model_id');
+    expect(err.code).toBe('model_mismatch');
+    expect(err.message).toContain(MODEL);
+    const view = (await gw.call(`/v1/admin/devshards/${id}`)).json;
+    expect(view.routable).toBe(false);
+    expect(view.state).toBe('created');
+    // With the right model (or none) it registers.
+    const ok = await gw.call('/v1/admin/devshards', { body: { escrow_id: id, model_id: MODEL } });
+    expect(ok.status, ok.text).toBe(200);
+    expect(ok.json.routable).toBe(true);
+  });
+
+  it('settle with private_key_env naming a variable that holds a zero key: 400 naming private_key_env, not a 500', async () => {
+    expect((await gw.call(`/devshard/${escrowId}/v1/finalize`, { method: 'POST' })).status).toBe(200);
+    const res = await gw.call(`/v1/admin/devshards/${escrowId}/settle`, { body: { private_key_env: ZERO_KEY_ENV } });
+    const err = expectOpenAiError(res, 400, 'private_key_env');
+    expect(err.code).toBe('creator_key_unavailable');
+    expect(res.text).not.toContain('0'.repeat(64));
+    // Still finalized, and the right key settles it.
+    expect((await gw.call(`/v1/admin/devshards/${escrowId}`)).json.state).toBe('finalized');
+    const ok = await gw.call(`/v1/admin/devshards/${escrowId}/settle`, { body: { private_key_env: 'DEVSHARD_PRIVATE_KEY' } });
+    expect(ok.status, ok.text).toBe(200);
   });
 
   it('nothing above answered 5xx', () => {

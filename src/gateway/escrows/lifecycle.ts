@@ -5,7 +5,7 @@
  */
 import { newEvent, type CreateOrigin, type KeySource, type SlotInfo } from '../../events/catalog.js';
 import type { EventMetadata } from '../../events/envelope.js';
-import { ApiError, errors } from '../../http/errors.js';
+import { ApiError, clip, errors } from '../../http/errors.js';
 import type { ChainError, TxOutcome } from '../../chain/port.js';
 import { stateName } from '../../machines/index.js';
 import type { GatewayContext } from '../context.js';
@@ -33,8 +33,12 @@ export async function decided<T>(f: () => Promise<T>): Promise<T> {
   }
 }
 
-/** Registers an escrow that exists on chain (created elsewhere or with register false). */
-export async function registerEscrow(ctx: GatewayContext, escrowId: string, metadata: EventMetadata) {
+/**
+ * Registers an escrow that exists on chain (created elsewhere or with register false). With
+ * `expectedModel` (the register body's optional model_id), an escrow serving another model on chain
+ * is refused before anything is recorded (it used to be registered, routed, and only logged).
+ */
+export async function registerEscrow(ctx: GatewayContext, escrowId: string, metadata: EventMetadata, expectedModel?: string) {
   const known = ctx.engine.escrow(escrowId);
   if (known && known.value !== 'created' && known.value !== 'imported') {
     throw errors.conflict(`Devshard ${escrowId} is already known here (state ${stateName(known.value)}).`, 'already_registered');
@@ -44,6 +48,9 @@ export async function registerEscrow(ctx: GatewayContext, escrowId: string, meta
   });
   if (!onChain) throw errors.notFound(`Escrow ${escrowId} does not exist on chain.`, 'escrow_not_found');
   if (onChain.settled) throw errors.conflict(`Escrow ${escrowId} is already settled on chain; it cannot take traffic.`, 'already_settled');
+  if (expectedModel !== undefined && onChain.modelId !== expectedModel) {
+    throw new ApiError(400, `Escrow ${escrowId} serves model '${onChain.modelId}' on chain, not '${clip(expectedModel)}'.`, { param: 'model_id', code: 'model_mismatch' });
+  }
   if (!ctx.keyring.has(onChain.creator)) {
     throw new ApiError(400, `Escrow ${escrowId} was created by ${onChain.creator}, whose key this gateway does not hold; set DEVSHARD_PRIVATE_KEY to that creator's key.`, { code: 'creator_key_unavailable' });
   }

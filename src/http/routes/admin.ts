@@ -3,6 +3,7 @@
  * finalize. Response bodies the spec leaves open are documented in the README.
  */
 import { doc } from '../openapi.js';
+import { isPrivateKeyHex, PRIVATE_KEY_RULE } from '../../chain/private-key.js';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { EventMetadata } from '../../events/envelope.js';
 import type { GatewayContext } from '../../gateway/context.js';
@@ -46,6 +47,9 @@ export function registerAdminRoutes(app: FastifyInstance, ctx: GatewayContext, a
   app.post('/v1/admin/escrows', { ...admin, schema: doc({ body: createEscrowBodySchema, summary: 'Create an escrow on chain (and register it)' }) }, async (request, reply) => {
     const body = request.body as CreateEscrowBody;
     const amount = parseAmount(body.amount);
+    // The schema checks the 64-hex shape; a zero key or one at/above the curve order passes it and
+    // used to throw in key derivation (a 500). The message never contains the key.
+    if (!isPrivateKeyHex(body.private_key)) throw errors.badRequest(`Invalid value for 'private_key': ${PRIVATE_KEY_RULE}.`, 'private_key');
     const chainId = body.chain_id ?? ctx.config.chain.chainId;
     if (chainId !== ctx.config.chain.chainId) {
       throw errors.badRequest(`chain_id '${chainId.slice(0, 128)}' is not this gateway's chain ('${ctx.config.chain.chainId}').`, 'chain_id', 'wrong_chain_id');
@@ -99,13 +103,7 @@ export function registerAdminRoutes(app: FastifyInstance, ctx: GatewayContext, a
   app.post('/v1/admin/devshards', { ...admin, schema: doc({ body: registerBodySchema, summary: 'Register an on-chain escrow for routing' }) }, async (request) => {
     const body = request.body as { escrow_id: string | number; model_id?: string };
     const id = parseEscrowId(body.escrow_id);
-    return perEscrow(id, async () => {
-      const view = await registerEscrow(ctx, id, meta(request));
-      if (body.model_id !== undefined && view.model_id !== body.model_id) {
-        ctx.logger.warn({ escrow_id: id }, 'registered escrow serves another model than the one given');
-      }
-      return view;
-    });
+    return perEscrow(id, () => registerEscrow(ctx, id, meta(request), body.model_id));
   });
 
   const importDoc = doc({ body: importBodySchema, summary: 'Import an escrow exported by another gateway (inactive)' });

@@ -9,7 +9,7 @@ import { servedModels } from '../../gateway/models.js';
 import { CallController } from '../../network/call-signal.js';
 import { HostError, type ChatChunk } from '../../network/port.js';
 import type { Authenticator } from '../auth.js';
-import { ApiError } from '../errors.js';
+import { ApiError, clip } from '../errors.js';
 import { chatCompletionRequestSchema, normalizeChatRequest } from '../schemas/chat.js';
 import { openSse } from '../sse.js';
 
@@ -29,7 +29,7 @@ export function registerBrokerRoutes(app: FastifyInstance, ctx: GatewayContext, 
     async (request, reply) => {
       const started = process.hrtime.bigint();
       const req = normalizeChatRequest(request.body, ctx.projections.settings.current());
-      request.logFields.model = req.model;
+      request.logFields.model = clip(req.model);
       request.logFields.stream = req.stream;
       const caller = request.auth?.kind === 'admin' ? { kind: 'admin' as const } : { kind: 'client' as const, keyId: request.auth?.keyId ?? 'unknown' };
       // The client leaving cancels the host request; usage delivered so far is still billed.
