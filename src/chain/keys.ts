@@ -2,13 +2,12 @@
 import { rawSecp256k1PubkeyToRawAddress } from '@cosmjs/amino';
 import { Secp256k1, sha256 } from '@cosmjs/crypto';
 import { fromHex, toBech32, toHex, toUtf8 } from '@cosmjs/encoding';
-
-export const BECH32_PREFIX = 'gonka';
-export const DENOM = 'ngonka';
-
 import { isPrivateKeyHex } from './private-key.js';
 
 export { isPrivateKeyHex, PRIVATE_KEY_RULE } from './private-key.js';
+
+export const BECH32_PREFIX = 'gonka';
+export const DENOM = 'ngonka';
 
 /** Parses a 64-hex private key; the message never echoes the key. */
 export function privateKeyBytes(privateKeyHex: string): Uint8Array {
