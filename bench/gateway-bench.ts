@@ -89,7 +89,7 @@ export interface SoakResult {
   /** (last − first after warm-up) / first over the raw 5 s samples (follows the GC sawtooth). */
   rssGrowthAfterWarmup: number;
   /** RSS and heap after a forced full GC, 60 s into the soak and at its end; growth between them. */
-  afterGc?: { warmRssMiB: number; endRssMiB: number; warmHeapMiB: number; endHeapMiB: number; rssGrowth: number };
+  afterGc?: { warmRssMiB: number; endRssMiB: number; warmHeapMiB: number; endHeapMiB: number; warmHeapTotalMiB: number; endHeapTotalMiB: number; rssGrowth: number };
   /** Rebuild of every projection from the soak's log, in a fresh process: the median of three runs (and each run's rate). */
   rebuild: RebuildOnce & { runsEventsPerSec: number[] };
 }
@@ -99,7 +99,7 @@ export interface GatewayBenchOptions {
   levels?: number[];
   /** Seconds per target and level (default 5), after a 1 s warm-up. */
   seconds?: number;
-  /** Fixed-rate run: rate (default 1,000 req/s), seconds per target (default 20) in rounds (default 5). */
+  /** Fixed-rate run, first: rate (default 1,000 req/s), seconds per target (default 28) in rounds (default 7). */
   fixedRate?: number;
   fixedRateSeconds?: number;
   fixedRateRounds?: number;
@@ -317,11 +317,11 @@ async function soak(worker: LoadWorker, target: GatewayTarget, requests: number,
   const gcSample = () => {
     gc?.();
     const m = process.memoryUsage();
-    return { rss: mib(m.rss), heap: mib(m.heapUsed) };
+    return { rss: mib(m.rss), heap: mib(m.heapUsed), heapTotal: mib(m.heapTotal) };
   };
   sample();
   const timer = setInterval(sample, 5_000);
-  let warmGc: { rss: number; heap: number } | undefined;
+  let warmGc: { rss: number; heap: number; heapTotal: number } | undefined;
   const warmTimer = setTimeout(() => (warmGc = gcSample()), 60_000);
   let r: AutocannonSummary;
   try {
@@ -333,9 +333,17 @@ async function soak(worker: LoadWorker, target: GatewayTarget, requests: number,
   sample();
   const endGc = gcSample();
   const afterGc = warmGc && gc
-    ? { warmRssMiB: warmGc.rss, endRssMiB: endGc.rss, warmHeapMiB: warmGc.heap, endHeapMiB: endGc.heap, rssGrowth: Math.round(((endGc.rss - warmGc.rss) / warmGc.rss) * 1000) / 1000 }
+    ? {
+        warmRssMiB: warmGc.rss,
+        endRssMiB: endGc.rss,
+        warmHeapMiB: warmGc.heap,
+        endHeapMiB: endGc.heap,
+        warmHeapTotalMiB: warmGc.heapTotal,
+        endHeapTotalMiB: endGc.heapTotal,
+        rssGrowth: Math.round(((endGc.rss - warmGc.rss) / warmGc.rss) * 1000) / 1000,
+      }
     : undefined;
-  if (afterGc) log(`soak after full GC: RSS ${afterGc.warmRssMiB} MiB at 60 s → ${afterGc.endRssMiB} MiB at the end (${(afterGc.rssGrowth * 100).toFixed(1)}%), heap used ${afterGc.warmHeapMiB} → ${afterGc.endHeapMiB} MiB`);
+  if (afterGc) log(`soak after full GC: RSS ${afterGc.warmRssMiB} MiB at 60 s → ${afterGc.endRssMiB} MiB at the end (${(afterGc.rssGrowth * 100).toFixed(1)}%), heap used ${afterGc.warmHeapMiB} → ${afterGc.endHeapMiB} MiB (V8 heap committed ${afterGc.warmHeapTotalMiB} → ${afterGc.endHeapTotalMiB} MiB)`);
   // Skip the first 30 s after warm-up (allocator and heap settle), then compare last to first.
   const warm = rssMiB.slice(Math.min(6, rssMiB.length - 1));
   const growth = warm.length > 1 ? (warm[warm.length - 1]! - warm[0]!) / warm[0]! : 0;
@@ -368,12 +376,33 @@ async function soak(worker: LoadWorker, target: GatewayTarget, requests: number,
   };
 }
 
+/**
+ * The soak on its own: a host and a gateway started for it (npm run bench runs it in a fresh
+ * process, bench/request-path-child.ts), so the RSS it measures is the gateway's serving, not the
+ * heap sizing that the earlier phases (closed-loop levels, the hosts-mode gateway) left behind.
+ */
+export async function benchSoak(opts: { requests?: number; log?: (line: string) => void } = {}): Promise<SoakResult> {
+  const host = await startHost();
+  const worker = new LoadWorker();
+  try {
+    const gateway = await startGatewayTarget(host.url, { mode: 'upstream', escrows: 1 });
+    try {
+      return await soak(worker, gateway, opts.requests ?? 1_000_000, opts.log ?? (() => {}));
+    } finally {
+      await gateway.close();
+    }
+  } finally {
+    worker.close();
+    await host.close();
+  }
+}
+
 /** Servers in this process, load from a child process; the 2 cores are shared, so compare ratios within one run. */
 export async function benchGateway(opts: GatewayBenchOptions = {}): Promise<GatewayBenchResult> {
   const levels = opts.levels ?? [1, 16, 64];
   const seconds = opts.seconds ?? 5;
   const rate = opts.fixedRate ?? 1_000;
-  const rateSeconds = opts.fixedRateSeconds ?? 20;
+  const rateSeconds = opts.fixedRateSeconds ?? 28;
   const ttfbRequests = opts.ttfbRequests ?? 500;
   const log = opts.log ?? (() => {});
   const host = await startHost();
@@ -388,6 +417,36 @@ export async function benchGateway(opts: GatewayBenchOptions = {}): Promise<Gate
     targets.push(gateway);
     const hostMode = opts.hostMode !== false ? await startGatewayTarget(host.url, { mode: 'hosts', escrows: 3 }) : undefined;
     if (hostMode) targets.push(hostMode);
+
+    // Open loop at a fixed rate, latency per request in µs; baseline and gateway interleaved in
+    // `rounds` pairs. Per target the median round is reported; the added p99 is the median of the
+    // per-pair differences (this shared 2-core VM disturbs single rounds by several ms).
+    // It runs before the closed-loop levels: it measures a gateway serving steadily at the rate, not
+    // the aftermath of ~35 s of saturating closed-loop load, which leaves old space nearly due for a
+    // mark-compact that then lands in a round (rounds of 22–80 ms p99 when run after the levels;
+    // docs/benchmarks.md, session 7).
+    const rounds = opts.fixedRateRounds ?? 7;
+    const perTarget = new Map<string, FixedRateSummary[]>();
+    const added: number[] = [];
+    // Warm-up at the rate (connections opened, code optimized), not counted: 2 s, as nothing ran before.
+    for (const target of [baseline, gateway]) await worker.run<FixedRateSummary>({ kind: 'fixed-rate', ...request(target), rate, seconds: 2, connections: 64 });
+    for (let round = 0; round < rounds; round++) {
+      const pair: number[] = [];
+      for (const target of [baseline, gateway]) {
+        const r = await worker.run<FixedRateSummary>({ kind: 'fixed-rate', ...request(target), rate, seconds: rateSeconds / rounds, connections: 64 });
+        perTarget.set(target.name, [...(perTarget.get(target.name) ?? []), r]);
+        pair.push(r.p99Ms);
+      }
+      added.push(pair[1]! - pair[0]!);
+    }
+    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+    const fixedRate: FixedRateResult[] = [...perTarget].map(([target, rs]) => {
+      const mid = median(rs.map((r) => r.p99Ms));
+      return { target, rate, ...rs.find((r) => r.p99Ms === mid)!, roundP99Ms: rs.map((r) => r.p99Ms) };
+    });
+    const fixedRateAddedP99Ms = Math.round(median(added) * 1000) / 1000;
+    for (const r of fixedRate) log(`${r.target.padEnd(13)} @${rate}/s: achieved ${r.achievedRate}/s, median round p50 ${r.p50Ms} ms, p90 ${r.p90Ms} ms, p99 ${r.p99Ms} ms, max ${r.maxMs} ms; p99 per round ${r.roundP99Ms.join(', ')}${r.errors ? ` (${r.errors} errors)` : ''}`);
+    log(`fixed rate: added p99, median of ${rounds} back-to-back pairs: ${fixedRateAddedP99Ms} ms (pairs: ${added.map((a) => Math.round(a * 1000) / 1000).join(', ')})`);
 
     const results: LevelResult[] = [];
     for (const connections of levels) {
@@ -408,32 +467,6 @@ export async function benchGateway(opts: GatewayBenchOptions = {}): Promise<Gate
       return [{ connections, throughputRatio: Math.round((g.requestsPerSec / b.requestsPerSec) * 100) / 100, addedP50Ms: g.p50Ms - b.p50Ms, addedP99Ms: g.p99Ms - b.p99Ms }];
     });
     for (const c of comparison) log(`c=${c.connections}: gateway/baseline ${c.throughputRatio}x, added p50 ${c.addedP50Ms} ms, p99 ${c.addedP99Ms} ms`);
-
-    // Open loop at a fixed rate, latency per request in µs; baseline and gateway interleaved in
-    // `rounds` pairs. Per target the median round is reported; the added p99 is the median of the
-    // per-pair differences (this shared 2-core VM disturbs single rounds by several ms).
-    const rounds = opts.fixedRateRounds ?? 5;
-    const perTarget = new Map<string, FixedRateSummary[]>();
-    const added: number[] = [];
-    // Warm-up at the rate (connections opened, code hot), not counted.
-    for (const target of [baseline, gateway]) await worker.run<FixedRateSummary>({ kind: 'fixed-rate', ...request(target), rate, seconds: 1, connections: 64 });
-    for (let round = 0; round < rounds; round++) {
-      const pair: number[] = [];
-      for (const target of [baseline, gateway]) {
-        const r = await worker.run<FixedRateSummary>({ kind: 'fixed-rate', ...request(target), rate, seconds: rateSeconds / rounds, connections: 64 });
-        perTarget.set(target.name, [...(perTarget.get(target.name) ?? []), r]);
-        pair.push(r.p99Ms);
-      }
-      added.push(pair[1]! - pair[0]!);
-    }
-    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-    const fixedRate: FixedRateResult[] = [...perTarget].map(([target, rs]) => {
-      const mid = median(rs.map((r) => r.p99Ms));
-      return { target, rate, ...rs.find((r) => r.p99Ms === mid)!, roundP99Ms: rs.map((r) => r.p99Ms) };
-    });
-    const fixedRateAddedP99Ms = Math.round(median(added) * 1000) / 1000;
-    for (const r of fixedRate) log(`${r.target.padEnd(13)} @${rate}/s: achieved ${r.achievedRate}/s, median round p50 ${r.p50Ms} ms, p90 ${r.p90Ms} ms, p99 ${r.p99Ms} ms, max ${r.maxMs} ms; p99 per round ${r.roundP99Ms.join(', ')}${r.errors ? ` (${r.errors} errors)` : ''}`);
-    log(`fixed rate: added p99, median of ${rounds} back-to-back pairs: ${fixedRateAddedP99Ms} ms (pairs: ${added.map((a) => Math.round(a * 1000) / 1000).join(', ')})`);
 
     // Streaming time to first byte, sequential, interleaved in halves.
     const ttfb: TtfbResult[] = [];

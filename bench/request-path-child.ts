@@ -3,13 +3,16 @@
  * the earlier sections leave ~455 MB on the heap (store and projections benches); every
  * mark-compact then marks that too, and the fixed-rate rounds it lands in measured 28–46 ms p99
  * against 2–6 ms in a fresh process (docs/benchmarks.md, session 5). A gateway in service shares
- * its heap with no benchmark, so the section runs apart.
+ * its heap with no benchmark, so the section runs apart. The soak runs in a second fresh process
+ * for the same reason: its RSS figure is then the gateway's, not what the earlier phases left.
  */
 import { tuneV8ForServing } from '../src/gateway/v8-tuning.js';
-import { benchGateway, type GatewayBenchOptions } from './gateway-bench.js';
+import { benchGateway, benchSoak, type GatewayBenchOptions } from './gateway-bench.js';
 
 // The gateway as `shardgate serve` runs it (the baseline shares the process, and so the setting).
 tuneV8ForServing();
 const opts = JSON.parse(process.argv[2] ?? '{}') as Omit<GatewayBenchOptions, 'log'>;
-const result = await benchGateway({ ...opts, log: (line) => console.log(`  ${line}`) });
+const log = (line: string) => console.log(`  ${line}`);
+// `soak` as the second argument: the soak alone, in this fresh process (gateway-bench.ts, benchSoak).
+const result = process.argv[3] === 'soak' ? await benchSoak({ requests: opts.soakRequests, log }) : await benchGateway({ ...opts, soak: false, log });
 process.send!(result, undefined, {}, () => process.exit(0));

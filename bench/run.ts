@@ -6,7 +6,7 @@
  *   --quick  smaller sizes (smoke run, figures not comparable)
  *
  * The request path runs in a process of its own (request-path-child.ts): the earlier sections'
- * heap would otherwise slow its garbage collections.
+ * heap would otherwise slow its garbage collections. The soak runs in another, after it.
  *
  * Run it on an otherwise idle machine: wall-clock figures follow the load (CPU-second rates are
  * printed beside them where it matters).
@@ -16,7 +16,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, platform, release, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { GatewayBenchOptions, GatewayBenchResult } from './gateway-bench.js';
+import type { GatewayBenchOptions, GatewayBenchResult, SoakResult } from './gateway-bench.js';
 import { benchProjections, type ProjectionsBenchResult } from './projections-bench.js';
 import { benchStore, type StoreBenchResult } from './store-bench.js';
 
@@ -122,7 +122,7 @@ function markdown(date: Date, m: string, store?: StoreBenchResult, proj?: Projec
         ? [
             `### Fixed rate (${fmt(fb.rate)} requests/s, open loop, 64 connections, latency per request via process.hrtime in the load process)`,
             '',
-            `Baseline and gateway alternate in ${fb.roundP99Ms.length} back-to-back pairs of rounds; each row is the target's median round (by p99).`,
+            `It runs first in the section, after a 2 s warm-up at the rate and before the closed-loop levels above (so it measures serving steadily at the rate, not the aftermath of saturating load). Baseline and gateway alternate in ${fb.roundP99Ms.length} back-to-back pairs of rounds; each row is the target's median round (by p99).`,
             '',
             '| target | achieved/s | p50 ms | p90 ms | p99 ms | max ms | errors | p99 of each round, ms |',
             '|---|---:|---:|---:|---:|---:|---:|---|',
@@ -149,10 +149,10 @@ function markdown(date: Date, m: string, store?: StoreBenchResult, proj?: Projec
             `### Soak (${gw.soak.target}, 64 connections)`,
             '',
             `${fmt(gw.soak.requests)} requests in ${gw.soak.seconds.toFixed(0)} s (${fmt(gw.soak.requestsPerSec)} req/s, ${gw.soak.errors} errors). ` +
-              `RSS of the server process (gateway + host + baseline + devnet), MiB every 5 s after a 5 s warm-up: ${gw.soak.rssMiB.join(', ')}. ` +
+              `RSS of the soak's own process (gateway + host + devnet, started fresh for the soak), MiB every 5 s after a 5 s warm-up: ${gw.soak.rssMiB.join(', ')}. ` +
               `Heap used MiB: ${gw.soak.heapUsedMiB.join(', ')}. Raw RSS growth (30 s sample to the last, follows the GC sawtooth): ${(gw.soak.rssGrowthAfterWarmup * 100).toFixed(1)}%.` +
               (gw.soak.afterGc
-                ? ` After a forced full GC: RSS ${gw.soak.afterGc.warmRssMiB} MiB at 60 s → ${gw.soak.afterGc.endRssMiB} MiB at the end, **${(gw.soak.afterGc.rssGrowth * 100).toFixed(1)}%**; heap used ${gw.soak.afterGc.warmHeapMiB} → ${gw.soak.afterGc.endHeapMiB} MiB.`
+                ? ` After a forced full GC: RSS ${gw.soak.afterGc.warmRssMiB} MiB at 60 s → ${gw.soak.afterGc.endRssMiB} MiB at the end, **${(gw.soak.afterGc.rssGrowth * 100).toFixed(1)}%**; heap used ${gw.soak.afterGc.warmHeapMiB} → ${gw.soak.afterGc.endHeapMiB} MiB (V8 heap committed ${gw.soak.afterGc.warmHeapTotalMiB} → ${gw.soak.afterGc.endHeapTotalMiB} MiB).`
                 : ''),
             '',
             `Rebuild from the soak's log (${fmt(gw.soak.rebuild.events)} events, ${gw.soak.rebuild.fileMiB} MiB, gateway stopped): readAll alone ${gw.soak.rebuild.readSeconds.toFixed(2)} s ` +
@@ -181,15 +181,21 @@ function markdown(date: Date, m: string, store?: StoreBenchResult, proj?: Projec
   return lines.join('\n');
 }
 
-/** The request path in a fresh process (request-path-child.ts says why); its lines print as they come. */
-function benchGatewayApart(opts: Omit<GatewayBenchOptions, 'log'>): Promise<GatewayBenchResult> {
+/** A part of the request path in a fresh process (request-path-child.ts says why); its lines print as they come. */
+function inChild<T>(opts: Omit<GatewayBenchOptions, 'log'>, part: 'request-path' | 'soak'): Promise<T> {
   return new Promise((resolve, reject) => {
-    const child = fork(join(dirname(fileURLToPath(import.meta.url)), 'request-path-child.js'), [JSON.stringify(opts)], { stdio: 'inherit' });
-    let result: GatewayBenchResult | undefined;
-    child.once('message', (m) => (result = m as GatewayBenchResult));
+    const child = fork(join(dirname(fileURLToPath(import.meta.url)), 'request-path-child.js'), [JSON.stringify(opts), part], { stdio: 'inherit' });
+    let result: T | undefined;
+    child.once('message', (m) => (result = m as T));
     child.once('error', reject);
-    child.once('exit', (code) => (result ? resolve(result) : reject(new Error(`the request-path process exited (${code}) without a result`))));
+    child.once('exit', (code) => (result ? resolve(result) : reject(new Error(`the ${part} process exited (${code}) without a result`))));
   });
+}
+
+/** The request path, then (with `soak`) the soak, each in a fresh process. */
+async function benchGatewayApart(opts: Omit<GatewayBenchOptions, 'log'>): Promise<GatewayBenchResult> {
+  const result = await inChild<GatewayBenchResult>(opts, 'request-path');
+  return opts.soak ? { ...result, soak: await inChild<SoakResult>(opts, 'soak') } : result;
 }
 
 const date = new Date();
