@@ -67,6 +67,7 @@ describe('chat request validation (one case per limit)', () => {
     expect(ok.statusCode, ok.body).toBe(200);
     expect((await chat({ ...base, messages: [{ role: 'user', content: [{ type: 'text', text: 'hello' }] }] })).statusCode).toBe(200);
     await expect400({ ...base, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] }, 'messages[0].content[0].type');
+    await expect400({ ...base, messages: [{ role: 'user', content: [] }] }, 'messages[0].content', 'empty array');
   });
   it('tool messages need tool_call_id', async () => {
     await expect400({ ...base, messages: [{ role: 'tool', content: 'r' }] }, 'messages[0].tool_call_id');

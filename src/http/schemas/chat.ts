@@ -45,7 +45,8 @@ export const messageSchema = {
   required: ['role'],
   properties: {
     role: { type: 'string', enum: ['system', 'user', 'assistant', 'tool'] },
-    content: { type: ['string', 'null', 'array'], items: contentPartSchema },
+    // An empty parts array says nothing: OpenAI refuses it (minimum length 1), so do we.
+    content: { type: ['string', 'null', 'array'], items: contentPartSchema, minItems: 1 },
     name: { type: 'string' },
     tool_calls: { type: 'array', items: toolCallSchema },
     tool_call_id: { type: 'string' },
