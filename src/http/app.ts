@@ -72,6 +72,11 @@ export function genReqId(req: IncomingMessage): string {
 export function createHttpApp(options: HttpAppOptions = {}): FastifyInstance {
   const logger = options.logger ?? createLogger({ level: options.logLevel ?? 'info' });
   const bodyLimit = options.bodyLimit ?? 1024 * 1024;
+  /** A refusal before any route ran: the request's log line and metric (the URL is not echoed). */
+  const refusedBeforeRouting = (r: { reqId?: string; method: string; route: string; status: number; code: string }): void => {
+    options.metrics?.httpRequests.inc({ method: r.method, route: r.route, status: r.status });
+    if (logger.isLevelEnabled('info')) logger.info({ ...(r.reqId ? { reqId: r.reqId } : {}), method: r.method, route: r.route, status: r.status, error_code: r.code }, 'request');
+  };
   const app = Fastify({
     ...options.fastify,
     loggerInstance: logger as FastifyBaseLogger,
@@ -84,9 +89,15 @@ export function createHttpApp(options: HttpAppOptions = {}): FastifyInstance {
     // The router's own refusals (a malformed percent-escape in the path, an overlong path
     // parameter) bypass the error handler and answered fastify's body
     // ({"error":"Bad Request","code":"FST_ERR_BAD_URL",...}, echoing the path): OpenAI style instead.
-    clientErrorHandler: handleClientError,
-    frameworkErrors: (err, _request, reply) => {
-      void sendApiError(reply, toApiError(err) ?? new ApiError(400, 'The request URL is malformed.', { code: 'bad_url' }));
+    // Neither kind reaches the onRequest hook below, so each logs and counts its own refusal.
+    clientErrorHandler: (err, socket) => {
+      const refused = handleClientError(err, socket);
+      if (refused) refusedBeforeRouting({ method: '(unparsed)', route: '(unparsed)', ...refused });
+    },
+    frameworkErrors: (err, request, reply) => {
+      const apiError = toApiError(err) ?? new ApiError(400, 'The request URL is malformed.', { code: 'bad_url' });
+      refusedBeforeRouting({ reqId: request.id, method: request.method, route: '(unmatched)', status: apiError.status, code: apiError.code ?? 'bad_url' });
+      void sendApiError(reply, apiError);
     },
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allowUnionTypes: true, useDefaults: false } },
   });

@@ -160,9 +160,10 @@ export function toApiError(err: FastifyError | Error): ApiError | undefined {
  * over the size limit, a malformed request line or header, a request timeout). fastify's default
  * wrote `{"error":"Request Header Fields Too Large","message":...,"statusCode":431}`; same
  * statuses here, as OpenAI-style bodies. The connection is closed afterwards, as Node does.
+ * Returns what it answered (for the log line and the metric), undefined when nobody is left to answer.
  */
-export function handleClientError(err: Error & { code?: string }, socket: import('node:stream').Duplex): void {
-  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+export function handleClientError(err: Error & { code?: string }, socket: import('node:stream').Duplex): { status: number; code: string } | undefined {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return undefined;
   const [status, reason, message, code] =
     err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
       ? [408, 'Request Timeout', 'The request was not received in time.', 'request_timeout']
@@ -174,6 +175,7 @@ export function handleClientError(err: Error & { code?: string }, socket: import
     socket.write(`HTTP/1.1 ${status} ${reason}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json; charset=utf-8\r\nConnection: close\r\n\r\n${body}`);
   }
   socket.destroy(err);
+  return { status, code };
 }
 
 /** Installs the error handler and the JSON not-found handler on an app. */

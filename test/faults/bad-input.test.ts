@@ -187,6 +187,10 @@ describe('bad input: no 5xx, no crash, OpenAI-style errors', () => {
       expect(r.text).not.toContain(long);
       expect(r.text).not.toContain('FST_ERR');
     }
+    // Refused before any route ran, yet counted like any request (logged too: see the next describe).
+    const metrics = await (await fetch(`${gw.url}/metrics`, { headers: admin() })).text();
+    expect(metrics).toMatch(/shardgate_http_requests_total\{method="GET",route="\(unmatched\)",status="414"\} 1/);
+    expect(metrics).toMatch(/shardgate_http_requests_total\{method="POST",route="\(unmatched\)",status="400"\} 1/);
   });
 
   it('what the HTTP parser refuses (headers over the limit, a malformed request line): OpenAI-style 431 / 400', async () => {
@@ -210,6 +214,8 @@ describe('bad input: no 5xx, no crash, OpenAI-style errors', () => {
     const broken = parse(await raw('GET /v1/status HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n'));
     expect(broken.status).toBe(400);
     expectSane(broken, 'malformed header');
+    const metrics = await (await fetch(`${gw.url}/metrics`, { headers: admin() })).text();
+    expect(metrics).toMatch(/shardgate_http_requests_total\{method="\(unparsed\)",route="\(unparsed\)",status="431"\} 1/);
     expect((await gw.call('/v1/status', { key: 'none' })).status).toBe(200);
   });
 
@@ -229,5 +235,32 @@ describe('bad input: no 5xx, no crash, OpenAI-style errors', () => {
     const { projectionsCheck } = await import('../../src/projections/verify-check.js');
     gw.ctx.projections.checkpoint(gw.store);
     expect(await verifyLog(`${gw.storageDir}/events.sqlite`, [projectionsCheck()])).toMatchObject({ ok: true });
+  });
+});
+
+describe('refusals before routing are logged', () => {
+  let info: TestGateway;
+  beforeAll(async () => {
+    info = await startTestGateway({ env: { LOG_LEVEL: 'info' } });
+  });
+  afterAll(() => disposeTestGateway(info));
+
+  it('a malformed URL and an unparseable request each get a request log line with status and code, the URL not echoed', async () => {
+    const long = '7'.repeat(150);
+    expect((await fetch(`${info.url}/v1/admin/devshards/${long}`)).status).toBe(414);
+    expect((await fetch(`${info.url}/v1/%zz`)).status).toBe(400);
+    const { connect } = await import('node:net');
+    const u = new URL(info.url);
+    await new Promise<void>((resolve, reject) => {
+      const socket = connect(Number(u.port), u.hostname, () => socket.end('GET /v1/status HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n'));
+      socket.on('data', () => undefined);
+      socket.on('close', () => resolve());
+      socket.on('error', reject);
+    });
+    const lines = info.logs.filter((l) => l.includes('"msg":"request"') && l.includes('"error_code"'));
+    expect(lines.some((l) => l.includes('"status":414') && l.includes('"error_code":"url_too_long"') && l.includes('"route":"(unmatched)"'))).toBe(true);
+    expect(lines.some((l) => l.includes('"status":400') && l.includes('"error_code":"bad_url"') && l.includes('"reqId"'))).toBe(true);
+    expect(lines.some((l) => l.includes('"status":400') && l.includes('"error_code":"bad_request"') && l.includes('"route":"(unparsed)"'))).toBe(true);
+    expect(info.logs.some((l) => l.includes(long))).toBe(false);
   });
 });
