@@ -59,8 +59,11 @@ export class TimelineRing {
   /** Made on the first entry that has one (live entries never do). */
   private meta: (string | DeferredColumns | undefined)[] | undefined;
 
-  constructor(private readonly limit: number) {
-    const capacity = Math.min(FIRST_CAPACITY, Math.max(1, limit));
+  /** `capacity`: the arrays' first size (they grow up to `limit` as entries come). */
+  constructor(
+    private readonly limit: number,
+    capacity = Math.min(FIRST_CAPACITY, Math.max(1, limit)),
+  ) {
     this.position = new Float64Array(capacity);
     this.accepted = new Uint8Array(capacity);
     this.event = new Array<string>(capacity);
@@ -69,10 +72,26 @@ export class TimelineRing {
     this.actor = new Array<Actor | string | undefined>(capacity);
   }
 
-  /** A ring holding a view's entries (checkpoints, merged partitions). */
+  /**
+   * A ring holding a view's entries (checkpoints, merged partitions): the newest `limit` of them,
+   * copied straight into arrays of their size (a rebuild converts ~50,000 entries per partition;
+   * pushing them one by one, growing from 8, took ~1.2 µs each).
+   */
   static from(timeline: Timeline, limit: number): TimelineRing {
-    const ring = new TimelineRing(limit);
-    for (const e of timeline.entries) ring.push({ ...e, meta: undefined });
+    const all = timeline.entries;
+    const skip = Math.max(0, all.length - limit);
+    const n = all.length - skip;
+    const ring = new TimelineRing(limit, Math.max(1, Math.min(limit, n)));
+    for (let k = 0; k < n; k++) {
+      const e = all[skip + k]!;
+      ring.position[k] = e.position;
+      ring.accepted[k] = e.accepted ? 1 : 0;
+      ring.event[k] = e.event;
+      ring.state[k] = e.state;
+      ring.time[k] = e.time;
+      ring.actor[k] = e.actor;
+    }
+    ring.count = n;
     ring.total = timeline.total;
     return ring;
   }

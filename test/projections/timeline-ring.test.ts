@@ -69,6 +69,24 @@ describe('TimelineRing', () => {
     );
   });
 
+  it('a ring made from a view (of any length, for any limit) keeps its newest entries and goes on like the model', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 12 }), fc.integer({ min: 0, max: 30 }), fc.integer({ min: 0, max: 30 }), fc.integer({ min: 0, max: 5 }), (limit, before, after, dropped) => {
+        const made = (n: number): TimelineEntry => ({ position: n, time: `t${n}`, event: n % 2 ? 'InferenceStarted' : 'InferenceFinished', actor: `k${n % 3}`, state: 'active', accepted: n % 5 !== 0 });
+        const model = Array.from({ length: before }, (_, n) => made(n));
+        // A view may hold more entries than the new limit (a checkpoint written with a larger one).
+        const ring = TimelineRing.from({ total: before + dropped, entries: model }, limit);
+        for (let n = before; n < before + after; n++) {
+          const e = made(n);
+          ring.push({ ...e, meta: undefined });
+          model.push(e);
+        }
+        expect(ring.view(limit)).toEqual({ total: before + dropped + after, entries: model.slice(Math.max(0, model.length - limit)) });
+      }),
+      { numRuns: 300 },
+    );
+  });
+
   it('loads the entries a view shows that were left in the table with one query per source', () => {
     const table = new Table();
     const ring = new TimelineRing(4);
