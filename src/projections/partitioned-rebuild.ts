@@ -33,10 +33,13 @@ export interface PartitionJob {
 }
 
 /**
- * This thread's partition gets this share of the events more than the others: it starts folding
- * at once, a worker ~0.1 s later (loading the modules), ~2% of a 2M-event fold on 2 cores.
+ * This thread's partition gets this many events more than each other: it starts folding at once,
+ * while a worker first starts a thread and loads its modules, ~0.25 s on 2 busy cores (~70,000
+ * events of folding). A count, not a share, since the head start does not grow with the log.
+ * Measured on a 2M-event soak log: a lead of 40,000 left this thread waiting ~0.1 s for the worker
+ * (73–207 ms), one of 100,000–120,000 ~35 ms (docs/benchmarks.md, session 7).
  */
-const THIS_THREAD_LEAD = 0.02;
+const THIS_THREAD_LEAD_EVENTS = 100_000;
 const WORKER_YOUNG_GENERATION_MB = 192;
 /** Without a page of progress for this long, a worker is taken for lost. */
 const SILENT_WORKER_SECONDS = 120;
@@ -49,7 +52,7 @@ export function partitionWorker(): URL | undefined {
 
 /**
  * Splits the escrow streams into `count` partitions of about equal event counts (largest first,
- * each to the lightest partition), the first getting `lead` (a share of all events) more. Returns,
+ * each to the lightest partition), the first getting `lead` events more. Returns,
  * per partition, the escrow streams it skips (the others'); every other stream is folded by every
  * partition.
  */
@@ -57,7 +60,7 @@ export function planPartitions(streams: [string, number][], count: number, lead 
   const escrows = streams.filter(([id]) => parseStreamId(id).kind === 'escrow').sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
   const owned: string[][] = Array.from({ length: count }, () => []);
   const weight = new Array<number>(count).fill(0);
-  weight[0] = -lead * escrows.reduce((n, [, version]) => n + version + 1, 0);
+  weight[0] = -lead;
   for (const [id, version] of escrows) {
     let k = 0;
     for (let i = 1; i < count; i++) if (weight[i]! < weight[k]!) k = i;
@@ -131,7 +134,7 @@ export function foldPartitioned(source: PartitionableLog, checkpoint: Projection
   if (!first) return undefined;
   const after = first.position;
   const entry = opts.worker || undefined;
-  const skips = planPartitions(source.streams, Math.max(1, opts.partitions), entry ? THIS_THREAD_LEAD : 0);
+  const skips = planPartitions(source.streams, Math.max(1, opts.partitions), entry ? THIS_THREAD_LEAD_EVENTS : 0);
   const reads: PartitionRead[] = skips.map((skipStreams) => ({ after, upTo: source.upTo, skipStreams, skipTypes: PARTITIONED_TYPES }));
   const running = entry ? reads.slice(1).map((read) => start({ entry: entry.href, file: source.file, read, checkpoint, options })) : [];
   try {
