@@ -121,6 +121,8 @@ export interface PartitionedFoldOptions {
   partitions: number;
   /** The worker module (partitionWorker()); false: every partition is folded on this thread (the same result, slower: for tests). */
   worker: URL | false;
+  /** Events this thread's partition takes more than each other (default THIS_THREAD_LEAD_EVENTS with workers, else 0). */
+  lead?: number;
 }
 
 /**
@@ -134,7 +136,7 @@ export function foldPartitioned(source: PartitionableLog, checkpoint: Projection
   if (!first) return undefined;
   const after = first.position;
   const entry = opts.worker || undefined;
-  const skips = planPartitions(source.streams, Math.max(1, opts.partitions), entry ? THIS_THREAD_LEAD_EVENTS : 0);
+  const skips = planPartitions(source.streams, Math.max(1, opts.partitions), opts.lead ?? (entry ? THIS_THREAD_LEAD_EVENTS : 0));
   const reads: PartitionRead[] = skips.map((skipStreams) => ({ after, upTo: source.upTo, skipStreams, skipTypes: PARTITIONED_TYPES }));
   const running = entry ? reads.slice(1).map((read) => start({ entry: entry.href, file: source.file, read, checkpoint, options })) : [];
   try {
