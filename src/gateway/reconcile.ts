@@ -31,6 +31,7 @@
 import { createHash } from 'node:crypto';
 import { createIntentStream, escrowStream, newEvent, type EscrowEventData } from '../events/catalog.js';
 import type { EventMetadata, NewEvent } from '../events/envelope.js';
+import { txSequence } from '../chain/tx-sequence.js';
 import { collectSignaturesDetailed } from '../network/collect-signatures.js';
 import type { GatewayContext } from './context.js';
 import { busyWith, recordedTxOutcome } from './escrows/broadcast.js';
@@ -90,59 +91,78 @@ export async function reconcile(ctx: GatewayContext): Promise<ReconcileReport> {
   return report;
 }
 
-/** Create intents without outcome and escrows in `settling`: outcome by hash (or re-broadcast). */
+/**
+ * Create intents without outcome and escrows in `settling`: outcome by hash (or re-broadcast).
+ * Handled in the order their txs were signed (account sequence): after a crash that lost several
+ * of them (a node restart empties its mempool), re-sending a later one before an earlier one would
+ * have the node refuse it as bad_sequence and record a valid create or settle as failed.
+ */
 export async function reconcileIntents(ctx: GatewayContext, report: ReconcileReport = emptyReport()): Promise<ReconcileReport> {
   const busy = busyWith(ctx);
+  const work: { sequence: number; run: () => Promise<void> }[] = [];
   for (const p of ctx.projections.pool.pending()) {
     if (busy.has(p.txHash)) continue;
-    await ctx.engine.serial(createIntentStream(p.intentId), async () => {
-      if (ctx.engine.intent(p.intentId)?.value !== 'creating') return;
-      const r = await resolvePendingCreate(ctx, p.intentId, META);
-      report.creates.push({ intentId: p.intentId, result: r === undefined ? 'unknown' : r.ok ? 'created' : 'failed' });
-    });
+    const first = ctx.engine.readStream(createIntentStream(p.intentId))[0];
+    const sequence = txSequence(first?.type === 'EscrowCreateRequested' ? first.data.txBytes : undefined) ?? Infinity;
+    work.push({ sequence, run: () => reconcileCreate(ctx, p.intentId, report) });
   }
-
   for (const e of ctx.projections.pool.all()) {
-    const settling = ctx.engine.escrow(e.escrowId);
-    if (settling?.value !== 'settling') continue;
-    // A settle the rotation task or the depletion check sent itself: its failure is recorded in
-    // rotation-<model> too, under the model's lock taken before the escrow's (as they take them).
-    const model = settling.context.model;
-    const owned = model !== null && ownerAttemptOf(lastSettleIntent(ctx, e.escrowId) ?? {}) !== undefined;
-    const locked = <T>(f: () => Promise<T>): Promise<T> => (owned ? withModelLock(ctx, model, f) : f());
-    await locked(() => ctx.engine.serial(escrowStream(e.escrowId), async () => {
-      const snap = ctx.engine.escrow(e.escrowId);
-      if (snap?.value !== 'settling') return;
-      const req = lastSettleIntent(ctx, e.escrowId);
-      if (!req || busy.has(req.txHash)) return;
-      const outcome = await recordedTxOutcome(ctx, { txHash: req.txHash, txBytes: req.txBytes ?? '', creator: snap.context.creator ?? '' });
-      if (outcome === 'unknown') {
-        report.settles.push({ escrowId: e.escrowId, result: 'unknown' });
+    if (ctx.engine.escrow(e.escrowId)?.value !== 'settling') continue;
+    work.push({ sequence: txSequence(lastSettleIntent(ctx, e.escrowId)?.txBytes) ?? Infinity, run: () => reconcileSettle(ctx, e.escrowId, busy, report) });
+  }
+  // Stable: what has no readable sequence keeps its order (creates before settles), after the rest.
+  work.sort((a, b) => (a.sequence === b.sequence ? 0 : a.sequence < b.sequence ? -1 : 1));
+  for (const w of work) await w.run();
+  return report;
+}
+
+async function reconcileCreate(ctx: GatewayContext, intentId: string, report: ReconcileReport): Promise<void> {
+  await ctx.engine.serial(createIntentStream(intentId), async () => {
+    if (ctx.engine.intent(intentId)?.value !== 'creating') return;
+    const r = await resolvePendingCreate(ctx, intentId, META);
+    report.creates.push({ intentId, result: r === undefined ? 'unknown' : r.ok ? 'created' : 'failed' });
+  });
+}
+
+async function reconcileSettle(ctx: GatewayContext, escrowId: string, busy: Set<string>, report: ReconcileReport): Promise<void> {
+  const settling = ctx.engine.escrow(escrowId);
+  if (settling?.value !== 'settling') return;
+  // A settle the rotation task or the depletion check sent itself: its failure is recorded in
+  // rotation-<model> too, under the model's lock taken before the escrow's (as they take them).
+  const model = settling.context.model;
+  const owned = model !== null && ownerAttemptOf(lastSettleIntent(ctx, escrowId) ?? {}) !== undefined;
+  const locked = <T>(f: () => Promise<T>): Promise<T> => (owned ? withModelLock(ctx, model, f) : f());
+  await locked(() => ctx.engine.serial(escrowStream(escrowId), async () => {
+    const snap = ctx.engine.escrow(escrowId);
+    if (snap?.value !== 'settling') return;
+    const req = lastSettleIntent(ctx, escrowId);
+    if (!req || busy.has(req.txHash)) return;
+    const outcome = await recordedTxOutcome(ctx, { txHash: req.txHash, txBytes: req.txBytes ?? '', creator: snap.context.creator ?? '' });
+    if (outcome === 'unknown') {
+      report.settles.push({ escrowId, result: 'unknown' });
+      return;
+    }
+    // The rotation's or depletion check's attempt: its refusal is recorded in rotation-<model> first
+    // (a crash before the escrow's failure leaves it settling, found again), then the escrow's.
+    const owner = ownerAttemptOf(req);
+    const refusal = 'error' in outcome ? outcome.error : outcome.code !== 0 ? ctx.chain.errorOf(outcome) : undefined;
+    if (owner && refusal && snap.context.model !== null) {
+      if (!(await recordOwnerRefusal(ctx, escrowId, snap.context.model, owner, refusal))) {
+        report.settles.push({ escrowId, result: 'unknown' });
         return;
       }
-      // The rotation's or depletion check's attempt: its refusal is recorded in rotation-<model> first
-      // (a crash before the escrow's failure leaves it settling, found again), then the escrow's.
-      const owner = ownerAttemptOf(req);
-      const refusal = 'error' in outcome ? outcome.error : outcome.code !== 0 ? ctx.chain.errorOf(outcome) : undefined;
-      if (owner && refusal && snap.context.model !== null) {
-        if (!(await recordOwnerRefusal(ctx, e.escrowId, snap.context.model, owner, refusal))) {
-          report.settles.push({ escrowId: e.escrowId, result: 'unknown' });
-          return;
-        }
-      }
-      // A drained settle's failure is recorded as its attempt would have recorded it: with its retry.
-      const drained = drainedAttemptOf(req);
-      let failed = true;
-      if ('error' in outcome) await recordSettleFailure(ctx, e.escrowId, req.txHash, outcome.error, META, drained);
-      else failed = (await resolveSettle(ctx, e.escrowId, outcome, META, drained)) !== undefined;
-      report.settles.push({ escrowId: e.escrowId, result: failed ? 'failed' : 'settled' });
-      const after = ctx.engine.escrow(e.escrowId);
-      if (drained && after?.value === 'settleDeferred' && after.context.settleRetry) {
-        ctx.logger.warn({ component: 'reconcile', escrow_id: e.escrowId, ...drained, retry_at_height: after.context.settleRetry.retryAtHeight }, 'escrow_drain_settle_retry_scheduled');
-      }
-    }));
-  }
-  return report;
+    }
+    // A drained settle's failure is recorded as its attempt would have recorded it: with its retry.
+    const drained = drainedAttemptOf(req);
+    let failed = true;
+    if ('error' in outcome) await recordSettleFailure(ctx, escrowId, req.txHash, outcome.error, META, drained);
+    else failed = (await resolveSettle(ctx, escrowId, outcome, META, drained)) !== undefined;
+    report.settles.push({ escrowId, result: failed ? 'failed' : 'settled' });
+    const after = ctx.engine.escrow(escrowId);
+    if (drained && after?.value === 'settleDeferred' && after.context.settleRetry) {
+      ctx.logger.warn({ component: 'reconcile', escrow_id: escrowId, ...drained, retry_at_height: after.context.settleRetry.retryAtHeight }, 'escrow_drain_settle_retry_scheduled');
+    }
+  }));
 }
 
 /** The escrow's last settle intent (EscrowSettleRequested), if any. */

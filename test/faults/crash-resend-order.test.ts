@@ -1,0 +1,163 @@
+/**
+ * A gateway process (embedded devnet in the same process) SIGKILLed while two of its recorded txs
+ * wait in the devnet's mempool: a settle signed first (account sequence N), then a create (N+1).
+ * The kill empties the mempool, so the restart's reconciler must re-send both recorded txs. It sends
+ * them in signing order: the create first used to be refused by the node (sequence ahead) and was
+ * recorded as failed although it was valid, so the operator's create was lost to the crash.
+ * Deterministic: slow blocks (5 s) keep both txs in the mempool at the kill.
+ */
+import Database from 'better-sqlite3';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, describe, expect, it } from 'vitest';
+import { generateKeys } from '../../src/config/index.js';
+import type { RecordedEvent } from '../../src/events/envelope.js';
+import { decodeRow, EVENT_COLUMNS, type EventRow } from '../../src/events/rows.js';
+import { MODEL } from '../helpers/gateway.js';
+import { ensureBuilt, repoRoot } from '../helpers/store-dist.js';
+
+const run = promisify(execFile);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+async function until<T>(what: string, f: () => T | undefined | false | Promise<T | undefined | false>, ms = 15_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await f();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+describe('crash: recorded txs lost from the mempool are re-sent in signing order', () => {
+  const keys = generateKeys();
+  const work = mkdtempSync(join(tmpdir(), 'shardgate-crash-order-'));
+  const storage = join(work, 'storage');
+  let child: ChildProcess | undefined;
+  let base = '';
+  let devnetUrl = '';
+  let stderr = '';
+
+  afterAll(async () => {
+    await kill();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  async function start(env: Record<string, string>): Promise<void> {
+    stderr = '';
+    child = spawn(process.execPath, [ensureBuilt('dist/src/cli/main.js'), 'serve'], { cwd: work, env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+    child.stderr!.on('data', (d) => (stderr = (stderr + String(d)).slice(-20_000)));
+    await until('the gateway to start', async () => {
+      if (child!.exitCode !== null) throw new Error(`gateway exited ${child!.exitCode}: ${stderr}`);
+      return fetch(`${base}/v1/status`, { signal: AbortSignal.timeout(1000) }).then((r) => r.status === 200, () => false);
+    }, 20_000);
+  }
+
+  async function kill(): Promise<void> {
+    const c = child;
+    if (!c || c.exitCode !== null || c.signalCode !== null) return;
+    const exited = new Promise((r) => c.once('exit', r));
+    c.kill('SIGKILL');
+    await exited;
+  }
+
+  /** An admin call; a call cut off by the kill answers status 0. */
+  async function api(path: string, body?: unknown): Promise<{ status: number; text: string }> {
+    try {
+      const r = await fetch(base + path, {
+        method: body === undefined ? 'GET' : 'POST',
+        headers: { authorization: `Bearer ${keys.adminApiKey}`, 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal: AbortSignal.timeout(15_000),
+      });
+      return { status: r.status, text: await r.text() };
+    } catch {
+      return { status: 0, text: '' };
+    }
+  }
+
+  function readLog(): RecordedEvent[] {
+    const db = new Database(join(storage, 'events.sqlite'), { readonly: true });
+    try {
+      return (db.prepare(`SELECT ${EVENT_COLUMNS} FROM events ORDER BY position`).raw().all() as EventRow[]).map(decodeRow);
+    } finally {
+      db.close();
+    }
+  }
+  const ofType = (type: string) => readLog().filter((r) => r.type === type);
+
+  it('after the restart the settle and the create both complete; nothing is recorded as failed', { timeout: 60_000 }, async () => {
+    const port = await freePort();
+    const devnetPort = await freePort();
+    base = `http://127.0.0.1:${port}`;
+    devnetUrl = `http://127.0.0.1:${devnetPort}`;
+    const env = {
+      DEVSHARD_PORT: String(port),
+      DEVNET_PORT: String(devnetPort),
+      DEVSHARD_STORAGE_DIR: storage,
+      DEVSHARD_PRIVATE_KEY: keys.privateKey,
+      DEVSHARD_API_KEYS: keys.apiKey,
+      DEVSHARD_ADMIN_API_KEY: keys.adminApiKey,
+      DEVSHARDS_JSON: '[]',
+      DEVNET_BLOCK_TIME_MS: '50',
+      DEVNET_TOKEN_DELAY_MS: '2',
+      GATEWAY_RECONCILE_INTERVAL_MS: '200',
+      LOG_LEVEL: 'warn',
+    };
+    await start(env); // the quick start creates escrow 1
+    const escrowId = (ofType('EscrowCreated')[0]!.data as { escrowId: string }).escrowId;
+    await kill();
+
+    // Blocks every 5 s: the settle and the create wait in the mempool when the process is killed.
+    await start({ ...env, DEVNET_BLOCK_TIME_MS: '5000' });
+    expect((await api(`/devshard/${escrowId}/v1/finalize`, {})).status).toBe(200);
+    const settle = api(`/v1/admin/devshards/${escrowId}/settle`, {});
+    await until('the settle tx recorded', () => ofType('EscrowSettleRequested').length === 1);
+    const create = api('/v1/admin/escrows', { amount: '10000000000', model_id: MODEL, private_key: keys.privateKey, chain_id: 'shardgate-devnet', register: true });
+    await until('the create tx recorded', () => ofType('EscrowCreateRequested').length === 2);
+    await sleep(200); // broadcast: accepted into the mempool
+    await kill();
+    expect((await settle).status).toBe(0);
+    expect((await create).status).toBe(0);
+    expect(ofType('EscrowSettled')).toHaveLength(0);
+    expect(ofType('EscrowCreated')).toHaveLength(1);
+
+    await start(env);
+    await until('both intents resolved', () => ofType('EscrowSettled').length + ofType('EscrowSettleFailed').length + ofType('EscrowCreateFailed').length + ofType('EscrowCreated').length >= 3);
+    expect(ofType('EscrowCreateFailed').map((r) => JSON.stringify(r.data))).toEqual([]);
+    expect(ofType('EscrowSettleFailed').map((r) => JSON.stringify(r.data))).toEqual([]);
+    const settled = ofType('EscrowSettled');
+    expect(settled).toHaveLength(1);
+    const created = ofType('EscrowCreated').map((r) => (r.data as { escrowId: string }).escrowId);
+    expect(created).toHaveLength(2);
+
+    // On chain: escrow 1 settled with the refund the log records; the new escrow exists, once.
+    const onChain = async (id: string) => (await fetch(`${devnetUrl}/productscience/inference/inference/devshard_escrow/${id}`).then((r) => r.json())) as { found: boolean; escrow: { settled: boolean; amount: string } };
+    const first = await onChain(escrowId);
+    expect(first.escrow.settled).toBe(true);
+    const stream = readLog().filter((r) => r.streamId === `escrow-${escrowId}`);
+    const spent = stream.filter((r) => r.type === 'InferenceFinished' || r.type === 'InferenceFailed' || r.type === 'UsageRecovered').reduce((n, r) => n + BigInt((r.data as { cost: string }).cost), 0n);
+    const fees = BigInt((stream.filter((r) => r.type === 'EscrowFinalized').at(-1)!.data as { settlement: { fees: string } }).settlement.fees);
+    expect(spent + fees + BigInt((settled[0]!.data as { refund: string }).refund)).toBe(BigInt(first.escrow.amount));
+    expect((await onChain(created[1]!)).found).toBe(true);
+    expect((await onChain(String(Number(created[1]!) + 1))).found).toBe(false);
+
+    const { stdout } = await run(process.execPath, [ensureBuilt('dist/src/cli/main.js'), 'verify', '--storage', storage], { cwd: repoRoot });
+    expect(stdout).toMatch(/^ok: \d+ events verified/);
+  });
+});
