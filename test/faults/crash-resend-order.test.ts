@@ -6,33 +6,19 @@
  * recorded as failed although it was valid, so the operator's create was lost to the crash.
  * Deterministic: slow blocks (5 s) keep both txs in the mempool at the kill.
  */
-import Database from 'better-sqlite3';
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { generateKeys } from '../../src/config/index.js';
-import type { RecordedEvent } from '../../src/events/envelope.js';
-import { decodeRow, EVENT_COLUMNS, type EventRow } from '../../src/events/rows.js';
 import { MODEL } from '../helpers/gateway.js';
 import { ensureBuilt, repoRoot } from '../helpers/store-dist.js';
+import { freePort, readLogAt, ServeProcess } from './serve-process.js';
 
 const run = promisify(execFile);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 async function until<T>(what: string, f: () => T | undefined | false | Promise<T | undefined | false>, ms = 15_000): Promise<T> {
   const deadline = Date.now() + ms;
@@ -48,33 +34,17 @@ describe('crash: recorded txs lost from the mempool are re-sent in signing order
   const keys = generateKeys();
   const work = mkdtempSync(join(tmpdir(), 'shardgate-crash-order-'));
   const storage = join(work, 'storage');
-  let child: ChildProcess | undefined;
+  const serve = new ServeProcess(work);
   let base = '';
   let devnetUrl = '';
-  let stderr = '';
 
   afterAll(async () => {
-    await kill();
+    await serve.kill();
     rmSync(work, { recursive: true, force: true });
   });
 
-  async function start(env: Record<string, string>): Promise<void> {
-    stderr = '';
-    child = spawn(process.execPath, [ensureBuilt('dist/src/cli/main.js'), 'serve'], { cwd: work, env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
-    child.stderr!.on('data', (d) => (stderr = (stderr + String(d)).slice(-20_000)));
-    await until('the gateway to start', async () => {
-      if (child!.exitCode !== null) throw new Error(`gateway exited ${child!.exitCode}: ${stderr}`);
-      return fetch(`${base}/v1/status`, { signal: AbortSignal.timeout(1000) }).then((r) => r.status === 200, () => false);
-    }, 20_000);
-  }
-
-  async function kill(): Promise<void> {
-    const c = child;
-    if (!c || c.exitCode !== null || c.signalCode !== null) return;
-    const exited = new Promise((r) => c.once('exit', r));
-    c.kill('SIGKILL');
-    await exited;
-  }
+  const start = (env: Record<string, string>) => serve.start(env, `${base}/v1/status`);
+  const kill = () => serve.kill();
 
   /** An admin call; a call cut off by the kill answers status 0. */
   async function api(path: string, body?: unknown): Promise<{ status: number; text: string }> {
@@ -91,14 +61,7 @@ describe('crash: recorded txs lost from the mempool are re-sent in signing order
     }
   }
 
-  function readLog(): RecordedEvent[] {
-    const db = new Database(join(storage, 'events.sqlite'), { readonly: true });
-    try {
-      return (db.prepare(`SELECT ${EVENT_COLUMNS} FROM events ORDER BY position`).raw().all() as EventRow[]).map(decodeRow);
-    } finally {
-      db.close();
-    }
-  }
+  const readLog = () => readLogAt(storage);
   const ofType = (type: string) => readLog().filter((r) => r.type === type);
 
   it('after the restart the settle and the create both complete; nothing is recorded as failed', { timeout: 60_000 }, async () => {

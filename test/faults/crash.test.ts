@@ -21,35 +21,22 @@
  * ledgers on every request) before anyone can see it, so a tx acknowledged but not yet in a block
  * may be lost with it; the gateway recorded that tx's bytes and re-broadcasts them by hash.
  */
-import Database from 'better-sqlite3';
-import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { generateKeys } from '../../src/config/index.js';
-import { decodeRow, EVENT_COLUMNS, type EventRow } from '../../src/events/rows.js';
 import type { RecordedEvent } from '../../src/events/envelope.js';
 import { Projections } from '../../src/projections/projections.js';
 import { ensureBuilt, repoRoot } from '../helpers/store-dist.js';
+import { freePort, readLogAt, ServeProcess } from './serve-process.js';
 import { MODEL } from '../helpers/gateway.js';
 
 const run = promisify(execFile);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** A seeded PRNG so a failing run can be repeated (seed printed on failure). */
 function prng(seed: number) {
@@ -75,50 +62,19 @@ describe('crash: SIGKILL under load, restart on the same storage', () => {
   const keys = generateKeys();
   const work = mkdtempSync(join(tmpdir(), 'shardgate-crash-'));
   const storage = join(work, 'storage');
-  let child: ChildProcess | undefined;
+  const serve = new ServeProcess(work);
   let base = '';
-  let stderr = '';
   const seed = Number(process.env.CRASH_SEED ?? Date.now() % 1_000_000);
   const rnd = prng(seed);
   const chats: ChatRecord[] = [];
 
   afterAll(async () => {
-    if (child && child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGKILL');
-      await new Promise((r) => child!.once('exit', r));
-    }
+    await serve.kill();
     rmSync(work, { recursive: true, force: true });
   });
 
-  async function start(env: Record<string, string>): Promise<void> {
-    stderr = '';
-    child = spawn(process.execPath, [ensureBuilt('dist/src/cli/main.js'), 'serve'], {
-      cwd: work,
-      env: { PATH: process.env.PATH ?? '', ...env },
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
-    child.stderr!.on('data', (d) => (stderr = (stderr + String(d)).slice(-20_000)));
-    const deadline = Date.now() + 20_000;
-    for (;;) {
-      if (child.exitCode !== null) throw new Error(`gateway exited ${child.exitCode}: ${stderr}`);
-      try {
-        const r = await fetch(`${base}/v1/status`, { signal: AbortSignal.timeout(1000) });
-        if (r.status === 200) return;
-      } catch {
-        /* not yet */
-      }
-      if (Date.now() > deadline) throw new Error(`gateway did not start: ${stderr}`);
-      await sleep(100);
-    }
-  }
-
-  async function kill(): Promise<void> {
-    const c = child!;
-    if (c.exitCode !== null || c.signalCode !== null) return;
-    const exited = new Promise((r) => c.once('exit', r));
-    c.kill('SIGKILL');
-    await exited;
-  }
+  const start = (env: Record<string, string>) => serve.start(env, `${base}/v1/status`);
+  const kill = () => serve.kill();
 
   const headers = (key = keys.adminApiKey) => ({ authorization: `Bearer ${key}`, 'content-type': 'application/json' });
   async function api(path: string, body?: unknown, method = body === undefined ? 'GET' : 'POST') {
@@ -160,14 +116,7 @@ describe('crash: SIGKILL under load, restart on the same storage', () => {
     return Promise.all(loops).then(() => undefined);
   }
 
-  function readLog(): RecordedEvent[] {
-    const db = new Database(join(storage, 'events.sqlite'), { readonly: true });
-    try {
-      return (db.prepare(`SELECT ${EVENT_COLUMNS} FROM events ORDER BY position`).raw().all() as EventRow[]).map(decodeRow);
-    } finally {
-      db.close();
-    }
-  }
+  const readLog = () => readLogAt(storage);
 
   async function verifyCli(): Promise<string> {
     try {

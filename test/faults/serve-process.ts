@@ -1,0 +1,73 @@
+/**
+ * A real `shardgate serve` in a child process for crash tests: started on an env, killed with
+ * SIGKILL, its log read straight from SQLite (the crash tests read it while no gateway runs).
+ */
+import Database from 'better-sqlite3';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import type { RecordedEvent } from '../../src/events/envelope.js';
+import { decodeRow, EVENT_COLUMNS, type EventRow } from '../../src/events/rows.js';
+import { ensureBuilt } from '../helpers/store-dist.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A TCP port free on loopback at the time of asking. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** Every event of the log in `storage`, in position order. */
+export function readLogAt(storage: string): RecordedEvent[] {
+  const db = new Database(join(storage, 'events.sqlite'), { readonly: true });
+  try {
+    return (db.prepare(`SELECT ${EVENT_COLUMNS} FROM events ORDER BY position`).raw().all() as EventRow[]).map(decodeRow);
+  } finally {
+    db.close();
+  }
+}
+
+export class ServeProcess {
+  private child: ChildProcess | undefined;
+  /** The last 20,000 characters the process wrote to stderr. */
+  stderr = '';
+
+  /** `cwd`: where `serve` runs (its env file and default storage); `statusUrl`: polled until 200. */
+  constructor(private readonly cwd: string) {}
+
+  /** Starts `serve` with exactly `env` (plus PATH) and waits until `statusUrl` answers 200. */
+  async start(env: Record<string, string>, statusUrl: string, timeoutMs = 20_000): Promise<void> {
+    this.stderr = '';
+    const child = spawn(process.execPath, [ensureBuilt('dist/src/cli/main.js'), 'serve'], { cwd: this.cwd, env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+    this.child = child;
+    child.stderr!.on('data', (d) => (this.stderr = (this.stderr + String(d)).slice(-20_000)));
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      if (child.exitCode !== null) throw new Error(`gateway exited ${child.exitCode}: ${this.stderr}`);
+      try {
+        const r = await fetch(statusUrl, { signal: AbortSignal.timeout(1000) });
+        if (r.status === 200) return;
+      } catch {
+        /* not yet */
+      }
+      if (Date.now() > deadline) throw new Error(`gateway did not start: ${this.stderr}`);
+      await sleep(100);
+    }
+  }
+
+  /** SIGKILL, then waits for the exit; nothing when no process runs. */
+  async kill(): Promise<void> {
+    const c = this.child;
+    if (!c || c.exitCode !== null || c.signalCode !== null) return;
+    const exited = new Promise((r) => c.once('exit', r));
+    c.kill('SIGKILL');
+    await exited;
+  }
+}
