@@ -15,7 +15,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { generateKeys } from '../../src/config/index.js';
 import { MODEL } from '../helpers/gateway.js';
 import { ensureBuilt, repoRoot } from '../helpers/store-dist.js';
-import { freePort, readLogAt, ServeProcess } from './serve-process.js';
+import { crashEnv, freePort, readLogAt, ServeProcess } from './serve-process.js';
 
 const run = promisify(execFile);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -69,19 +69,7 @@ describe('crash: recorded txs lost from the mempool are re-sent in signing order
     const devnetPort = await freePort();
     base = `http://127.0.0.1:${port}`;
     devnetUrl = `http://127.0.0.1:${devnetPort}`;
-    const env = {
-      DEVSHARD_PORT: String(port),
-      DEVNET_PORT: String(devnetPort),
-      DEVSHARD_STORAGE_DIR: storage,
-      DEVSHARD_PRIVATE_KEY: keys.privateKey,
-      DEVSHARD_API_KEYS: keys.apiKey,
-      DEVSHARD_ADMIN_API_KEY: keys.adminApiKey,
-      DEVSHARDS_JSON: '[]',
-      DEVNET_BLOCK_TIME_MS: '50',
-      DEVNET_TOKEN_DELAY_MS: '2',
-      GATEWAY_RECONCILE_INTERVAL_MS: '200',
-      LOG_LEVEL: 'warn',
-    };
+    const env = crashEnv({ port, devnetPort, storage, keys });
     await start(env); // the quick start creates escrow 1
     const escrowId = (ofType('EscrowCreated')[0]!.data as { escrowId: string }).escrowId;
     await kill();

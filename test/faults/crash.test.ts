@@ -32,7 +32,7 @@ import { generateKeys } from '../../src/config/index.js';
 import type { RecordedEvent } from '../../src/events/envelope.js';
 import { Projections } from '../../src/projections/projections.js';
 import { ensureBuilt, repoRoot } from '../helpers/store-dist.js';
-import { freePort, readLogAt, ServeProcess } from './serve-process.js';
+import { crashEnv, freePort, readLogAt, ServeProcess } from './serve-process.js';
 import { MODEL } from '../helpers/gateway.js';
 
 const run = promisify(execFile);
@@ -206,19 +206,7 @@ describe('crash: SIGKILL under load, restart on the same storage', () => {
     const devnetPort = await freePort();
     base = `http://127.0.0.1:${port}`;
     devnetUrl = `http://127.0.0.1:${devnetPort}`;
-    const env = {
-      DEVSHARD_PORT: String(port),
-      DEVNET_PORT: String(devnetPort),
-      DEVSHARD_STORAGE_DIR: storage,
-      DEVSHARD_PRIVATE_KEY: keys.privateKey,
-      DEVSHARD_API_KEYS: keys.apiKey,
-      DEVSHARD_ADMIN_API_KEY: keys.adminApiKey,
-      DEVSHARDS_JSON: '[]',
-      DEVNET_BLOCK_TIME_MS: '50',
-      DEVNET_TOKEN_DELAY_MS: '2',
-      GATEWAY_RECONCILE_INTERVAL_MS: '200',
-      LOG_LEVEL: 'warn',
-    };
+    const env = crashEnv({ port, devnetPort, storage, keys });
     await start(env); // the quick start creates a first escrow on the empty log
     let log = readLog();
     expect(log.some((r) => r.type === 'EscrowCreated')).toBe(true);

@@ -34,6 +34,27 @@ export function readLogAt(storage: string): RecordedEvent[] {
   }
 }
 
+/**
+ * The env of a crash test's gateway: its own ports and storage, the given keys, the embedded devnet
+ * fast (50 ms blocks, 2 ms per token) and a reconciler every 200 ms; no escrow configured, so the
+ * first start creates one as the quick start does.
+ */
+export function crashEnv(o: { port: number; devnetPort: number; storage: string; keys: { privateKey: string; apiKey: string; adminApiKey: string } }): Record<string, string> {
+  return {
+    DEVSHARD_PORT: String(o.port),
+    DEVNET_PORT: String(o.devnetPort),
+    DEVSHARD_STORAGE_DIR: o.storage,
+    DEVSHARD_PRIVATE_KEY: o.keys.privateKey,
+    DEVSHARD_API_KEYS: o.keys.apiKey,
+    DEVSHARD_ADMIN_API_KEY: o.keys.adminApiKey,
+    DEVSHARDS_JSON: '[]',
+    DEVNET_BLOCK_TIME_MS: '50',
+    DEVNET_TOKEN_DELAY_MS: '2',
+    GATEWAY_RECONCILE_INTERVAL_MS: '200',
+    LOG_LEVEL: 'warn',
+  };
+}
+
 export class ServeProcess {
   private child: ChildProcess | undefined;
   /** The last 20,000 characters the process wrote to stderr. */
