@@ -82,15 +82,7 @@ export class TimelineRing {
     const skip = Math.max(0, all.length - limit);
     const n = all.length - skip;
     const ring = new TimelineRing(limit, Math.max(1, Math.min(limit, n)));
-    for (let k = 0; k < n; k++) {
-      const e = all[skip + k]!;
-      ring.position[k] = e.position;
-      ring.accepted[k] = e.accepted ? 1 : 0;
-      ring.event[k] = e.event;
-      ring.state[k] = e.state;
-      ring.time[k] = e.time;
-      ring.actor[k] = e.actor;
-    }
+    for (let k = 0; k < n; k++) ring.write(k, all[skip + k]!);
     ring.count = n;
     ring.total = timeline.total;
     return ring;
@@ -109,14 +101,19 @@ export class TimelineRing {
       i = this.start;
       this.start = (this.start + 1) % capacity;
     }
+    this.write(i, e);
+    if (e.meta !== undefined) (this.meta ??= new Array(capacity))[i] = e.meta;
+    else if (this.meta) this.meta[i] = undefined;
+  }
+
+  /** Slot `i`'s columns from an entry (all but `meta`). */
+  private write(i: number, e: Omit<EntryInput, 'meta'>): void {
     this.position[i] = e.position;
     this.accepted[i] = e.accepted ? 1 : 0;
     this.event[i] = e.event;
     this.state[i] = e.state;
     this.time[i] = e.time;
     this.actor[i] = e.actor;
-    if (e.meta !== undefined) (this.meta ??= new Array(capacity))[i] = e.meta;
-    else if (this.meta) this.meta[i] = undefined;
   }
 
   /** Reallocates the arrays in entry order (oldest at 0). */
