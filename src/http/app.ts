@@ -13,7 +13,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { Logger } from 'pino';
-import { ApiError, handleClientError, installErrorHandlers, isEmptyEscrowPath, sendApiError, sendEmptyNotFound, toApiError } from './errors.js';
+import { ApiError, clip, handleClientError, installErrorHandlers, isEmptyEscrowPath, sendApiError, sendEmptyNotFound, toApiError } from './errors.js';
 import { lazyChildLoggerFactory } from './lazy-child-logger.js';
 import { createLogger } from './logger.js';
 import type { GatewayMetrics } from './metrics.js';
@@ -119,6 +119,11 @@ export function createHttpApp(options: HttpAppOptions = {}): FastifyInstance {
   app.removeContentTypeParser('text/plain');
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit }, (request, body, done) => {
+    // A compressed body would be parsed as text and refused as invalid JSON, which misleads: say what is wrong.
+    const encoding = request.headers['content-encoding'];
+    if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
+      return done(new ApiError(415, `Content-Encoding '${clip(encoding, 64)}' is not supported; send the JSON body uncompressed.`, { code: 'unsupported_content_encoding' }), undefined);
+    }
     if (typeof body === 'string' && body.trim() === '') return done(null, undefined);
     parseJson(request, typeof body === 'string' ? body : body.toString('utf8'), done);
   });

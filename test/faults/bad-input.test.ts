@@ -151,7 +151,7 @@ describe('bad input: no 5xx, no crash, OpenAI-style errors', () => {
     );
   });
 
-  it('invalid JSON is a 400, a wrong content type a 415, an oversized body a 413', async () => {
+  it('invalid JSON is a 400, a wrong content type or a compressed body a 415, an oversized body a 413', async () => {
     const h = { ...admin(), 'content-type': 'application/json' };
     for (const bad of ['{', '{"model":', 'nul', '[1,]', '{"a":1}}', '\u0000', '']) {
       for (const path of ['/v1/chat/completions', '/v1/admin/escrows', '/v1/admin/settings', `/v1/admin/devshards/${escrowId}/settle`]) {
@@ -166,6 +166,14 @@ describe('bad input: no 5xx, no crash, OpenAI-style errors', () => {
     const form = await send('post', '/v1/admin/escrows', { body: 'amount=1', headers: { ...admin(), 'content-type': 'application/x-www-form-urlencoded' } });
     expect(form.status).toBe(415);
     expectSane(form, 'form');
+    // A compressed body is refused for what it is, not as invalid JSON.
+    const { gzipSync } = await import('node:zlib');
+    const gz = await fetch(`${gw.url}/v1/chat/completions`, { method: 'POST', headers: { ...h, 'content-encoding': 'gzip' }, body: gzipSync(JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] })) });
+    const gzText = await gz.text();
+    expect(gz.status, gzText).toBe(415);
+    expect(JSON.parse(gzText).error).toMatchObject({ code: 'unsupported_content_encoding', message: expect.stringContaining('gzip') });
+    const identity = await send('post', '/v1/admin/settings', { body: '{}', headers: { ...h, 'content-encoding': 'identity' } });
+    expect(identity.status, identity.text).toBe(200);
     const huge = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'x'.repeat(2 * 1024 * 1024) }] });
     const big = await send('post', '/v1/chat/completions', { body: huge, headers: h });
     expect(big.status).toBe(413);
