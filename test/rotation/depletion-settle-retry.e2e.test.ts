@@ -12,8 +12,8 @@ import { rotationStream } from '../../src/events/catalog.js';
 import { SETTLE_RETRY_MAX_BLOCKS } from '../../src/gateway/rotation/settle-retry.js';
 import { depletionSettleRetriesOf, foldRotation } from '../../src/machines/index.js';
 import { settleTxsOnChain, streamTypes } from '../faults/helpers.js';
-import { createEscrowViaApi, disposeTestGateway } from '../helpers/gateway.js';
-import { depletionSettleFailures, enableRotation, expectBackoff, expectCheckpointVerified, expectNeverSent, expectRefusedOnce, explainText, marked, MODEL, ofType, startRotationGateway, tickFor, tickUntilSettled, waitFor, type RotationGateway } from './helpers.js';
+import { createEscrowViaApi } from '../helpers/gateway.js';
+import { disposeFaultyGateway, depletionSettleFailures, enableRotation, expectBackoff, expectCheckpointVerified, expectNeverSent, expectRefusedOnce, explainText, marked, MODEL, ofType, startRotationGateway, tickFor, tickUntilSettled, waitFor, type RotationGateway } from './helpers.js';
 
 /** Long epochs: the old escrow's window (its epoch and the next) must outlast the retries. */
 const EPOCH = 200;
@@ -25,8 +25,7 @@ const depletionRetries = async (g: RotationGateway) => (await g.call('/v1/debug/
 describe('depletion replacement settle retries on a devnet with faults', () => {
   let gw: RotationGateway | undefined;
   afterEach(async () => {
-    if (gw?.devnet) gw.devnet.chain.faults.rpcDown = false;
-    await disposeTestGateway(gw);
+    await disposeFaultyGateway(gw);
     gw = undefined;
   });
 

@@ -17,8 +17,8 @@ import { reconcileIntents } from '../../src/gateway/reconcile.js';
 import { SETTLE_RETRY_MAX_BLOCKS } from '../../src/gateway/rotation/settle-retry.js';
 import { foldEscrow } from '../../src/machines/index.js';
 import { settleTxsOnChain, streamTypes } from '../faults/helpers.js';
-import { createEscrowViaApi, disposeTestGateway } from '../helpers/gateway.js';
-import { enableRotation, expectBackoff, expectCheckpointVerified, expectNeverSent, expectRefusedOnce, explainText, marked, MODEL, ofType, settleRequests, startRotationGateway, tickFor, tickUntilSettled, useCreatorSequence, waitFor, type RotationGateway } from './helpers.js';
+import { createEscrowViaApi } from '../helpers/gateway.js';
+import { disposeFaultyGateway, enableRotation, expectBackoff, expectCheckpointVerified, expectNeverSent, expectRefusedOnce, explainText, marked, MODEL, ofType, settleRequests, startRotationGateway, tickFor, tickUntilSettled, useCreatorSequence, waitFor, type RotationGateway } from './helpers.js';
 
 /** Long epochs: the escrow's settle window (its epoch and the next) must outlast the retries. */
 const EPOCH = 200;
@@ -57,8 +57,7 @@ async function depletionDefers(g: RotationGateway, id: string): Promise<void> {
 describe('drained settle retries on a devnet with faults', () => {
   let gw: RotationGateway | undefined;
   afterEach(async () => {
-    if (gw?.devnet) gw.devnet.chain.faults.rpcDown = false;
-    await disposeTestGateway(gw);
+    await disposeFaultyGateway(gw);
     gw = undefined;
   });
 

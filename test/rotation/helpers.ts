@@ -11,7 +11,7 @@ import { settleRetryDelay } from '../../src/gateway/rotation/settle-retry.js';
 import type { DepletionCheck, RotationTask } from '../../src/gateway/rotation/index.js';
 import { projectionsCheck } from '../../src/projections/verify-check.js';
 import { settleTxsOnChain, streamTypes } from '../faults/helpers.js';
-import { MODEL, startTestGateway, type TestGateway, type TestGatewayOptions } from '../helpers/gateway.js';
+import { disposeTestGateway, MODEL, startTestGateway, type TestGateway, type TestGatewayOptions } from '../helpers/gateway.js';
 
 export { MODEL };
 
@@ -190,3 +190,9 @@ export async function useCreatorSequence(g: TestGateway): Promise<void> {
 /** The depletion check's recorded settle failures of the escrow it replaced, in order. */
 export const depletionSettleFailures = (g: TestGateway, escrowId: string) =>
   ofType(g, 'DepletionReplacementFailed').filter((e) => e.data.step === 'settle' && e.data.escrowId === escrowId);
+
+/** Tears a gateway down after a test that may have left its devnet's RPC down (the fault is cleared first). */
+export async function disposeFaultyGateway(gw: RotationGateway | undefined): Promise<void> {
+  if (gw?.devnet) gw.devnet.chain.faults.rpcDown = false;
+  await disposeTestGateway(gw);
+}

@@ -16,8 +16,8 @@ import { readEpoch } from '../../src/gateway/rotation/steps.js';
 import { SETTLE_RETRY_MAX_BLOCKS } from '../../src/gateway/rotation/settle-retry.js';
 import { foldEscrow, foldRotation, settleRetriesOf, stateName } from '../../src/machines/index.js';
 import { settleTxsOnChain } from '../faults/helpers.js';
-import { createEscrowViaApi, disposeTestGateway } from '../helpers/gateway.js';
-import { depletionSettleFailures, enableRotation, expectBackoff, expectCheckpointVerified, marked, MODEL, ofType, settleRequests, startRotationGateway, tickFor, tickUntilSettled, useCreatorSequence, type RotationGateway } from './helpers.js';
+import { createEscrowViaApi } from '../helpers/gateway.js';
+import { disposeFaultyGateway, depletionSettleFailures, enableRotation, expectBackoff, expectCheckpointVerified, marked, MODEL, ofType, settleRequests, startRotationGateway, tickFor, tickUntilSettled, useCreatorSequence, type RotationGateway } from './helpers.js';
 
 const EPOCH = 200;
 
@@ -26,8 +26,7 @@ const settleFailures = depletionSettleFailures;
 describe("a depletion replacement's direct settle of unknown outcome, refused when the reconciler sends it again", () => {
   let gw: RotationGateway | undefined;
   afterEach(async () => {
-    if (gw?.devnet) gw.devnet.chain.faults.rpcDown = false;
-    await disposeTestGateway(gw);
+    await disposeFaultyGateway(gw);
     gw = undefined;
   });
 
@@ -112,8 +111,7 @@ describe("a depletion replacement's direct settle of unknown outcome, refused wh
 describe("a rotation's direct settle of unknown outcome, refused when the reconciler sends it again after the phase completed", () => {
   let gw: RotationGateway | undefined;
   afterEach(async () => {
-    if (gw?.devnet) gw.devnet.chain.faults.rpcDown = false;
-    await disposeTestGateway(gw);
+    await disposeFaultyGateway(gw);
     gw = undefined;
   });
 

@@ -12,8 +12,8 @@ import { SETTLE_RETRY_MAX_BLOCKS } from '../../src/gateway/rotation/settle-retry
 import { readEpoch } from '../../src/gateway/rotation/steps.js';
 import { foldRotation, settleRetriesOf, stateName } from '../../src/machines/index.js';
 import { settleTxsOnChain, streamTypes } from '../faults/helpers.js';
-import { createEscrowViaApi, disposeTestGateway } from '../helpers/gateway.js';
-import { enableRotation, expectBackoff, expectCheckpointVerified, expectNeverSent, expectRefusedOnce, explainText, marked, MODEL, ofType, startRotationGateway, tickFor, tickUntilSettled, waitFor, type RotationGateway } from './helpers.js';
+import { createEscrowViaApi } from '../helpers/gateway.js';
+import { disposeFaultyGateway, enableRotation, expectBackoff, expectCheckpointVerified, expectNeverSent, expectRefusedOnce, explainText, marked, MODEL, ofType, startRotationGateway, tickFor, tickUntilSettled, waitFor, type RotationGateway } from './helpers.js';
 
 /** Longer epochs than the other rotation tests: the regular's window (its epoch and the next) must outlast the retries. */
 const EPOCH = 200;
@@ -23,8 +23,7 @@ const settleFailures = (g: RotationGateway, escrowId: string) => ofType(g, 'Rota
 describe('rotation settle retries on a devnet with faults', () => {
   let gw: RotationGateway | undefined;
   afterEach(async () => {
-    if (gw?.devnet) gw.devnet.chain.faults.rpcDown = false;
-    await disposeTestGateway(gw);
+    await disposeFaultyGateway(gw);
     gw = undefined;
   });
 
