@@ -13,7 +13,7 @@ import { SETTLE_RETRY_MAX_BLOCKS } from '../../src/gateway/rotation/settle-retry
 import { depletionSettleRetriesOf, foldRotation } from '../../src/machines/index.js';
 import { settleTxsOnChain, streamTypes } from '../faults/helpers.js';
 import { createEscrowViaApi } from '../helpers/gateway.js';
-import { disposeFaultyGateway, depletionSettleFailures, enableRotation, expectBackoff, expectCheckpointVerified, expectNeverSent, expectRefusedOnce, explainText, marked, MODEL, ofType, startRotationGateway, tickFor, tickUntilSettled, waitFor, type RotationGateway } from './helpers.js';
+import { depletionTickAboveDeposit, disposeFaultyGateway, depletionSettleFailures, enableRotation, expectBackoff, expectCheckpointVerified, expectNeverSent, expectRefusedOnce, explainText, marked, MODEL, ofType, startRotationGateway, tickFor, tickUntilSettled, waitFor, type RotationGateway } from './helpers.js';
 
 /** Long epochs: the old escrow's window (its epoch and the next) must outlast the retries. */
 const EPOCH = 200;
@@ -46,11 +46,9 @@ describe('depletion replacement settle retries on a devnet with faults', () => {
     });
     o.before?.(g);
     // A threshold above the deposit: this check finds the escrow depleted and replaces it.
-    g.ctx.depletionThreshold = 2_000_000_000n;
     try {
-      await g.depletion.tick();
+      await depletionTickAboveDeposit(g);
     } finally {
-      g.ctx.depletionThreshold = 1_000_000n;
       sub.unsubscribe();
     }
     const decided = ofType(g, 'DepletionReplacementDecided');

@@ -18,7 +18,7 @@ import { SETTLE_RETRY_MAX_BLOCKS } from '../../src/gateway/rotation/settle-retry
 import { foldEscrow } from '../../src/machines/index.js';
 import { settleTxsOnChain, streamTypes } from '../faults/helpers.js';
 import { createEscrowViaApi } from '../helpers/gateway.js';
-import { disposeFaultyGateway, enableRotation, expectBackoff, expectCheckpointVerified, expectNeverSent, expectRefusedOnce, explainText, marked, MODEL, ofType, settleRequests, startRotationGateway, tickFor, tickUntilSettled, useCreatorSequence, waitFor, type RotationGateway } from './helpers.js';
+import { depletionTickAboveDeposit, disposeFaultyGateway, enableRotation, expectBackoff, expectCheckpointVerified, expectNeverSent, expectRefusedOnce, explainText, marked, MODEL, ofType, settleRequests, startRotationGateway, tickFor, tickUntilSettled, useCreatorSequence, waitFor, type RotationGateway } from './helpers.js';
 
 /** Long epochs: the escrow's settle window (its epoch and the next) must outlast the retries. */
 const EPOCH = 200;
@@ -43,13 +43,7 @@ async function adminDefers(g: RotationGateway, id: string): Promise<void> {
 
 /** The settle is deferred by the depletion check: it finds the escrow depleted, replaces it, then finalizes and settles it. */
 async function depletionDefers(g: RotationGateway, id: string): Promise<void> {
-  // A threshold above the deposit: this check finds the escrow depleted.
-  g.ctx.depletionThreshold = 2_000_000_000n;
-  try {
-    await g.depletion.tick();
-  } finally {
-    g.ctx.depletionThreshold = 1_000_000n;
-  }
+  await depletionTickAboveDeposit(g);
   expect(ofType(g, 'DepletionReplacementDecided').map((e) => e.data.escrowId)).toEqual([id]);
   expect(marked(g, 'escrow_depletion_settle_deferred', id)).toHaveLength(1);
 }

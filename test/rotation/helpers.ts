@@ -196,3 +196,13 @@ export async function disposeFaultyGateway(gw: RotationGateway | undefined): Pro
   if (gw?.devnet) gw.devnet.chain.faults.rpcDown = false;
   await disposeTestGateway(gw);
 }
+
+/** One depletion check with its threshold above a 1,000,000,000 deposit, so it finds the escrow depleted; the threshold is restored after. */
+export async function depletionTickAboveDeposit(g: RotationGateway): Promise<void> {
+  g.ctx.depletionThreshold = 2_000_000_000n;
+  try {
+    await g.depletion.tick();
+  } finally {
+    g.ctx.depletionThreshold = 1_000_000n;
+  }
+}

@@ -17,7 +17,7 @@ import { SETTLE_RETRY_MAX_BLOCKS } from '../../src/gateway/rotation/settle-retry
 import { foldEscrow, foldRotation, settleRetriesOf, stateName } from '../../src/machines/index.js';
 import { settleTxsOnChain } from '../faults/helpers.js';
 import { createEscrowViaApi } from '../helpers/gateway.js';
-import { disposeFaultyGateway, depletionSettleFailures, enableRotation, expectBackoff, expectCheckpointVerified, marked, MODEL, ofType, settleRequests, startRotationGateway, tickFor, tickUntilSettled, useCreatorSequence, type RotationGateway } from './helpers.js';
+import { depletionTickAboveDeposit, disposeFaultyGateway, depletionSettleFailures, enableRotation, expectBackoff, expectCheckpointVerified, marked, MODEL, ofType, settleRequests, startRotationGateway, tickFor, tickUntilSettled, useCreatorSequence, type RotationGateway } from './helpers.js';
 
 const EPOCH = 200;
 
@@ -42,11 +42,9 @@ describe("a depletion replacement's direct settle of unknown outcome, refused wh
     const sub = g.store.subscribe(g.store.lastPosition()).subscribe((r) => {
       if (r.type === 'EscrowSettleRequested') g.devnet!.chain.faults.rpcDown = true;
     });
-    g.ctx.depletionThreshold = 2_000_000_000n;
     try {
-      await g.depletion.tick();
+      await depletionTickAboveDeposit(g);
     } finally {
-      g.ctx.depletionThreshold = 1_000_000n;
       sub.unsubscribe();
       g.devnet!.chain.faults.rpcDown = false;
     }
