@@ -12,6 +12,7 @@
  * With ABLATE_LOG=1 a third target is the same gateway with its event log switched off (decisions
  * kept in memory, nothing appended, sealed, written or folded): not a configuration anyone runs,
  * only a measure of what the log costs and of the ceiling without it.
+ * ESCROWS (default 3) sets how many escrows the gateway routes to; each takes ~19,800 requests.
  * With HOST_PROCESS=1 the host runs in a process of its own, so the figures are the proxy's and the
  * gateway's alone.
  */
@@ -31,7 +32,7 @@ const rounds = Number(process.argv[4] ?? 2);
 tuneV8ForServing(); // as `shardgate serve` runs
 const host = process.env.HOST_PROCESS === '1' ? await startHostProcess() : await startHost();
 const baseline = await startBaseline(host.url);
-const gateway = await startGatewayTarget(host.url, { mode: 'upstream', escrows: 3 });
+const gateway = await startGatewayTarget(host.url, { mode: 'upstream', escrows: Number(process.env.ESCROWS ?? 3) });
 const worker = fork(new URL('./load-worker.js', import.meta.url));
 let id = 0;
 const body = JSON.stringify({ model: 'bench-model', messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 16 });

@@ -16,6 +16,17 @@ describe('auth helpers', () => {
     expect(auth.classify(`Bearer ${CLIENT_KEY.slice(0, -1)}`).kind).toBe('none');
   });
 
+  it('looks a presented key up by its exact text: near misses are unknown, a key that is both client and admin is admin', () => {
+    const both = createAuthenticator({ adminApiKey: 'sk-both-0123456789', apiKeys: ['sk-both-0123456789', 'sk-client-0123456789'] });
+    expect(both.classify('Bearer sk-both-0123456789')).toEqual({ kind: 'admin', keyId: 'admin' });
+    expect(both.classify('Bearer sk-client-0123456789')).toEqual({ kind: 'client', keyId: keyId('sk-client-0123456789') });
+    for (const near of ['sk-client-012345678', 'sk-client-01234567890', 'SK-CLIENT-0123456789', 'sk-client-0123456788']) {
+      expect(both.classify(`Bearer ${near}`)).toEqual({ kind: 'none', keyId: null, reason: 'unknown' });
+    }
+    // What a request is given is shared between requests: it cannot be changed by one of them.
+    expect(Object.isFrozen(both.classify('Bearer sk-client-0123456789'))).toBe(true);
+  });
+
   it('key ids are stable, short and not the key', () => {
     expect(keyId(CLIENT_KEY)).toMatch(/^key-[0-9a-f]{8}$/);
     expect(keyId(CLIENT_KEY)).toBe(keyId(CLIENT_KEY));
