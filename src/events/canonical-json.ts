@@ -74,7 +74,8 @@ function plainMember(v: unknown): boolean {
     case 'boolean':
       return true;
     case 'number':
-      return Number.isFinite(v);
+      // -0 is written "0", which parses back as 0: not the same value, so not plain.
+      return Number.isFinite(v) && !Object.is(v, -0);
     case 'object':
       return v === null || inCanonicalForm(v);
     default:

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { CanonicalJsonError, canonicalJson, canonicalJsonByWalk } from '../../src/events/canonical-json.js';
+import { CanonicalJsonError, canonicalJson, canonicalJsonByWalk, isCanonicalPlain } from '../../src/events/canonical-json.js';
 import { eventHash, recordCanonicalJson } from '../../src/events/hash.js';
 import { createHash } from 'node:crypto';
 
@@ -35,7 +35,7 @@ describe('canonicalJson fast path (values already in sorted key order)', () => {
     for (const k of Object.keys(v).sort()) Object.defineProperty(out, k, { value: sortedCopy((v as Record<string, unknown>)[k]), enumerable: true, writable: true, configurable: true });
     return out;
   };
-  const values = fc.oneof(fc.jsonValue(), fc.object({ withNullPrototype: false, values: [fc.jsonValue(), fc.constant(undefined), fc.double(), fc.date()] }));
+  const values = fc.oneof(fc.jsonValue(), fc.object({ withNullPrototype: false, values: [fc.jsonValue(), fc.constant(undefined), fc.double(), fc.constant(-0), fc.date()] }));
 
   it('gives exactly the general walk\'s text, or its refusal, for any value in any key order', () => {
     fc.assert(
@@ -49,6 +49,8 @@ describe('canonicalJson fast path (values already in sorted key order)', () => {
           }
           if (walked instanceof Error) expect(() => canonicalJson(x)).toThrow(walked.message);
           else expect(canonicalJson(x)).toBe(walked);
+          // What the store shares as the record's value (or hands the writer thread) must be what a replay parses.
+          if (isCanonicalPlain(x)) expect(JSON.parse(JSON.stringify(x))).toStrictEqual(x);
         }
       }),
       { numRuns: 2000 },
@@ -58,6 +60,8 @@ describe('canonicalJson fast path (values already in sorted key order)', () => {
   it('leaves integer-like keys, -0, undefined and toJSON to the general path with the same result', () => {
     expect(canonicalJson({ '10': 1, '9': 2 })).toBe('{"10":1,"9":2}');
     expect(canonicalJson({ a: -0, b: [undefined] })).toBe('{"a":0,"b":[null]}');
+    expect(isCanonicalPlain({ a: -0 })).toBe(false);
+    expect(isCanonicalPlain({ a: [0, -0] })).toBe(false);
     expect(canonicalJson({ a: 1, b: undefined })).toBe('{"a":1}');
     expect(canonicalJson({ a: new Date(0) })).toBe('{"a":"1970-01-01T00:00:00.000Z"}');
     expect(() => canonicalJson({ a: Infinity })).toThrow(/non-finite/);
