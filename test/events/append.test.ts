@@ -71,9 +71,9 @@ describe('append with expected version', () => {
     store.onCommit((records) => live.push(...records));
     // Many appends in a few turns: several batches, the next queued while one is on the writer thread.
     for (let turn = 0; turn < 5; turn++) {
-      await Promise.all(Array.from({ length: 40 }, (_, i) => store.append(`escrow-${i % 7}`, [ev('a', { turn, i }), ev('b', { note: 'é\u2028"' })], { expectedVersion: 'any' })));
+      await Promise.all(Array.from({ length: 40 }, (_, i) => store.append(`escrow-${i % 7}`, [ev('a', { turn, i }), ev('b', { note: 'é\u2028"' }), ev('c', { i, list: [turn, { x: null }], n: -0 })], { expectedVersion: 'any' })));
     }
-    expect(live).toHaveLength(400);
+    expect(live).toHaveLength(600);
     let prev = '';
     for (const r of live) {
       expect(r.prevHash).toBe(prev);
@@ -81,13 +81,32 @@ describe('append with expected version', () => {
       prev = r.hash;
     }
     expect(live).toStrictEqual([...store.readAll()]);
-    expect(await verifyLog(store.file)).toMatchObject({ ok: true, events: 400, lastHash: prev });
+    expect(await verifyLog(store.file)).toMatchObject({ ok: true, events: 600, lastHash: prev });
     // A store without the writer thread continues the same chain.
     await store.close();
     store = openSqliteEventStore(eventsFile(join(storage.dir, 'state')), { writerThread: false });
     const next = await store.append('escrow-1', [ev('c')], { expectedVersion: 'any' });
     expect(next.records[0]!.prevHash).toBe(prev);
-    expect(await verifyLog(store.file)).toMatchObject({ ok: true, events: 401, lastHash: next.records[0]!.hash });
+    expect(await verifyLog(store.file)).toMatchObject({ ok: true, events: 601, lastHash: next.records[0]!.hash });
+  });
+
+  it('a batch refused by the writer thread (another connection wrote first) is redone in-thread with the same text and chain', async () => {
+    await store.append('escrow-1', [ev('first', { a: 1 })], { expectedVersion: 'any' });
+    // Plain values (sorted keys) are serialized by the writer thread, the others up front: both kinds in the redone batch.
+    const plain = { amount: '12', nested: { list: [1, 'é\u2028"', null], ok: true } };
+    const other = openSqliteEventStore(store.file, { writerThread: false });
+    await other.append('escrow-2', [ev('foreign')], { expectedVersion: 'any' });
+    await other.close();
+    const [r] = await Promise.all([
+      store.append('escrow-1', [ev('plain', plain), ev('unsorted', { z: 1, a: 2 })], { expectedVersion: 'any' }),
+      store.append('escrow-3', [{ type: 'meta', data: {}, metadata: { actor: { kind: 'admin' }, requestId: 'q' } }], { expectedVersion: 'any' }),
+    ]);
+    expect(r.positions).toEqual([3, 4]);
+    const replayed = [...store.readAll()];
+    expect(replayed.map((e) => e.type)).toEqual(['first', 'foreign', 'plain', 'unsorted', 'meta']);
+    expect(r.records).toStrictEqual(replayed.slice(2, 4));
+    expect(replayed[2]!.data).toStrictEqual(plain);
+    expect(await verifyLog(store.file)).toMatchObject({ ok: true, events: 5 });
   });
 
   it("'any' skips the check", async () => {
