@@ -31,6 +31,13 @@ interface Pending {
   version: number;
   /** Appends decided but not yet committed. */
   uncommitted: number;
+  /**
+   * Escrow streams: each decided event's step, in append order, until its record is folded by the
+   * pool (which adopts the snapshot instead of stepping again: EscrowPoolProjection.adoptDecidedSteps).
+   * `head` is the next one due. Undefined once out of step with the commits (then nothing is adopted).
+   */
+  steps?: ({ type: string; data: unknown; base: EscrowSnapshot; snapshot: EscrowSnapshot } | undefined)[] | undefined;
+  head: number;
 }
 
 export class Engine {
@@ -58,6 +65,25 @@ export class Engine {
     store.onCommit((records) => {
       for (const r of records) this.versions.set(r.streamId, r.streamVersion);
     });
+    projections.pool.adoptDecidedSteps((streamId, type, data) => this.decidedStep(streamId, type, data));
+  }
+
+  /** The step decided for the next committed event of the stream, if it is this one (by its data's identity). */
+  private decidedStep(streamId: string, type: string, data: unknown) {
+    const p = this.pending.get(streamId);
+    const steps = p?.steps;
+    if (!steps) return undefined;
+    const step = steps[p.head];
+    if (!step || step.data !== data || step.type !== type) {
+      p.steps = undefined; // a record this engine did not decide, or not in order: stop adopting
+      return undefined;
+    }
+    steps[p.head++] = undefined;
+    if (p.head === steps.length) {
+      steps.length = 0;
+      p.head = 0;
+    }
+    return step;
   }
 
   /** The escrow's decided state (includes appends still committing). */
@@ -92,12 +118,17 @@ export class Engine {
     if (broken !== undefined) throw new TransitionRefused(id, events[0]?.type ?? 'event', `unwritable since an append failed (${broken}); restart the gateway`);
     let snapshot =
       (kind === 'escrow' ? this.escrow(id) : this.intent(id)) ?? base ?? initialSnapshot(escrowMachine, this.escrowInput);
+    // Steps are kept for adoption only when the data is an object (matched by identity) and the
+    // stream already has decisions in step with its commits, or none pending.
+    let steps: NonNullable<Pending['steps']> | undefined = kind === 'escrow' ? [] : undefined;
     for (const e of events) {
       const next = stepEscrowFast(snapshot, { type: e.type, data: e.data } as never);
       if (!next.accepted) throw new TransitionRefused(id, e.type, stateName(snapshot.value));
+      if (steps && typeof e.data === 'object' && e.data !== null) steps.push({ type: e.type, data: e.data, base: snapshot, snapshot: next.snapshot });
+      else steps = undefined;
       snapshot = next.snapshot;
     }
-    return this.appendDecided(streamId, events, snapshot);
+    return this.appendDecided(streamId, events, snapshot, steps);
   }
 
   /** Would the escrow accept this event now? */
@@ -107,7 +138,7 @@ export class Engine {
     return !!s && stepEscrowFast(s, event as never).accepted;
   }
 
-  private appendDecided(streamId: string, events: NewEvent[], snapshot: EscrowSnapshot): Promise<RecordedEvent[]> {
+  private appendDecided(streamId: string, events: NewEvent[], snapshot: EscrowSnapshot, steps?: Pending['steps']): Promise<RecordedEvent[]> {
     const expectedVersion = this.version(streamId);
     const entry = this.pending.get(streamId);
     // One entry per stream while appends are uncommitted, updated in place (a request decides twice).
@@ -115,7 +146,9 @@ export class Engine {
       entry.snapshot = snapshot;
       entry.version = expectedVersion + events.length;
       entry.uncommitted++;
-    } else this.pending.set(streamId, { snapshot, version: expectedVersion + events.length, uncommitted: 1 });
+      if (entry.steps && steps) for (const s of steps) entry.steps.push(s);
+      else entry.steps = undefined;
+    } else this.pending.set(streamId, { snapshot, version: expectedVersion + events.length, uncommitted: 1, steps, head: 0 });
     this.appending++;
     // Plain reactions instead of an async function and a tracking set: this runs twice per request.
     return this.store.append(streamId, events, { expectedVersion }).then(

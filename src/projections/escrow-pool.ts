@@ -32,6 +32,17 @@ import type { StreamRef } from './stream-refs.js';
 export type { EscrowPoolState, FoldStep, PendingCreate, PoolEscrow, PoolPart, PoolShared } from './pool-types.js';
 export { streamRefs, type StreamRef } from './stream-refs.js';
 
+/**
+ * A step the write side took for an event it appended to an escrow stream: the snapshot it
+ * stepped from and the one it got (engine.ts). `lookup(streamId, type, data)` hands it over once,
+ * for the committed record of that event (matched by its data's identity), or undefined.
+ */
+export interface DecidedStep {
+  base: EscrowSnapshot;
+  snapshot: EscrowSnapshot;
+}
+export type DecidedSteps = (streamId: string, type: string, data: unknown) => DecidedStep | undefined;
+
 /** The escrow pool projection. */
 export class EscrowPoolProjection {
   private readonly escrows = new Map<string, EscrowSnapshot>();
@@ -48,7 +59,21 @@ export class EscrowPoolProjection {
   /** Position of each escrow's first event (negative: restored, in restore order); orders `merge`. */
   private readonly firstAt = new Map<string, number>();
 
+  /** See adoptDecidedSteps. */
+  private decided: DecidedSteps | undefined;
+
   constructor(private readonly input: EscrowInput = {}) {}
+
+  /**
+   * Live folds take the write side's snapshot for an event it decided, when it stepped from the
+   * very snapshot this projection holds: the fast path is a pure function of (snapshot, event), so
+   * the result is the same, and each chat event is then stepped once instead of twice (~2–4 µs per
+   * event). Anything else (an event another path appended, a chain of decisions broken by a failed
+   * append) is stepped here as before.
+   */
+  adoptDecidedSteps(lookup: DecidedSteps): void {
+    this.decided = lookup;
+  }
 
   /**
    * Folds one committed record. Returns the escrow (or intent) snapshot after it, or undefined
@@ -81,7 +106,8 @@ export class EscrowPoolProjection {
       const intentId = event.type === 'EscrowCreated' ? event.data.intentId : undefined;
       before = (intentId && this.intents.get(intentId)) || initialSnapshot(escrowMachine, this.input);
     }
-    const { snapshot, accepted } = stepEscrowFast(before, event);
+    const decided = this.decided?.(record.streamId, event.type, event.data);
+    const { snapshot, accepted } = decided && decided.base === before ? { snapshot: decided.snapshot, accepted: true } : stepEscrowFast(before, event);
     if (event.type === 'EscrowCreated' && accepted && event.data.intentId) {
       this.pendingCreates.delete(event.data.intentId);
       this.intents.delete(event.data.intentId);
