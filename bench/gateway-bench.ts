@@ -125,6 +125,8 @@ export interface GatewayBenchResult {
   fixedRateAddedP99Ms?: number;
   ttfb: TtfbResult[];
   soak?: SoakResult;
+  /** Throughput at 64 connections with the host in its own process (benchHostApart). */
+  hostApart?: HostApartResult;
 }
 
 export const BENCH_MODEL = 'bench-model';
@@ -393,6 +395,57 @@ export async function benchSoak(opts: { requests?: number; log?: (line: string) 
     }
   } finally {
     worker.close();
+    await host.close();
+  }
+}
+
+/** Throughput at one concurrency with the host in a process of its own: interleaved pairs of rounds. */
+export interface HostApartResult {
+  connections: number;
+  seconds: number;
+  pairs: { baseline: number; gateway: number; ratio: number; gatewayNon2xx: number }[];
+  /** The median of the pairs' gateway/baseline ratios. */
+  medianRatio: number;
+}
+
+/**
+ * The throughput comparison with the zero-delay host in a process of its own (bench/host-process.ts),
+ * as a gateway is deployed: its event loop then does the gateway's work and no host's. With the host
+ * in the targets' process (benchGateway) the host's requests, allocations and collections share the
+ * targets' event loop and heap, which no deployed gateway does. Baseline and gateway alternate in
+ * `pairs` back-to-back pairs of rounds (this 2-core VM moves single rounds by ±20%); the figure is
+ * the median pair's ratio. Runs in a fresh process (request-path-child.ts).
+ */
+export async function benchHostApart(opts: { pairs?: number; seconds?: number; connections?: number; log?: (line: string) => void } = {}): Promise<HostApartResult> {
+  const pairs = opts.pairs ?? 5;
+  const seconds = opts.seconds ?? 5;
+  const connections = opts.connections ?? 64;
+  const log = opts.log ?? (() => {});
+  // Imported here: host-process.ts imports this module in its child, a cycle at load time.
+  const { startHostProcess } = await import('./host-process.js');
+  const host = await startHostProcess();
+  const worker = new LoadWorker();
+  const targets: Target[] = [];
+  try {
+    const baseline = await startBaseline(host.url);
+    targets.push(baseline);
+    const gateway = await startGatewayTarget(host.url, { mode: 'upstream', escrows: Math.ceil(((pairs * seconds + 2) * 7_000) / ROUTING_STOP_NONCE) + 1 });
+    targets.push(gateway);
+    for (const t of targets) await worker.run({ kind: 'autocannon', ...request(t), connections, duration: 1 }); // warm-up
+    const out: HostApartResult['pairs'] = [];
+    for (let i = 0; i < pairs; i++) {
+      const b = await worker.run<AutocannonSummary>({ kind: 'autocannon', ...request(baseline), connections, duration: seconds });
+      const g = await worker.run<AutocannonSummary>({ kind: 'autocannon', ...request(gateway), connections, duration: seconds });
+      const ratio = Math.round((g.requestsPerSec / b.requestsPerSec) * 100) / 100;
+      out.push({ baseline: b.requestsPerSec, gateway: g.requestsPerSec, ratio, gatewayNon2xx: g.non2xx + g.errors });
+      log(`host apart, c=${connections}, pair ${i + 1}: baseline ${b.requestsPerSec.toLocaleString('en')} req/s, gateway ${g.requestsPerSec.toLocaleString('en')} req/s, ${ratio}x${g.non2xx + g.errors ? ` (${g.non2xx + g.errors} gateway errors or non-2xx)` : ''}`);
+    }
+    const medianRatio = [...out.map((p) => p.ratio)].sort((a, b) => a - b)[Math.floor(out.length / 2)]!;
+    log(`host apart, c=${connections}: median of ${pairs} pairs ${medianRatio}x`);
+    return { connections, seconds, pairs: out, medianRatio };
+  } finally {
+    worker.close();
+    for (const t of targets.reverse()) await t.close();
     await host.close();
   }
 }

@@ -6,7 +6,8 @@
  *   --quick  smaller sizes (smoke run, figures not comparable)
  *
  * The request path runs in a process of its own (request-path-child.ts): the earlier sections'
- * heap would otherwise slow its garbage collections. The soak runs in another, after it.
+ * heap would otherwise slow its garbage collections. The throughput pairs with the host in a
+ * process of its own (benchHostApart) run in another, then the soak in a third.
  *
  * Run it on an otherwise idle machine: wall-clock figures follow the load (CPU-second rates are
  * printed beside them where it matters).
@@ -16,7 +17,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, platform, release, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { GatewayBenchOptions, GatewayBenchResult, SoakResult } from './gateway-bench.js';
+import type { GatewayBenchOptions, GatewayBenchResult, HostApartResult, SoakResult } from './gateway-bench.js';
 import { benchProjections, type ProjectionsBenchResult } from './projections-bench.js';
 import { benchStore, type StoreBenchResult } from './store-bench.js';
 
@@ -144,6 +145,21 @@ function markdown(date: Date, m: string, store?: StoreBenchResult, proj?: Projec
             '',
           ]
         : []),
+      ...(gw.hostApart
+        ? [
+            `### Throughput at ${gw.hostApart.connections} connections with the host in its own process`,
+            '',
+            'The same comparison with the zero-delay host in a process of its own, as a gateway is deployed (its hosts are other machines): the targets\' event loop and heap then carry no host work. ' +
+              `A fresh process holds baseline and gateway; they alternate in ${gw.hostApart.pairs.length} back-to-back pairs of ${gw.hostApart.seconds} s rounds after a 1 s warm-up each; the figure is the median pair's ratio.`,
+            '',
+            '| pair | baseline req/s | gateway req/s | gateway/baseline |',
+            '|---:|---:|---:|---:|',
+            ...gw.hostApart.pairs.map((p, i) => `| ${i + 1} | ${fmt(p.baseline)} | ${fmt(p.gateway)}${p.gatewayNon2xx ? ` (${p.gatewayNon2xx} errors)` : ''} | ${p.ratio} |`),
+            '',
+            `Median: **${gw.hostApart.medianRatio}x**.`,
+            '',
+          ]
+        : []),
       ...(gw.soak
         ? [
             `### Soak (${gw.soak.target}, 64 connections)`,
@@ -169,7 +185,7 @@ function markdown(date: Date, m: string, store?: StoreBenchResult, proj?: Projec
       '',
       '| target | measured | status |',
       '|---|---|---|',
-      `| throughput ≥ 0.8 × bare proxy at 64 connections | ${c64 ? `${c64.throughputRatio}x (${fmt(row('gateway', 64)?.requestsPerSec ?? 0)} vs ${fmt(row('baseline', 64)?.requestsPerSec ?? 0)} req/s)` : '-'} | ${met(c64 ? c64.throughputRatio >= 0.8 : undefined)} |`,
+      `| throughput ≥ 0.8 × bare proxy at 64 connections | ${gw.hostApart ? `host in its own process: ${gw.hostApart.medianRatio}x (median of ${gw.hostApart.pairs.length} pairs: ${gw.hostApart.pairs.map((p) => p.ratio).join(', ')}); ` : ''}host in the targets' process: ${c64 ? `${c64.throughputRatio}x (${fmt(row('gateway', 64)?.requestsPerSec ?? 0)} vs ${fmt(row('baseline', 64)?.requestsPerSec ?? 0)} req/s, one round)` : '-'} | ${gw.hostApart ? `${met(gw.hostApart.medianRatio >= 0.8)} (host apart); ` : ''}${met(c64 ? c64.throughputRatio >= 0.8 : undefined)} (host in process) |`,
       `| added p99 ≤ 1 ms at 1,000 req/s | ${gw.fixedRateAddedP99Ms !== undefined ? `${gw.fixedRateAddedP99Ms} ms (median of ${fb?.roundP99Ms.length} pairs)` : '-'} | ${met(gw.fixedRateAddedP99Ms !== undefined ? gw.fixedRateAddedP99Ms <= 1 : undefined)} |`,
       `| streaming TTFB overhead ≤ 1 ms (p50) | ${tb && tg ? `${d(tg.p50Ms, tb.p50Ms)} ms` : '-'} | ${met(tb && tg ? tg.p50Ms - tb.p50Ms <= 1 : undefined)} |`,
       `| RSS growth < 10% after warm-up over 1,000,000 requests | ${gw.soak ? `${(rssGrowth! * 100).toFixed(1)}%${gw.soak.afterGc ? ' (after full GC, 60 s → end)' : ''}; raw samples ${(gw.soak.rssGrowthAfterWarmup * 100).toFixed(1)}%` : '-'} | ${met(rssOk)} |`,
@@ -182,7 +198,7 @@ function markdown(date: Date, m: string, store?: StoreBenchResult, proj?: Projec
 }
 
 /** A part of the request path in a fresh process (request-path-child.ts says why); its lines print as they come. */
-function inChild<T>(opts: Omit<GatewayBenchOptions, 'log'>, part: 'request-path' | 'soak'): Promise<T> {
+function inChild<T>(opts: Omit<GatewayBenchOptions, 'log'>, part: 'request-path' | 'host-apart' | 'soak'): Promise<T> {
   return new Promise((resolve, reject) => {
     const child = fork(join(dirname(fileURLToPath(import.meta.url)), 'request-path-child.js'), [JSON.stringify(opts), part], { stdio: 'inherit' });
     let result: T | undefined;
@@ -192,10 +208,11 @@ function inChild<T>(opts: Omit<GatewayBenchOptions, 'log'>, part: 'request-path'
   });
 }
 
-/** The request path, then (with `soak`) the soak, each in a fresh process. */
+/** The request path, the throughput pairs with the host apart, then (with `soak`) the soak, each in a fresh process. */
 async function benchGatewayApart(opts: Omit<GatewayBenchOptions, 'log'>): Promise<GatewayBenchResult> {
   const result = await inChild<GatewayBenchResult>(opts, 'request-path');
-  return opts.soak ? { ...result, soak: await inChild<SoakResult>(opts, 'soak') } : result;
+  const hostApart = await inChild<HostApartResult>(opts, 'host-apart');
+  return opts.soak ? { ...result, hostApart, soak: await inChild<SoakResult>(opts, 'soak') } : { ...result, hostApart };
 }
 
 const date = new Date();
