@@ -48,34 +48,20 @@ export interface StoreStats {
 }
 
 
-/**
- * An append validated up front, so bad input rejects only its own caller. A value that is not
- * plain is serialized here (the canonical walk, which is where a refusal comes from); a plain one
- * is serialized when its row is made: on the writer thread, which receives the value itself
- * (structured clone costs the event loop about half of JSON.stringify, and the writer's core is
- * mostly idle), or in-thread by `jsonOf`.
- */
+/** An append validated and serialized up front, so bad input rejects only its own caller. */
 interface PreparedEvent {
   type: string;
   schemaVersion: number;
-  /** Canonical JSON of `data`; undefined until needed when `data` is plain. */
-  dataJson: string | undefined;
-  metadataJson: string | undefined;
+  dataJson: string;
+  metadataJson: string;
   /**
    * The appended values themselves when their text parses back to an equal value (plain data in
    * canonical key order, as the request path builds them): the record shares them instead of
    * parsing the text again (two parses and ~1 KB of garbage per request). Appended events are not
-   * changed afterwards by their callers, so sharing them, and serializing them later, is safe.
+   * changed afterwards by their callers, so sharing is safe.
    */
   data: unknown;
   metadata: EventMetadata | undefined;
-}
-
-/** The event's data and metadata text (JSON.stringify of a plain value is its canonical JSON). */
-function jsonOf(e: PreparedEvent): { dataJson: string; metadataJson: string } {
-  e.dataJson ??= JSON.stringify(e.data);
-  e.metadataJson ??= JSON.stringify(e.metadata);
-  return e as { dataJson: string; metadataJson: string };
 }
 
 interface PendingAppend {
@@ -91,10 +77,9 @@ interface PendingAppend {
  * get, parsed back from the stored text so live records look exactly like replayed ones.
  */
 function seal(e: PreparedEvent, streamId: string, position: number, streamVersion: number, time: string, prevHash: string): { row: EventRow; record: RecordedEvent } {
-  const { dataJson, metadataJson } = jsonOf(e);
-  const hash = eventHash(prevHash, { position, streamId, streamVersion, type: e.type, schemaVersion: e.schemaVersion, dataJson, metadataJson, time });
+  const hash = eventHash(prevHash, { position, streamId, streamVersion, type: e.type, schemaVersion: e.schemaVersion, dataJson: e.dataJson, metadataJson: e.metadataJson, time });
   return {
-    row: [position, streamId, streamVersion, e.type, e.schemaVersion, dataJson, metadataJson, time, prevHash, hash],
+    row: [position, streamId, streamVersion, e.type, e.schemaVersion, e.dataJson, e.metadataJson, time, prevHash, hash],
     record: recordOf(e, streamId, position, streamVersion, time, prevHash, hash),
   };
 }
@@ -106,8 +91,8 @@ function recordOf(e: PreparedEvent, streamId: string, position: number, streamVe
     streamVersion,
     type: e.type,
     schemaVersion: e.schemaVersion,
-    data: e.data !== undefined ? e.data : JSON.parse(e.dataJson!),
-    metadata: e.metadata !== undefined ? e.metadata : (JSON.parse(e.metadataJson!) as EventMetadata),
+    data: e.data !== undefined ? e.data : JSON.parse(e.dataJson),
+    metadata: e.metadata !== undefined ? e.metadata : (JSON.parse(e.metadataJson) as EventMetadata),
     time,
     prevHash,
     hash,
@@ -653,8 +638,7 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
     const rows: unknown[][] = [];
     // Records leave here without their hashes: the writer thread chains them and answers them.
     const sealed = this.decideBatch(batch, (e, streamId, pos, version, time) => {
-      // A plain value goes as itself; the writer serializes it (WriteBatch).
-      rows.push([pos, streamId, version, e.type, e.schemaVersion, e.dataJson ?? e.data, e.metadataJson ?? e.metadata, time]);
+      rows.push([pos, streamId, version, e.type, e.schemaVersion, e.dataJson, e.metadataJson, time]);
       return recordOf(e, streamId, pos, version, time, '', '');
     });
     const id = ++this.batchIds;
@@ -742,8 +726,8 @@ function prepareEvents(streamId: string, events: NewEvent[]): PreparedEvent[] {
     return {
       type: e.type,
       schemaVersion,
-      dataJson: plainData ? undefined : canonicalJsonByWalk(e.data, `event[${i}].data`),
-      metadataJson: plainMetadata ? undefined : canonicalJsonByWalk(e.metadata, `event[${i}].metadata`),
+      dataJson: plainData ? JSON.stringify(e.data) : canonicalJsonByWalk(e.data, `event[${i}].data`),
+      metadataJson: plainMetadata ? JSON.stringify(e.metadata) : canonicalJsonByWalk(e.metadata, `event[${i}].metadata`),
       data: plainData ? e.data : undefined,
       metadata: plainMetadata ? e.metadata : undefined,
     };

@@ -16,9 +16,7 @@ import { EVENT_COLUMNS } from './rows.js';
 
 /**
  * One batch: rows in EVENT_COLUMNS order without the last two (prev_hash, hash), stream heads to
- * upsert, and the tail they follow. A row's data and metadata are either their canonical JSON
- * text or a plain value whose JSON.stringify text is canonical (isCanonicalPlain), which the
- * writer serializes. The writer chains the hashes from `lastHash` (the same
+ * upsert, and the tail they follow. The writer chains the hashes from `lastHash` (the same
  * eventHash as the main thread's in-thread path: recordCanonicalJson is shipped as its own source)
  * and answers them, so the main thread does not spend a digest per event.
  */
@@ -74,8 +72,6 @@ port.on('message', (m) => {
     let prev = m.lastHash;
     for (let i = 0; i < m.rows.length; i++) {
       const r = m.rows[i];
-      if (typeof r[5] !== 'string') r[5] = JSON.stringify(r[5]);
-      if (typeof r[6] !== 'string') r[6] = JSON.stringify(r[6]);
       const h = hash('sha256', prev + recordCanonicalJson({ position: r[0], streamId: r[1], streamVersion: r[2], type: r[3], schemaVersion: r[4], dataJson: r[5], metadataJson: r[6], time: r[7] }), 'hex');
       r.push(prev, h);
       insert.run(r);

@@ -92,7 +92,7 @@ describe('append with expected version', () => {
 
   it('a batch refused by the writer thread (another connection wrote first) is redone in-thread with the same text and chain', async () => {
     await store.append('escrow-1', [ev('first', { a: 1 })], { expectedVersion: 'any' });
-    // Plain values (sorted keys) are serialized by the writer thread, the others up front: both kinds in the redone batch.
+    // Plain values (sorted keys, shared with the records) and values serialized by the canonical walk: both kinds in the redone batch.
     const plain = { amount: '12', nested: { list: [1, 'é\u2028"', null], ok: true } };
     const other = openSqliteEventStore(store.file, { writerThread: false });
     await other.append('escrow-2', [ev('foreign')], { expectedVersion: 'any' });
