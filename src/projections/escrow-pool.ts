@@ -208,6 +208,8 @@ export class EscrowPoolProjection {
       const s = this.escrows.get(id)!;
       const c = s.context;
       if (c.nonce + 1 >= c.routingStop) continue;
+      // More in flight than the best so far cannot win: skip its two decimal parses (per request, per escrow).
+      if (best && c.inFlight > best.context.inFlight) continue;
       const usable = BigInt(c.balance) - BigInt(c.reserved);
       if (usable < need) continue;
       if (!best || c.inFlight < best.context.inFlight || (c.inFlight === best.context.inFlight && usable > bestUsable)) {

@@ -39,6 +39,35 @@ describe('projections', () => {
     expect(p.pool.escrow('e1')?.can(ev.started('b', 2))).toBe(true);
   });
 
+  it('pool: pick is the fewest in flight among escrows that cover the reservation, ties to the larger usable balance', () => {
+    // Escrows with random deposits and random requests in flight, against a plain reading of the rule.
+    const escrows = fc.array(fc.record({ deposit: fc.integer({ min: 1, max: 50_000 }), costs: fc.array(fc.integer({ min: 1, max: 9_000 }), { maxLength: 6 }) }), { minLength: 1, maxLength: 6 });
+    fc.assert(
+      fc.property(escrows, fc.integer({ min: 0, max: 60_000 }), (specs, need) => {
+        const events: { streamId: string; event: CatalogEvent }[] = [];
+        specs.forEach((spec, i) => {
+          const id = `e${i}`;
+          events.push({ streamId: escrowStream(id), event: ev.created(id, 'm1', String(spec.deposit)) }, { streamId: escrowStream(id), event: ev.registered(id) });
+          let left = spec.deposit;
+          spec.costs.forEach((cost, n) => {
+            if (cost > left) return;
+            left -= cost;
+            events.push({ streamId: escrowStream(id), event: ev.started(`${id}-r${n}`, n + 1, String(cost)) });
+          });
+        });
+        const pool = Projections.rebuild(record(events)).pool;
+        const usable = (e: { balance: string; reserved: string }) => BigInt(e.balance) - BigInt(e.reserved);
+        let expected: ReturnType<typeof pool.routableOf>[number] | undefined;
+        for (const e of pool.routableOf('m1')) {
+          if (usable(e) < BigInt(need)) continue;
+          if (!expected || e.inFlight < expected.inFlight || (e.inFlight === expected.inFlight && usable(e) > usable(expected))) expected = e;
+        }
+        expect(pool.pick('m1', String(need))?.escrowId).toBe(expected?.escrowId);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
   it('pool: settled escrows leave routing; unresolved intents are listed for reconciliation', () => {
     const p = Projections.rebuild(scenario());
     expect(p.pool.routableOf('m1').map((e) => e.escrowId)).toEqual(['e1']);
