@@ -399,6 +399,15 @@ export async function benchSoak(opts: { requests?: number; log?: (line: string) 
   }
 }
 
+/** The two compared targets in front of `hostUrl`, added to `targets` (closed by the caller, last first). */
+async function startCompared(hostUrl: string, escrows: number, targets: Target[]): Promise<{ baseline: Target; gateway: GatewayTarget }> {
+  const baseline = await startBaseline(hostUrl);
+  targets.push(baseline);
+  const gateway = await startGatewayTarget(hostUrl, { mode: 'upstream', escrows });
+  targets.push(gateway);
+  return { baseline, gateway };
+}
+
 /** Throughput at one concurrency with the host in a process of its own: interleaved pairs of rounds. */
 export interface HostApartResult {
   connections: number;
@@ -427,10 +436,7 @@ export async function benchHostApart(opts: { pairs?: number; seconds?: number; c
   const worker = new LoadWorker();
   const targets: Target[] = [];
   try {
-    const baseline = await startBaseline(host.url);
-    targets.push(baseline);
-    const gateway = await startGatewayTarget(host.url, { mode: 'upstream', escrows: Math.ceil(((pairs * seconds + 2) * 7_000) / ROUTING_STOP_NONCE) + 1 });
-    targets.push(gateway);
+    const { baseline, gateway } = await startCompared(host.url, Math.ceil(((pairs * seconds + 2) * 7_000) / ROUTING_STOP_NONCE) + 1, targets);
     for (const t of targets) await worker.run({ kind: 'autocannon', ...request(t), connections, duration: 1 }); // warm-up
     const out: HostApartResult['pairs'] = [];
     for (let i = 0; i < pairs; i++) {
@@ -462,12 +468,9 @@ export async function benchGateway(opts: GatewayBenchOptions = {}): Promise<Gate
   const worker = new LoadWorker();
   const targets: Target[] = [];
   try {
-    const baseline = await startBaseline(host.url);
-    targets.push(baseline);
     // Escrows for the default run: ~ (levels + warm-ups) x 6,000 req/s at most, plus fixed rate and streaming.
     const planned = levels.length * (seconds + 1) * 6_000 + rate * rateSeconds * 2 + ttfbRequests * 2;
-    const gateway = await startGatewayTarget(host.url, { mode: 'upstream', escrows: Math.ceil(planned / ROUTING_STOP_NONCE) + 1 });
-    targets.push(gateway);
+    const { baseline, gateway } = await startCompared(host.url, Math.ceil(planned / ROUTING_STOP_NONCE) + 1, targets);
     const hostMode = opts.hostMode !== false ? await startGatewayTarget(host.url, { mode: 'hosts', escrows: 3 }) : undefined;
     if (hostMode) targets.push(hostMode);
 
