@@ -45,6 +45,7 @@ export const SCHEMA_VERSIONS: { readonly [K in EventType]: number } = {
   InferenceStarted: 1,
   InferenceFinished: 1,
   InferenceFailed: 1,
+  InferencesRecorded: 1,
   EscrowDepleted: 1,
   EscrowRoutingStopped: 1,
   EscrowFinalized: 1,

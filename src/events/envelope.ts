@@ -11,7 +11,9 @@ export type Actor =
   | { kind: 'depletion-check' }
   | { kind: 'startup' }
   | { kind: 'shutdown' }
-  | { kind: 'reconciler' };
+  | { kind: 'reconciler' }
+  /** Chat requests recorded together (InferencesRecorded): each entry names its request, a start its client key (null: admin). */
+  | { kind: 'chat' };
 
 export interface EventMetadata {
   actor: Actor;

@@ -10,6 +10,19 @@
  * JSON.parse reads into exactly the captured values; anything else (another shape, an escape,
  * a long number) does not match, and the caller parses the text.
  */
+import type { InferenceEntry } from './catalog.js';
+
+/**
+ * The events `events` stand for one request event at a time: each InferencesRecorded replaced by
+ * its entries (`{ data, type }`, in order), every other event as it is. For readers that look at
+ * requests one by one (reconciler, settlement tally, explain, tests).
+ */
+export function* eachRequestEvent<E extends { type: string; data: unknown }>(events: Iterable<E>): Generator<E | InferenceEntry> {
+  for (const e of events) {
+    if (e.type === 'InferencesRecorded') yield* (e.data as { entries: InferenceEntry[] }).entries;
+    else yield e;
+  }
+}
 
 /** The per-request event types (their data is what `scanRequestData` reads). */
 export const REQUEST_TYPES: readonly string[] = ['InferenceStarted', 'InferenceFinished', 'InferenceFailed'];

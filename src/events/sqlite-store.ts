@@ -153,6 +153,8 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
   private readonly onListenerError: (error: unknown) => void;
 
   private queue: PendingAppend[] = [];
+  /** Callbacks to run right before the next batch is formed (stageForNextBatch). */
+  private readonly stagers = new Set<() => void>();
   private flushHandle: NodeJS.Immediate | undefined;
   private readonly writer: SqliteWriter | undefined;
   private inFlight: InFlightBatch | undefined;
@@ -242,6 +244,26 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
     this.queue.push(pending!);
     this.flushHandle ??= setImmediate(() => this.flush());
     return promise;
+  }
+
+  /**
+   * Runs `take` right before the next batch is formed (once, however often it is staged before
+   * that), so appends it makes join that batch. Lets a caller gather what it would append for as
+   * long as the writer is busy and append it as late as possible: the engine records one escrow's
+   * chat starts and ends of a batch as one event (engine.ts, InferencesRecorded).
+   */
+  stageForNextBatch(take: () => void): void {
+    if (this.closed) throw new EventStoreClosedError();
+    this.stagers.add(take);
+    this.flushHandle ??= setImmediate(() => this.flush());
+  }
+
+  /** Runs the staged callbacks (their appends queue up). */
+  private takeStaged(): void {
+    if (this.stagers.size === 0) return;
+    const takes = [...this.stagers];
+    this.stagers.clear();
+    for (const take of takes) take();
   }
 
   /**
@@ -478,20 +500,29 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
 
   private flush(): void {
     this.flushHandle = undefined;
-    if (this.closed || (this.queue.length === 0 && !this.checkpointDue)) return;
+    if (this.closed) return;
+    // One batch on the writer thread at a time; what queues (and stays staged) meanwhile is the next batch.
+    if (this.writer && this.inFlight) return;
+    this.takeStaged();
+    if (this.flushHandle) {
+      // The staged appends scheduled a flush of their own: this one takes them.
+      clearImmediate(this.flushHandle);
+      this.flushHandle = undefined;
+    }
+    if (this.queue.length === 0 && !this.checkpointDue) return;
     if (this.writer) {
-      // One batch on the writer thread at a time; what queues meanwhile is the next batch.
-      if (!this.inFlight) this.sendBatch(this.takeBatch());
+      this.sendBatch(this.takeBatch());
       return;
     }
     this.commitBatch(this.takeBatch());
     // Leftovers (over maxBatchEvents) go next turn, letting this batch's callers run first.
-    if (this.queue.length > 0) this.flushHandle = setImmediate(() => this.flush());
+    if (this.queue.length > 0) this.flushHandle ??= setImmediate(() => this.flush());
   }
 
   /** Commits everything queued, now. */
   private drain(): void {
     this.writer?.waitSync();
+    this.takeStaged();
     if (this.flushHandle) clearImmediate(this.flushHandle);
     this.flushHandle = undefined;
     while (this.queue.length > 0) this.commitBatch(this.takeBatch());
@@ -669,7 +700,7 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
       if (f.batch.length > 0) this.commitBatch(f.batch);
       if (f.checkpoint && !this.checkpointDue) this.writeDueCheckpoint(f.checkpoint);
     }
-    if ((this.queue.length > 0 || this.checkpointDue) && !this.closed) this.flushHandle ??= setImmediate(() => this.flush());
+    if ((this.queue.length > 0 || this.stagers.size > 0 || this.checkpointDue) && !this.closed) this.flushHandle ??= setImmediate(() => this.flush());
   }
 
   /** Inside the write transaction: if another connection appended, reload what we cached. */

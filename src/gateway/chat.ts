@@ -1,8 +1,8 @@
 /**
  * One chat request through the engine: admit (access mode, limits), pick an escrow, take the next
  * nonce, which is durably reserved (NoncesReserved, in blocks) before anything leaves, record the
- * start (InferenceStarted), call the network, and account the usage (InferenceFinished /
- * InferenceFailed).
+ * start, call the network, and account the usage (the end). Starts and ends are entries of the
+ * escrow's InferencesRecorded (one event per escrow and group commit, engine.recordRequest).
  *
  * Start and end are decided synchronously (the statechart can refuse them) and committed with the
  * next group commit; the client does not wait for that fsync. A crash in that window (about one
@@ -10,7 +10,7 @@
  * run's reserved nonces and bills what the hosts report they served beyond the log (reconcile.ts).
  */
 import { randomUUID } from 'node:crypto';
-import { newEvent } from '../events/catalog.js';
+import { newEvent, type InferenceEntry } from '../events/catalog.js';
 import type { Actor } from '../events/envelope.js';
 import { ApiError, errors } from '../http/errors.js';
 import type { NormalizedChatRequest } from '../http/schemas/chat.js';
@@ -105,20 +105,18 @@ async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<Ch
     let startedAt: Promise<unknown>;
     try {
       reservation = ctx.nonces.ensure(picked.escrowId, nonce, metadata);
-      startedAt = ctx.engine.decideEscrow('escrow', picked.escrowId, [
-        newEvent(
-          'InferenceStarted',
-          {
-            clientKeyId: cmd.caller.kind === 'client' ? cmd.caller.keyId : null,
-            inputTokens: req.inputTokens,
-            maxTokens: req.maxTokens,
-            nonce,
-            requestId,
-            reservedCost: reservedCost.toString(),
-          },
-          metadata,
-        ),
-      ]);
+      // Keys in canonical order (data, type; data's sorted), so the log writes it with JSON.stringify.
+      startedAt = ctx.engine.recordRequest(picked.escrowId, {
+        data: {
+          clientKeyId: cmd.caller.kind === 'client' ? cmd.caller.keyId : null,
+          inputTokens: req.inputTokens,
+          maxTokens: req.maxTokens,
+          nonce,
+          requestId,
+          reservedCost: reservedCost.toString(),
+        },
+        type: 'InferenceStarted',
+      });
     } catch (err) {
       if (err instanceof TransitionRefused) {
         (refused ??= new Set()).add(picked.escrowId);
@@ -154,13 +152,13 @@ async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<Ch
         promptTokens: outcome.usage.prompt_tokens,
         totalTokens: outcome.usage.total_tokens,
       };
-      const event =
+      const entry: InferenceEntry =
         outcome.error === undefined
-          ? newEvent('InferenceFinished', { cost: cost.toString(), nonce, requestId, usage }, metadata)
-          : newEvent('InferenceFailed', { cost: cost.toString(), nonce, reason: outcome.error.slice(0, 500), requestId, usage }, metadata);
+          ? { data: { cost: cost.toString(), nonce, requestId, usage }, type: 'InferenceFinished' }
+          : { data: { cost: cost.toString(), nonce, reason: outcome.error.slice(0, 500), requestId, usage }, type: 'InferenceFailed' };
       const failed = (err: unknown) => ctx.logger.error({ err, escrow_id: escrowId, nonce }, 'could not record the end of a request; a restart bills what the host served');
       try {
-        ctx.engine.decideEscrow('escrow', escrowId, [event]).then(() => ctx.afterRequest(escrowId), failed);
+        ctx.engine.recordRequest(escrowId, entry).then(() => ctx.afterRequest(escrowId), failed);
       } catch (err) {
         // The answer is already on its way; what the host served is recovered at the next start.
         failed(err);

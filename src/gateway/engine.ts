@@ -6,9 +6,10 @@
  * append commits, and the next decision starts from it. Committed state lives in the projections
  * (updated by the store's commit hook), which stay the only source for reads and routing.
  */
-import type { NewEvent, RecordedEvent } from '../events/envelope.js';
-import { escrowStream, createIntentStream, upcast, type CatalogEvent } from '../events/catalog.js';
+import type { EventMetadata, NewEvent, RecordedEvent } from '../events/envelope.js';
+import { escrowStream, createIntentStream, newEvent, upcast, type CatalogEvent, type InferenceEntry } from '../events/catalog.js';
 import type { SqliteEventStore } from '../events/sqlite-store.js';
+import type { AppendResult } from '../events/store.js';
 import { WrongExpectedVersionError } from '../events/errors.js';
 import { stepEscrowFast } from '../machines/escrow-fast.js';
 import { escrowMachine, initialSnapshot, stateName, type EscrowInput, type EscrowSnapshot } from '../machines/index.js';
@@ -40,8 +41,27 @@ interface Pending {
   head: number;
 }
 
+/** Entries per InferencesRecorded at most (~200 bytes each), so one event stays a few KB. */
+export const MAX_GROUP_ENTRIES = 128;
+
+/** Who records InferencesRecorded: each entry names its request (and a start its client key). */
+const CHAT_METADATA: EventMetadata = Object.freeze({ actor: Object.freeze({ kind: 'chat' as const }) });
+
+/** An InferencesRecorded being gathered: decided, its stream version taken, not yet appended. */
+interface OpenGroup {
+  entries: InferenceEntry[];
+  event: NewEvent;
+  expectedVersion: number;
+  /** Its step for the pool to adopt (undefined when the stream's steps are out of step). */
+  step: { snapshot: EscrowSnapshot } | undefined;
+  done: Promise<RecordedEvent[]>;
+  settle: { resolve(r: RecordedEvent[]): void; reject(e: unknown): void };
+}
+
 export class Engine {
   private readonly pending = new Map<string, Pending>();
+  /** Escrow streams' open InferencesRecorded (recordRequest). */
+  private readonly groups = new Map<string, OpenGroup>();
   private readonly versions = new Map<string, number>();
   /** Appends not yet committed or failed (chat records its start and end without waiting for them). */
   private appending = 0;
@@ -131,6 +151,60 @@ export class Engine {
     return this.appendDecided(streamId, events, snapshot, steps);
   }
 
+  /**
+   * Decides one chat request's start or end on the escrow, like decideEscrow with that one event,
+   * but records it as an entry of the stream's open InferencesRecorded: the starts and ends an
+   * escrow gets before the store forms its next batch share one event (one row, one hash, one
+   * commit notification) instead of one each. Resolves once that event is durable.
+   *
+   * The open event keeps its place in the stream: any other decision on the stream closes it first
+   * (appends it as it stands), so the log's order is the order of the decisions; the store closes
+   * every open one right before it forms a batch (stageForNextBatch).
+   */
+  recordRequest(escrowId: string, entry: InferenceEntry): Promise<RecordedEvent[]> {
+    const streamId = escrowStream(escrowId);
+    const broken = this.unwritable.get(streamId);
+    if (broken !== undefined) throw new TransitionRefused(escrowId, entry.type, `unwritable since an append failed (${broken}); restart the gateway`);
+    const snapshot = this.escrow(escrowId) ?? initialSnapshot(escrowMachine, this.escrowInput);
+    const next = stepEscrowFast(snapshot, entry);
+    if (!next.accepted) throw new TransitionRefused(escrowId, entry.type, stateName(snapshot.value));
+    const open = this.groups.get(streamId);
+    if (open && open.entries.length < MAX_GROUP_ENTRIES) {
+      open.entries.push(entry);
+      this.pending.get(streamId)!.snapshot = next.snapshot;
+      if (open.step) open.step.snapshot = next.snapshot;
+      return open.done;
+    }
+    if (open) this.closeGroup(streamId, open);
+    const entries = [entry];
+    const data = { entries };
+    const steps: Pending['steps'] = [];
+    const step = { type: 'InferencesRecorded', data, base: snapshot, snapshot: next.snapshot };
+    steps.push(step);
+    const expectedVersion = this.reserve(streamId, 1, next.snapshot, steps);
+    let settle!: { resolve(r: RecordedEvent[]): void; reject(e: unknown): void };
+    const done = new Promise<RecordedEvent[]>((resolve, reject) => (settle = { resolve, reject }));
+    const group: OpenGroup = { entries, event: newEvent('InferencesRecorded', data, CHAT_METADATA), expectedVersion, step: this.pending.get(streamId)!.steps ? step : undefined, done, settle };
+    this.groups.set(streamId, group);
+    try {
+      this.store.stageForNextBatch(this.closeGroups);
+    } catch {
+      this.closeGroup(streamId, group); // the store is closed: the append rejects at once
+    }
+    return done;
+  }
+
+  /** Appends every open InferencesRecorded (the store is forming a batch). */
+  private readonly closeGroups = (): void => {
+    for (const [streamId, group] of this.groups) this.closeGroup(streamId, group);
+  };
+
+  /** Appends the stream's open InferencesRecorded as it stands; later entries open a new one. */
+  private closeGroup(streamId: string, group: OpenGroup): void {
+    this.groups.delete(streamId);
+    this.committed(streamId, this.store.append(streamId, [group.event], { expectedVersion: group.expectedVersion })).then(group.settle.resolve, group.settle.reject);
+  }
+
   /** Would the escrow accept this event now? */
   canEscrow(id: string, event: CatalogEvent): boolean {
     if (this.unwritable.has(escrowStream(id))) return false;
@@ -139,19 +213,33 @@ export class Engine {
   }
 
   private appendDecided(streamId: string, events: NewEvent[], snapshot: EscrowSnapshot, steps?: Pending['steps']): Promise<RecordedEvent[]> {
+    // An open InferencesRecorded was decided first: it goes first.
+    const open = this.groups.get(streamId);
+    if (open) this.closeGroup(streamId, open);
+    const expectedVersion = this.reserve(streamId, events.length, snapshot, steps);
+    return this.committed(streamId, this.store.append(streamId, events, { expectedVersion }));
+  }
+
+  /** Takes the stream's next `count` versions for decided events; returns the expected version. */
+  private reserve(streamId: string, count: number, snapshot: EscrowSnapshot, steps: Pending['steps']): number {
     const expectedVersion = this.version(streamId);
     const entry = this.pending.get(streamId);
-    // One entry per stream while appends are uncommitted, updated in place (a request decides twice).
+    // One entry per stream while appends are uncommitted, updated in place.
     if (entry) {
       entry.snapshot = snapshot;
-      entry.version = expectedVersion + events.length;
+      entry.version = expectedVersion + count;
       entry.uncommitted++;
       if (entry.steps && steps) for (const s of steps) entry.steps.push(s);
       else entry.steps = undefined;
-    } else this.pending.set(streamId, { snapshot, version: expectedVersion + events.length, uncommitted: 1, steps, head: 0 });
+    } else this.pending.set(streamId, { snapshot, version: expectedVersion + count, uncommitted: 1, steps, head: 0 });
     this.appending++;
-    // Plain reactions instead of an async function and a tracking set: this runs twice per request.
-    return this.store.append(streamId, events, { expectedVersion }).then(
+    return expectedVersion;
+  }
+
+  /** Settles the bookkeeping of `reserve` once the append commits or fails. */
+  private committed(streamId: string, append: Promise<AppendResult>): Promise<RecordedEvent[]> {
+    // Plain reactions instead of an async function and a tracking set: this runs per escrow and batch.
+    return append.then(
       (result) => {
         this.settled(streamId);
         return result.records;
@@ -171,6 +259,10 @@ export class Engine {
    */
   private appendFailed(streamId: string, err: unknown): void {
     const decidedNonce = this.pending.get(streamId)?.snapshot.context.nonce ?? 0;
+    // Entries gathered after the failed append were decided on top of it: their event is appended
+    // now and fails the same way (its expected version is beyond the log).
+    const open = this.groups.get(streamId);
+    if (open) this.closeGroup(streamId, open);
     this.pending.delete(streamId);
     if (streamId.startsWith('escrow-') && !streamId.startsWith('escrow-create-') && !this.unwritable.has(streamId)) {
       const committedNonce = this.projections.pool.escrow(streamId.slice('escrow-'.length))?.context.nonce ?? 0;

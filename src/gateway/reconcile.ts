@@ -31,6 +31,7 @@
 import { createHash } from 'node:crypto';
 import { createIntentStream, escrowStream, newEvent, type EscrowEventData } from '../events/catalog.js';
 import type { EventMetadata, NewEvent } from '../events/envelope.js';
+import { eachRequestEvent } from '../events/request-data.js';
 import { txSequence } from '../chain/tx-sequence.js';
 import { collectSignaturesDetailed } from '../network/collect-signatures.js';
 import type { GatewayContext } from './context.js';
@@ -235,7 +236,7 @@ async function endCrashedRequests(ctx: GatewayContext, escrowId: string, report:
   const slots = c.slots;
   const started = new Map<string, { nonce: number; reserved: bigint }>();
   const known = new Map<number, bigint>(); // slot index -> cost the log already bills there
-  for (const r of ctx.engine.readStream(escrowStream(escrowId))) {
+  for (const r of eachRequestEvent(ctx.engine.readStream(escrowStream(escrowId)))) {
     if (r.type === 'InferenceStarted') started.set(r.data.requestId, { nonce: r.data.nonce, reserved: BigInt(r.data.reservedCost) });
     if ((r.type === 'InferenceFinished' || r.type === 'InferenceFailed') && slots.length > 0) {
       const i = r.data.nonce % slots.length;

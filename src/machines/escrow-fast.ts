@@ -30,6 +30,7 @@ import {
   canStartRequest,
   endRequestUpdate,
   escrowMachine,
+  recordInferences,
   startRequestUpdate,
   type EscrowContext,
   type EscrowEvent,
@@ -41,6 +42,7 @@ type Snapshot = SnapshotFrom<typeof escrowMachine>;
 type StartEvent = Extract<EscrowEvent, { type: 'InferenceStarted' }>;
 type EndEvent = Extract<EscrowEvent, { type: 'InferenceFinished' | 'InferenceFailed' }>;
 type ReserveEvent = Extract<EscrowEvent, { type: 'NoncesReserved' }>;
+type RecordedEvents = Extract<EscrowEvent, { type: 'InferencesRecorded' }>;
 
 // ---- a persistent map (Baker's rerooting) ------------------------------------------------------
 
@@ -271,7 +273,22 @@ const FAST = {
       return nextContext(c, { nonceReserved: upTo }, pendingMap(c));
     },
   },
+  // Per escrow and group commit, the live gateway's only per-request event.
+  InferencesRecorded: { guard: 'canRecordInferences', action: 'recordInferences', run: (c: EscrowContext, e: RecordedEvents) => recorded(c, e, true) },
 } as const;
+
+/** The drain states' InferencesRecorded (ends only): served like FAST's, under its own guard. */
+const FAST_ENDS_ONLY = { guard: 'canRecordInferenceEnds', action: 'recordInferences', run: (c: EscrowContext, e: RecordedEvents) => recorded(c, e, false) };
+
+function recorded(c: EscrowContext, e: RecordedEvents, startsAllowed: boolean): EscrowContext | undefined {
+  let pending = pendingMap(c);
+  const counters = recordInferences(c, e.data.entries, startsAllowed, {
+    get: (id) => pending.get(id),
+    set: (id, v) => void (pending = pending.set(id, v)),
+    delete: (id) => void (pending = pending.delete(id)),
+  });
+  return counters && nextContext(c, counters, pending);
+}
 
 function end(c: EscrowContext, e: EndEvent): EscrowContext | undefined {
   const d = e.data;
@@ -282,24 +299,26 @@ function end(c: EscrowContext, e: EndEvent): EscrowContext | undefined {
 }
 
 type FastType = keyof typeof FAST;
+type FastRun = (c: EscrowContext, e: EscrowEvent) => EscrowContext | undefined;
 
-/** state value → fast event types handled there exactly as the machine would. */
-const FAST_STATES: ReadonlyMap<string, ReadonlySet<FastType>> = (() => {
-  const table = new Map<string, Set<FastType>>();
+/** state value → the fast event types handled there exactly as the machine would, each with its run. */
+const FAST_STATES: ReadonlyMap<string, ReadonlyMap<string, FastRun>> = (() => {
+  const table = new Map<string, Map<string, FastRun>>();
   const root = escrowMachine.root;
+  const candidates = [...(Object.keys(FAST) as FastType[]).map((type) => [type, FAST[type]] as const), ['InferencesRecorded', FAST_ENDS_ONLY] as const];
   for (const [name, node] of Object.entries(root.states)) {
     if (node.type !== 'atomic' || node.always?.length) continue;
-    for (const type of Object.keys(FAST) as FastType[]) {
+    for (const [type, fast] of candidates) {
       if (root.transitions.get(type)?.length || node.transitions.get('*')?.length) continue;
       const ts = node.transitions.get(type);
       if (!ts || ts.length !== 1) continue;
       const t = ts[0]!;
       const targetless = !t.target || t.target.length === 0;
       const actions = t.actions as unknown[];
-      if (targetless && !t.reenter && t.guard === FAST[type].guard && actions.length === 1 && actions[0] === FAST[type].action) {
-        let set = table.get(name);
-        if (!set) table.set(name, (set = new Set()));
-        set.add(type);
+      if (targetless && !t.reenter && t.guard === fast.guard && actions.length === 1 && actions[0] === fast.action) {
+        let runs = table.get(name);
+        if (!runs) table.set(name, (runs = new Map()));
+        runs.set(type, fast.run as FastRun);
       }
     }
   }
@@ -307,7 +326,7 @@ const FAST_STATES: ReadonlyMap<string, ReadonlySet<FastType>> = (() => {
 })();
 
 /** The (state, event type) pairs the fast path serves, e.g. `active:InferenceStarted` (for tests and docs). */
-export const fastTransitions = (): string[] => [...FAST_STATES].flatMap(([state, types]) => [...types].map((t) => `${state}:${t}`));
+export const fastTransitions = (): string[] => [...FAST_STATES].flatMap(([state, runs]) => [...runs.keys()].map((t) => `${state}:${t}`));
 
 /** The own keys of an xstate 5 machine snapshot, in order (checked against the installed xstate below). */
 const SNAPSHOT_KEYS = 'status,output,error,machine,context,_nodes,value,tags,children,historyValue,matches,hasTag,can,getMeta,toJSON';
@@ -350,11 +369,15 @@ export function stepEscrowFast(snapshot: Snapshot, event: EscrowEvent | Recorded
   const type = event.type;
   // A reservation whose upTo is not a number goes to xstate, which decides what odd data does.
   const served =
-    type === 'InferenceStarted' || type === 'InferenceFinished' || type === 'InferenceFailed' || (type === 'NoncesReserved' && typeof (event.data as { upTo?: unknown } | null)?.upTo === 'number');
+    type === 'InferencesRecorded' ||
+    type === 'InferenceStarted' ||
+    type === 'InferenceFinished' ||
+    type === 'InferenceFailed' ||
+    (type === 'NoncesReserved' && typeof (event.data as { upTo?: unknown } | null)?.upTo === 'number');
   if (served && snapshot.status === 'active' && snapshot.machine === escrowMachine) {
-    const types = typeof snapshot.value === 'string' ? FAST_STATES.get(snapshot.value) : undefined;
-    if (types?.has(type)) {
-      const context = (FAST[type].run as (c: EscrowContext, e: EscrowEvent) => EscrowContext | undefined)(snapshot.context, event as EscrowEvent);
+    const run = typeof snapshot.value === 'string' ? FAST_STATES.get(snapshot.value)?.get(type) : undefined;
+    if (run) {
+      const context = run(snapshot.context, event as EscrowEvent);
       if (!context) return { snapshot, accepted: false };
       return { snapshot: withContext(snapshot, context), accepted: true };
     }
@@ -366,7 +389,7 @@ export function stepEscrowFast(snapshot: Snapshot, event: EscrowEvent | Recorded
  * The fast event types `stepEscrowFast` serves in `snapshot`'s state (undefined: none). Fast
  * transitions are targetless, so the set holds for as long as only fast events are folded.
  */
-export function fastTypesIn(snapshot: Snapshot): ReadonlySet<string> | undefined {
+export function fastTypesIn(snapshot: Snapshot): { has(type: string): boolean } | undefined {
   if (snapshot.status !== 'active' || snapshot.machine !== escrowMachine || typeof snapshot.value !== 'string') return undefined;
   return FAST_STATES.get(snapshot.value);
 }

@@ -111,6 +111,70 @@ export const endRequestUpdate = (
   return { inFlight: context.inFlight - 1, reserved: sub(context.reserved, reservation), spent, balance: sub(context.deposit, spent) };
 };
 
+/** Edits of the pending reservations (requestId → reserved cost) while InferencesRecorded is folded. */
+export interface PendingEdits {
+  get(requestId: string): Amount | undefined;
+  set(requestId: string, reservedCost: Amount): void;
+  delete(requestId: string): void;
+}
+
+const ENTRY_TYPES = new Set(['InferenceStarted', 'InferenceFinished', 'InferenceFailed']);
+
+/**
+ * InferencesRecorded's rule: each entry in turn must pass its own event's guard (a start only when
+ * `startsAllowed`), with the counters each earlier entry left; the counters after all of them, or
+ * undefined when one is refused (the caller then applies none: `pending` may hold edits to drop).
+ */
+export function recordInferences(
+  context: EscrowContext,
+  entries: unknown,
+  startsAllowed: boolean,
+  pending: PendingEdits,
+): Pick<EscrowContext, 'nonce' | 'inFlight' | 'reserved' | 'spent' | 'balance'> | undefined {
+  if (!Array.isArray(entries) || entries.length === 0) return undefined;
+  // Only the fields the rules read and write, updated in place.
+  const w = {
+    nonce: context.nonce,
+    nonceReserved: context.nonceReserved,
+    routingStop: context.routingStop,
+    deposit: context.deposit,
+    inFlight: context.inFlight,
+    reserved: context.reserved,
+    spent: context.spent,
+    balance: context.balance,
+  } as EscrowContext;
+  for (const entry of entries as unknown[]) {
+    const { type, data } = (entry ?? {}) as { type?: unknown; data?: unknown };
+    if (typeof type !== 'string' || !ENTRY_TYPES.has(type) || typeof data !== 'object' || data === null) return undefined;
+    const requestId = (data as { requestId?: unknown }).requestId;
+    if (typeof requestId !== 'string') return undefined;
+    if (type === 'InferenceStarted') {
+      const d = data as StartData;
+      if (!startsAllowed || !canStartRequest(w, d, pending.get(requestId) !== undefined)) return undefined;
+      Object.assign(w, startRequestUpdate(w, d));
+      pending.set(requestId, d.reservedCost);
+    } else {
+      const d = data as EndData;
+      const reservation = pending.get(requestId);
+      if (!canEndRequest(w, d, reservation)) return undefined;
+      Object.assign(w, endRequestUpdate(w, d, reservation!));
+      pending.delete(requestId);
+    }
+  }
+  return { nonce: w.nonce, inFlight: w.inFlight, reserved: w.reserved, spent: w.spent, balance: w.balance };
+}
+
+/** PendingEdits over a copy of a plain record (own keys only, `__proto__` included). */
+function recordEdits(record: Record<string, Amount>): PendingEdits & { record: Record<string, Amount> } {
+  const copy: Record<string, Amount> = { ...record };
+  return {
+    record: copy,
+    get: (id) => (Object.hasOwn(copy, id) ? copy[id] : undefined),
+    set: (id, v) => void Object.defineProperty(copy, id, { value: v, enumerable: true, writable: true, configurable: true }),
+    delete: (id) => void delete copy[id],
+  };
+}
+
 /**
  * Ends of requests are accepted wherever requests may still be in flight (they drain); so are the
  * start-up records of a previous run's reserved nonces and of usage hosts served beyond the log.
@@ -121,6 +185,7 @@ const drain = {
   NoncesSkipped: { guard: 'canSkipNonces', actions: 'skipNonces' },
   NoncesReleased: { guard: 'canReleaseNonces', actions: 'releaseNonces' },
   UsageRecovered: { guard: 'canRecoverUsage', actions: 'recoverUsage' },
+  InferencesRecorded: { guard: 'canRecordInferenceEnds', actions: 'recordInferences' },
 } as const;
 
 /** The escrow statechart. */
@@ -141,6 +206,16 @@ export const escrowMachine = setup({
       assertEvent(event, ['InferenceFinished', 'InferenceFailed']);
       const { requestId } = event.data;
       return canEndRequest(context, event.data, hasReservation(context.pending, requestId) ? context.pending[requestId] : undefined);
+    },
+    /** Every entry accepted in turn, as its own event would be (recordInferences). */
+    canRecordInferences: ({ context, event }) => {
+      assertEvent(event, 'InferencesRecorded');
+      return recordInferences(context, event.data.entries, true, recordEdits(context.pending)) !== undefined;
+    },
+    /** The same with ends only: where requests drain but no new chat is taken. */
+    canRecordInferenceEnds: ({ context, event }) => {
+      assertEvent(event, 'InferencesRecorded');
+      return recordInferences(context, event.data.entries, false, recordEdits(context.pending)) !== undefined;
     },
     /** A reservation beyond both the last reservation and the last used nonce, below the routing stop. */
     canReserveNonces: ({ context, event }) => {
@@ -218,6 +293,13 @@ export const escrowMachine = setup({
       assertEvent(event, 'InferenceStarted');
       const d = event.data;
       return { ...startRequestUpdate(context, d), pending: { ...context.pending, [d.requestId]: d.reservedCost } };
+    }),
+    recordInferences: assign(({ context, event }) => {
+      assertEvent(event, 'InferencesRecorded');
+      const edits = recordEdits(context.pending);
+      // The guard has accepted every entry (starts only where allowed), so this applies them all.
+      const counters = recordInferences(context, event.data.entries, true, edits)!;
+      return { ...counters, pending: edits.record };
     }),
     reserveNonces: assign(({ event }) => {
       assertEvent(event, 'NoncesReserved');
@@ -316,6 +398,7 @@ export const escrowMachine = setup({
         NoncesReserved: { guard: 'canReserveNonces', actions: 'reserveNonces' },
         InferenceStarted: { guard: 'canStartRequest', actions: 'startRequest' },
         ...drain,
+        InferencesRecorded: { guard: 'canRecordInferences', actions: 'recordInferences' },
         EscrowDepleted: 'depleted',
         EscrowRoutingStopped: { guard: 'atRoutingStop', target: 'routingStopped' },
         EscrowFinalized: { target: 'finalized', actions: 'finalize' },
@@ -335,6 +418,7 @@ export const escrowMachine = setup({
       on: {
         InferenceFinished: drain.InferenceFinished,
         InferenceFailed: drain.InferenceFailed,
+        InferencesRecorded: drain.InferencesRecorded,
         UsageRecovered: drain.UsageRecovered,
         EscrowDepleted: 'depleted',
         EscrowFinalized: { target: 'finalized', actions: 'finalize' },

@@ -142,7 +142,7 @@ export class EscrowPoolProjection {
     if (runs && stream.kind === 'escrow') {
       const type = record.type;
       // NoncesReserved too: one in every ~256 requests of an escrow, it would otherwise end the run.
-      if (type === 'InferenceStarted' || type === 'InferenceFinished' || type === 'InferenceFailed' || type === 'NoncesReserved') {
+      if (type === 'InferencesRecorded' || type === 'InferenceStarted' || type === 'InferenceFinished' || type === 'InferenceFailed' || type === 'NoncesReserved') {
         let run = runs.get(stream.id);
         if (!run) {
           const snapshot = this.escrows.get(stream.id);
@@ -156,7 +156,7 @@ export class EscrowPoolProjection {
           if (request) outcome = run.foldRequest(type, request.requestId, request.nonce, type === 'InferenceStarted' ? request.reservedCost : request.cost);
           else {
             const event = upcast(record)!;
-            outcome = run.fold(event.type, event.data);
+            outcome = event.type === 'InferencesRecorded' ? run.foldEntries(event.data.entries) : run.fold(event.type, event.data);
           }
           if (outcome !== BAIL) {
             // The state value is the run's throughout, so routability changes at most once, here.

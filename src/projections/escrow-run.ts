@@ -71,7 +71,7 @@ export class EscrowRun {
   private constructor(
     /** The snapshot the run started from (its state value is the run's). */
     readonly base: EscrowSnapshot,
-    private readonly types: ReadonlySet<string>,
+    private readonly types: { has(type: string): boolean },
     private reserved: number,
     private spent: number,
     private balance: number,
@@ -111,6 +111,40 @@ export class EscrowRun {
   foldRequest(type: string, requestId: unknown, nonce: unknown, amount: unknown): number {
     if (!this.types.has(type)) return BAIL;
     return type === 'InferenceStarted' ? this.start(requestId, nonce, amount) : this.end(requestId, amount);
+  }
+
+  /**
+   * Folds InferencesRecorded's entries, all or none (escrow.ts recordInferences): ACCEPTED when
+   * each entry is accepted in turn; else what the first other outcome was, with the run as it was
+   * before the event.
+   */
+  foldEntries(entries: unknown): number {
+    if (!this.types.has('InferencesRecorded') || !Array.isArray(entries) || entries.length === 0) return BAIL;
+    const { nonce, inFlight, reserved, spent, balance, touched, accepted, starts } = this;
+    const undo: (string | Amount | undefined)[] = []; // [requestId, reservation before] pairs
+    for (let i = 0; i < entries.length; i++) {
+      const entry = entries[i] as { type?: unknown; data?: unknown } | null;
+      const type = entry?.type;
+      const d = entry?.data as RequestData | null | undefined;
+      let outcome: number = BAIL;
+      if (typeof type === 'string' && this.types.has(type) && typeof d === 'object' && d !== null && typeof d.requestId === 'string') {
+        const before = this.pending.get(d.requestId);
+        if (type === 'InferenceStarted') outcome = this.start(d.requestId, d.nonce, d.reservedCost);
+        else if (type === 'InferenceFinished' || type === 'InferenceFailed') outcome = this.end(d.requestId, d.cost);
+        if (outcome === ACCEPTED) undo.push(d.requestId, before);
+      }
+      if (outcome !== ACCEPTED) {
+        for (let j = undo.length - 2; j >= 0; j -= 2) {
+          const id = undo[j] as string;
+          const was = undo[j + 1] as Amount | undefined;
+          if (was === undefined) this.pending.delete(id);
+          else this.pending.set(id, was);
+        }
+        Object.assign(this, { nonce, inFlight, reserved, spent, balance, touched, accepted, starts });
+        return outcome;
+      }
+    }
+    return ACCEPTED;
   }
 
   /** canReserveNonces, then reserveNonces. */

@@ -30,7 +30,7 @@ import type { Timeline } from './timeline.js';
  * all of a busy log) and NoncesReserved (one per 256 requests of an escrow; read for another
  * partition's stream, each cost a lookup of its stream version, ~40 µs).
  */
-export const PARTITIONED_TYPES: readonly string[] = [...REQUEST_TYPES, 'NoncesReserved'];
+export const PARTITIONED_TYPES: readonly string[] = [...REQUEST_TYPES, 'InferencesRecorded', 'NoncesReserved'];
 
 /** What every partition has alike (taken from one of them). */
 export interface PartitionShared {

@@ -34,6 +34,7 @@ import { Projections } from '../../src/projections/projections.js';
 import { ensureBuilt, repoRoot } from '../helpers/store-dist.js';
 import { crashEnv, freePort, readLogAt, ServeProcess } from './serve-process.js';
 import { MODEL } from '../helpers/gateway.js';
+import { requestRecords } from '../helpers/request-records.js';
 
 const run = promisify(execFile);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -116,7 +117,8 @@ describe('crash: SIGKILL under load, restart on the same storage', () => {
     return Promise.all(loops).then(() => undefined);
   }
 
-  const readLog = () => readLogAt(storage);
+  /** The log, one record per request start or end (requestRecords). */
+  const readLog = () => requestRecords(readLogAt(storage));
 
   async function verifyCli(): Promise<string> {
     try {
@@ -131,21 +133,22 @@ describe('crash: SIGKILL under load, restart on the same storage', () => {
   async function checkInvariants(phase: string): Promise<RecordedEvent[]> {
     const ctx = `${phase} (seed ${seed})`;
     // chain intents left open by the kill are resolved by the start-up and background reconcilers
-    let log = readLog();
+    let raw = readLogAt(storage);
     const deadline = Date.now() + 10_000;
     for (;;) {
-      const p = Projections.rebuild(log);
+      const p = Projections.rebuild(raw);
       const unresolved = p.pool.pending().length + p.pool.all().filter((e) => e.state === 'settling').length;
       if (unresolved === 0) break;
       if (Date.now() > deadline) throw new Error(`${ctx}: chain intents still unresolved`);
       await sleep(200);
-      log = readLog();
+      raw = readLogAt(storage);
     }
+    const log = requestRecords(raw);
     expect(await verifyCli(), ctx).toMatch(/^ok: \d+ events verified/);
 
     // every complete answer is in the log: finished, or recorded by the restart after a kill that
     // came before its commit (skipped nonce, or an orphan ended at start-up)
-    const finished = new Set(log.filter((r) => r.type === 'InferenceFinished').map((r) => r.metadata.requestId));
+    const finished = new Set(log.filter((r) => r.type === 'InferenceFinished').map((r) => (r.data as { requestId: string }).requestId));
     const orphaned = new Set(log.filter((r) => r.type === 'InferenceFailed' && /restarted/.test((r.data as { reason: string }).reason)).map((r) => (r.data as { requestId: string }).requestId));
     const skipped = log.filter((r) => r.type === 'NoncesSkipped').map((r) => ({ streamId: r.streamId, ...(r.data as { from: number; upTo: number }) }));
     const inSkipped = (c: ChatRecord) => skipped.some((s) => s.streamId === `escrow-${c.escrowId}` && c.nonce! >= s.from && c.nonce! <= s.upTo);
@@ -169,7 +172,7 @@ describe('crash: SIGKILL under load, restart on the same storage', () => {
     for (const r of log) if (r.type === 'InferenceStarted') expect(ends.get(`${r.streamId}/${(r.data as { requestId: string }).requestId}`), `${ctx}: request ended once`).toBe(1);
 
     // rebuilt projections equal the live status
-    const rebuilt = Projections.rebuild(log).status.snapshot();
+    const rebuilt = Projections.rebuild(raw).status.snapshot();
     const live = (await api('/v1/status')).json;
     for (const [k, v] of Object.entries(rebuilt)) expect(live[k], `${ctx}: /v1/status.${k}`).toEqual(v);
 
@@ -230,7 +233,7 @@ describe('crash: SIGKILL under load, restart on the same storage', () => {
     log = await cycle('kill during chat');
     // 2. kill during an escrow create (and chat)
     log = await cycle('kill during create', () => api('/v1/admin/escrows', { amount: '10000000000', model_id: MODEL, private_key: keys.privateKey, chain_id: 'shardgate-devnet', register: true }));
-    const escrows = () => Projections.rebuild(readLog()).pool.all();
+    const escrows = () => Projections.rebuild(readLogAt(storage)).pool.all();
     if (escrows().filter((e) => e.state === 'active').length < 2) {
       expect((await api('/v1/admin/escrows', { amount: '10000000000', model_id: MODEL, private_key: keys.privateKey, chain_id: 'shardgate-devnet', register: true })).status).toBe(200);
     }

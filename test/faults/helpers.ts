@@ -13,6 +13,7 @@ import { escrowStream } from '../../src/events/catalog.js';
 import type { RecordedEvent } from '../../src/events/envelope.js';
 import { startGateway, type RunningGateway } from '../../src/gateway/gateway.js';
 import { capturingLogger, httpCaller, testGatewayEnv, type TestGateway } from '../helpers/gateway.js';
+import { requestRecords } from '../helpers/request-records.js';
 
 export { MODEL, createEscrowViaApi } from '../helpers/gateway.js';
 
@@ -115,7 +116,7 @@ export function streamTypes(gw: { store: { readStream(id: string): RecordedEvent
  * once nothing is in flight.
  */
 export function accountingOf(gw: { store: { readStream(id: string): RecordedEvent[] } }, escrowId: string) {
-  const recs = gw.store.readStream(escrowStream(escrowId));
+  const recs = requestRecords(gw.store.readStream(escrowStream(escrowId)));
   let costs = 0n;
   let started = 0;
   let ended = 0;

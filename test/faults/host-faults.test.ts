@@ -10,6 +10,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { HostFaults } from '../../src/network/simulated-hosts/index.js';
 import { disposeTestGateway, MODEL, startGatewayWithEscrow, type TestGateway } from '../helpers/gateway.js';
 import { accountingOf } from './helpers.js';
+import { requestRecords } from '../helpers/request-records.js';
 
 let gw: TestGateway;
 let escrowId: string;
@@ -80,7 +81,7 @@ describe('host faults', () => {
     expect(last.error).toMatchObject({ code: 'upstream_timeout', type: 'upstream_error' });
     const delivered = fs.filter((f) => f.startsWith('{') && JSON.parse(f).choices?.[0]?.delta?.content).length;
     expect(delivered).toBeGreaterThan(0);
-    const failed = [...gw.store.readAll()].filter((e) => e.type === 'InferenceFailed').at(-1)!;
+    const failed = requestRecords(gw.store.readAll()).filter((e) => e.type === 'InferenceFailed').at(-1)!;
     expect((failed.data as { reason: string }).reason).toMatch(/sent nothing for 400 ms/);
     const cost = BigInt((failed.data as { cost: string }).cost);
     expect(cost).toBeGreaterThan(0n); // prompt + the tokens that got through
@@ -146,7 +147,7 @@ describe('host faults', () => {
     while (accountingOf(gw, escrowId).ended === endedBefore && Date.now() - started < 3000) await new Promise((r) => setTimeout(r, 10));
     // Ended well before the host's 1.2 s: the gateway dropped the host call when the client left.
     expect(Date.now() - started).toBeLessThan(1000);
-    const last = gw.store.readStream(`escrow-${escrowId}`).filter((r) => r.type === 'InferenceFailed' || r.type === 'InferenceFinished').at(-1)!;
+    const last = requestRecords(gw.store.readStream(`escrow-${escrowId}`)).filter((r) => r.type === 'InferenceFailed' || r.type === 'InferenceFinished').at(-1)!;
     expect(last.type).toBe('InferenceFailed');
     expect((last.data as { reason: string }).reason).toMatch(/aborted by the caller/);
     expectExact();

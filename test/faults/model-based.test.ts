@@ -14,6 +14,7 @@ import { describe, expect, it } from 'vitest';
 import { escrowStream } from '../../src/events/catalog.js';
 import { disposeTestGateway, MODEL, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { accountingOf } from './helpers.js';
+import { requestRecords } from '../helpers/request-records.js';
 
 type State = 'created' | 'active' | 'finalized' | 'settled' | 'deactivated' | 'removed';
 interface EscrowModel {
@@ -32,7 +33,7 @@ const pick = (m: Model, i: number) => (m.escrows.length === 0 ? undefined : m.es
 
 async function checkInvariants(gw: Real, m: Model): Promise<void> {
   for (const e of m.escrows) {
-    const recs = gw.store.readStream(escrowStream(e.id));
+    const recs = requestRecords(gw.store.readStream(escrowStream(e.id)));
     let last = 0;
     let inFlight = 0;
     let settledSeen = false;

@@ -92,19 +92,41 @@ describe('hot swap: export from a temporary gateway, import into the main one (o
   it('malformed import bodies answer a 400 (409 for an export taken mid-request) naming the member; B records nothing', async () => {
     const doc = JSON.parse(exportText);
     const events = doc.events as ExportedEvent[];
-    const at = (type: string) => events.findIndex((e) => e.type === type);
+    // The gateway records requests as entries of InferencesRecorded: the first event holding an entry of `type`.
+    type Entries = { entries: { type: string; data: Record<string, unknown> }[] };
+    const at = (type: string) => events.findIndex((e) => e.type === 'InferencesRecorded' && (e.data as Entries).entries.some((x) => x.type === type));
     const started = at('InferenceStarted');
     const finished = at('InferenceFinished');
+    const entryOf = (i: number, type: string) => (events[i]!.data as Entries).entries.findIndex((x) => x.type === type);
+    /** Event i's data with its first entry of `type` changed. */
+    const withEntry = (i: number, type: string, change: Record<string, unknown>) => {
+      const entries = (events[i]!.data as Entries).entries.map((x, k) => (k === entryOf(i, type) ? { ...x, data: { ...x.data, ...change } } : x));
+      return { data: { entries } };
+    };
+    const startData = (events[started]!.data as Entries).entries[entryOf(started, 'InferenceStarted')]!.data;
     const withEvent = (i: number, change: Partial<ExportedEvent>) => ({ ...doc, events: events.map((e, j) => (j === i ? { ...e, ...change } : e)) });
     const created = events[0]!;
     const cases: [string, unknown, number, string, RegExp][] = [
       ['the audit example: EscrowImported with empty data', { escrow: { escrow_id: escrowId }, events: [{ type: 'EscrowImported', data: {} }] }, 400, 'events[0].data.escrowId', /Missing required/],
       ["another escrow's events", { ...doc, escrow: { ...doc.escrow, escrow_id: '999' } }, 400, 'events[0].hash', /not of escrow 999/],
       ['a non-numeric amount', withEvent(0, { data: { ...created.data, amount: 'lots' } }), 400, 'events[0].data.amount', /Invalid value/],
-      ['a nonce given as a string', withEvent(started, { data: { ...events[started]!.data, nonce: '1' } }), 400, `events[${started}].data.nonce`, /expected an integer/],
-      ['an edited cost (hash kept)', withEvent(finished, { data: { ...events[finished]!.data, cost: '1' } }), 400, `events[${finished}].hash`, /altered/],
+      ['a nonce given as a string', withEvent(started, withEntry(started, 'InferenceStarted', { nonce: '1' })), 400, `events[${started}].data.entries[${entryOf(started, 'InferenceStarted')}].data.nonce`, /expected an integer/],
+      ['an edited cost (hash kept)', withEvent(finished, withEntry(finished, 'InferenceFinished', { cost: '1' })), 400, `events[${finished}].hash`, /altered/],
       ['an event left out', { ...doc, events: events.filter((_, j) => j !== started) }, 400, `events[${started}].stream_version`, /whole stream/],
-      ['a reused nonce, hashes recomputed', { ...doc, events: exportedRows(escrowId, [...events, { type: 'InferenceStarted', data: { ...events[started]!.data, requestId: 'again' } }]) }, 400, `events[${events.length}].type`, /reused nonce/],
+      [
+        'a reused nonce, hashes recomputed',
+        { ...doc, events: exportedRows(escrowId, [...events, { type: 'InferencesRecorded', data: { entries: [{ data: { ...startData, requestId: 'again' }, type: 'InferenceStarted' }] } }]) },
+        400,
+        `events[${events.length}].type`,
+        /reused nonce/,
+      ],
+      [
+        'an older log: a reused nonce as its own InferenceStarted',
+        { ...doc, events: exportedRows(escrowId, [...events, { type: 'InferenceStarted', data: { ...startData, requestId: 'again' } }]) },
+        400,
+        `events[${events.length}].type`,
+        /reused nonce/,
+      ],
       ['an escrow.spent that differs from the events', { ...doc, escrow: { ...doc.escrow, spent: '1' } }, 400, 'escrow.spent', /differs/],
       ['an unknown top-level member', { ...doc, comment: 'hi' }, 400, 'comment', /Unrecognized/],
       ['a body over 1 MiB (the export of a busy escrow is)', { ...doc, source: 'x'.repeat(2 * 1024 * 1024) }, 400, 'source', /at most 256/],

@@ -8,6 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Projections } from '../../src/projections/index.js';
 import { createEscrowViaApi, disposeTestGateway, MODEL, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { requestRecords } from '../helpers/request-records.js';
 
 /** Answers of the simulated hosts are at least 5 tokens long: any max_tokens below cuts them. */
 const noMax = { model: MODEL, messages: [{ role: 'user', content: 'tell me a long story' }] };
@@ -15,7 +16,7 @@ const noMax = { model: MODEL, messages: [{ role: 'user', content: 'tell me a lon
 async function chat(gw: TestGateway, body: object) {
   const r = await gw.call('/v1/chat/completions', { body });
   expect(r.status, r.text).toBe(200);
-  const started = [...gw.store.readAll()].filter((e) => e.type === 'InferenceStarted').at(-1)!.data as { maxTokens: number };
+  const started = requestRecords(gw.store.readAll()).filter((e) => e.type === 'InferenceStarted').at(-1)!.data as { maxTokens: number };
   return { completionTokens: r.json.usage.completion_tokens as number, finish: r.json.choices[0].finish_reason as string, maxTokens: started.maxTokens };
 }
 

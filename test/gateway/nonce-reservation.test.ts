@@ -14,11 +14,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RecordedEvent } from '../../src/events/envelope.js';
 import { NONCE_BLOCK } from '../../src/gateway/nonce-lease.js';
 import { disposeTestGateway, httpCaller, MODEL, startGatewayWithEscrow, type TestGateway } from '../helpers/gateway.js';
+import { requestRecords } from '../helpers/request-records.js';
 
 const chatBody = (content: string, stream = false) => ({ model: MODEL, messages: [{ role: 'user', content }], max_tokens: 10, stream });
 
 function escrowLog(gw: TestGateway, escrowId: string): RecordedEvent[] {
-  return gw.store.readStream(`escrow-${escrowId}`);
+  return requestRecords(gw.store.readStream(`escrow-${escrowId}`));
 }
 
 describe('nonce reservations', () => {

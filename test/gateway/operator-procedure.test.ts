@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKeys } from '../../src/config/index.js';
 import { planCompletion } from '../../src/network/simulated-hosts/completion-plan.js';
 import { createEscrowViaApi, disposeTestGateway, MODEL, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { requestRecords } from '../helpers/request-records.js';
 
 const AMOUNT = 10_000_000_000n;
 const chatBody = (content = 'hello there') => ({ model: MODEL, messages: [{ role: 'user', content }], max_tokens: 16 });
@@ -329,7 +330,7 @@ describe('settle deferred while a streamed request is in flight', () => {
     }
     expect(view.in_flight).toBe(0);
     expect(view.reserved).toBe('0');
-    const ended = gw.store.readStream(`escrow-${id}`).filter((r) => r.type === 'InferenceFailed' || r.type === 'InferenceFinished');
+    const ended = requestRecords(gw.store.readStream(`escrow-${id}`)).filter((r) => r.type === 'InferenceFailed' || r.type === 'InferenceFinished');
     expect(ended).toHaveLength(1);
     expect(ended[0]!.type).toBe('InferenceFailed');
     const data = ended[0]!.data as { nonce: number; reason: string; usage: { promptTokens: number; completionTokens: number; totalTokens: number }; cost: string };

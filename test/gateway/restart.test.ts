@@ -13,6 +13,7 @@ import { rebaseSlotUrls } from '../../src/chain/devnet/listen.js';
 import type { ChainState } from '../../src/chain/devnet/state.js';
 import { planCompletion } from '../../src/network/simulated-hosts/completion-plan.js';
 import { createEscrowViaApi, disposeTestGateway, MODEL, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { requestRecords } from '../helpers/request-records.js';
 
 const chatBody = (content: string) => ({ model: MODEL, messages: [{ role: 'user', content }], max_tokens: 12 });
 const NEW_URL = 'https://next.example.org';
@@ -62,12 +63,12 @@ describe('restart keeps the gateway state', () => {
     expect(r.status, r.text).toBe(200);
     expect(r.headers.get('x-devshard-escrow-id')).toBe(escrowId);
     expect(r.headers.get('x-devshard-nonce')).toBe('4');
-    const started = gw.store.readStream(`escrow-${escrowId}`).filter((e) => e.type === 'InferenceStarted').map((e) => e.data as { nonce: number; maxTokens: number });
+    const started = requestRecords(gw.store.readStream(`escrow-${escrowId}`)).filter((e) => e.type === 'InferenceStarted').map((e) => e.data as { nonce: number; maxTokens: number });
     expect(started.map((s) => s.nonce)).toEqual([1, 2, 3, 4]);
     // The default max_tokens set before the restart applies after it.
     const noMax = await gw.call('/v1/chat/completions', { key: 'client', body: { model: MODEL, messages: [{ role: 'user', content: 'x' }] } });
     expect(noMax.status).toBe(200);
-    const last = gw.store.readStream(`escrow-${escrowId}`).filter((e) => e.type === 'InferenceStarted').at(-1)!.data as { nonce: number; maxTokens: number };
+    const last = requestRecords(gw.store.readStream(`escrow-${escrowId}`)).filter((e) => e.type === 'InferenceStarted').at(-1)!.data as { nonce: number; maxTokens: number };
     expect(last).toMatchObject({ nonce: 5, maxTokens: 20 });
     const view = (await gw.call(`/v1/admin/devshards/${escrowId}`)).json;
     expect(view.nonce).toBe(5);

@@ -8,6 +8,7 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { disposeTestGateway, MODEL, startGatewayWithEscrow, type TestGateway } from '../helpers/gateway.js';
+import { requestRecords } from '../helpers/request-records.js';
 
 /** The next answer's JSON text (the fake upstream sends it verbatim). */
 let answer = '';
@@ -39,7 +40,7 @@ describe('answers from an OpenAI-compatible upstream', () => {
   });
 
   const chat = () => gw.call('/v1/chat/completions', { body: { model: MODEL, messages: [{ role: 'user', content: 'hello' }], max_tokens: 20 } });
-  const lastFinished = () => gw.store.readStream(`escrow-${escrowId}`).filter((e) => e.type === 'InferenceFinished').at(-1)!.data as { usage: { totalTokens: number } };
+  const lastFinished = () => requestRecords(gw.store.readStream(`escrow-${escrowId}`)).filter((e) => e.type === 'InferenceFinished').at(-1)!.data as { usage: { totalTokens: number } };
 
   it('passes the upstream text on byte for byte when it names the requested model and reports usage', async () => {
     answer = JSON.stringify(completion(MODEL, true), null, 1); // unusual formatting shows it is not re-serialized

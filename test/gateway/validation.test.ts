@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { disposeTestGateway, MODEL, startGatewayWithEscrow, type TestGateway } from '../helpers/gateway.js';
+import { requestRecords } from '../helpers/request-records.js';
 
 describe('validation through HTTP', () => {
   let gw: TestGateway;
@@ -99,7 +100,7 @@ describe('validation through HTTP', () => {
   });
 
   const startedEvents = () =>
-    gw.store.readStream(`escrow-${escrowId}`).filter((r) => r.type === 'InferenceStarted').map((r) => r.data as { maxTokens: number; reservedCost: string; inputTokens: number });
+    requestRecords(gw.store.readStream(`escrow-${escrowId}`)).filter((r) => r.type === 'InferenceStarted').map((r) => r.data as { maxTokens: number; reservedCost: string; inputTokens: number });
 
   it('an unknown model id of 200 KB: the 404 and the log line quote only its start', async () => {
     const model = 'm'.repeat(200_000);

@@ -32,6 +32,7 @@ const streamEvents = [
   { type: 'InferenceStarted', data: { ...ev.started('r', 1).data, clientKeyId: null } },
   ev.finished('r', 1),
   ev.failed('r', 1),
+  ev.recorded(ev.started('r', 1), ev.finished('r', 1)),
   ev.depleted(),
   ev.routingStopped(),
   ev.finalized(),
@@ -59,11 +60,16 @@ describe('import body schema', () => {
 
   const body = (data: object) => ({ escrow: { escrow_id: '7' }, events: exportedRows('7', [ev.created('7'), { type: 'InferenceFinished', data }]) });
   const finished = ev.finished('r', 1).data;
+  const recorded = (entry: object) => ({ escrow: { escrow_id: '7' }, events: exportedRows('7', [ev.created('7'), { type: 'InferencesRecorded', data: { entries: [entry] } }]) });
   it.each([
     ['an amount that is not a decimal string', body({ ...finished, cost: '12a' }), 'events[1].data.cost', /decimal string of an amount/],
     ['an amount given as a number', body({ ...finished, cost: 12 }), 'events[1].data.cost', /expected a string/],
     ['a missing member', body({ ...finished, usage: undefined }), 'events[1].data.usage', /Missing required/],
     ['a nonce that is not an integer', body({ ...finished, nonce: 1.5 }), 'events[1].data.nonce', /integer/],
+    ['an entry amount that is not a decimal string', recorded({ data: { ...finished, cost: '12a' }, type: 'InferenceFinished' }), 'events[1].data.entries[0].data.cost', /decimal string of an amount/],
+    ['an entry missing a member of its type', recorded({ data: { ...finished, usage: undefined }, type: 'InferenceFailed' }), 'events[1].data.entries[0].data.reason', /Missing required/],
+    ['an entry of another type', recorded({ data: finished, type: 'EscrowSettled' }), 'events[1].data.entries[0].type', /supported values/],
+    ['no entries', { escrow: { escrow_id: '7' }, events: exportedRows('7', [ev.created('7'), { type: 'InferencesRecorded', data: { entries: [] } }]) }, 'events[1].data.entries', /empty array/],
     [
       'a settle retry height that is not an integer',
       { escrow: { escrow_id: '7' }, events: exportedRows('7', [ev.created('7'), { type: 'EscrowSettleFailed', data: { ...ev.settleFailed().data, attempt: 1, height: 40, retryAtHeight: '42' } }]) },

@@ -41,6 +41,9 @@ const escrowEvents = (s: EscrowSnapshot) => {
     ev.usageRecovered('10'),
     ev.started(`r${c.nonce + 1}`, c.nonce + 1, '100'),
     ...(pending ? [ev.finished(pending, c.nonce, '50'), ev.failed(pending, c.nonce, '0')] : []),
+    // A batch's starts and ends: a start only (taken where chat is), or an end only (where requests drain).
+    ev.recorded(ev.started(`r${c.nonce + 1}`, c.nonce + 1, '100')),
+    ...(pending ? [ev.recorded(ev.finished(pending, c.nonce, '50'))] : []),
     ev.depleted(),
     ev.routingStopped(c.nonce),
     ev.finalized(c.nonce),

@@ -14,10 +14,17 @@ import { ev } from './events.js';
 const requestId = fc.constantFrom('r0', 'r1', 'r2', 'r3', 'r4', '7', 'toString', '__proto__');
 const amount = fc.integer({ min: 0, max: 4_000_000 }).map(String);
 
+const started = fc.tuple(requestId, fc.integer({ min: 0, max: 30 }), amount).map(([id, nonce, cost]) => ev.started(id, nonce, cost));
+const finished = fc.tuple(requestId, fc.nat(30), amount).map(([id, nonce, cost]) => ev.finished(id, nonce, cost));
+const failed = fc.tuple(requestId, fc.nat(30), amount).map(([id, nonce, cost]) => ev.failed(id, nonce, cost));
+/** Starts and ends recorded together: refused as a whole when any entry is refused in turn. */
+export const recorded = fc.array(fc.oneof(started, finished, failed), { minLength: 1, maxLength: 5 }).map((entries) => ev.recorded(...entries));
+
 const event: fc.Arbitrary<EscrowEvent> = fc.oneof(
-  { weight: 6, arbitrary: fc.tuple(requestId, fc.integer({ min: 0, max: 30 }), amount).map(([id, nonce, cost]) => ev.started(id, nonce, cost)) },
-  { weight: 4, arbitrary: fc.tuple(requestId, fc.nat(30), amount).map(([id, nonce, cost]) => ev.finished(id, nonce, cost)) },
-  { weight: 2, arbitrary: fc.tuple(requestId, fc.nat(30), amount).map(([id, nonce, cost]) => ev.failed(id, nonce, cost)) },
+  { weight: 6, arbitrary: started },
+  { weight: 4, arbitrary: finished },
+  { weight: 2, arbitrary: failed },
+  { weight: 4, arbitrary: recorded },
   { weight: 2, arbitrary: fc.integer({ min: 0, max: 40 }).map((upTo) => ev.noncesReserved(upTo)) },
   // Not a number: left to xstate (what the machine makes of it is its business, not the fast path's).
   { weight: 1, arbitrary: fc.constantFrom<unknown>('30', '3', 2.5, Number.NaN, undefined).map((upTo) => ({ type: 'NoncesReserved', data: { upTo } }) as EscrowEvent) },
@@ -57,7 +64,7 @@ describe('stepEscrowFast', () => {
       [
         'active:InferenceStarted',
         'active:NoncesReserved',
-        ...['active', 'depleted', 'routingStopped', 'finalized', 'settleDeferred', 'deactivated'].flatMap((s) => [`${s}:InferenceFinished`, `${s}:InferenceFailed`]),
+        ...['active', 'depleted', 'routingStopped', 'finalized', 'settleDeferred', 'deactivated'].flatMap((s) => [`${s}:InferenceFinished`, `${s}:InferenceFailed`, `${s}:InferencesRecorded`]),
       ].sort(),
     );
   });
@@ -84,6 +91,29 @@ describe('stepEscrowFast', () => {
         expect(restoreState(escrowMachine, plain(fast)).context).toEqual(slow.context);
       }),
       { numRuns: 300 },
+    );
+  });
+
+  it('folds InferencesRecorded as its entries one at a time through xstate: all accepted, or none applied', () => {
+    fc.assert(
+      fc.property(prefix, fc.array(event, { maxLength: 60 }), recorded, fc.integer({ min: 2, max: 40 }), (start, before, group, routingStop) => {
+        let s = initialSnapshot(escrowMachine, { routingStop });
+        for (const e of [...start, ...before]) s = step(escrowMachine, s, e).snapshot;
+        // The rule written out: each entry as its own event, in order, from the same state.
+        let one = s;
+        let all = true;
+        for (const entry of group.data.entries) {
+          const r = step(escrowMachine, one, { type: entry.type, data: entry.data } as EscrowEvent);
+          if (!r.accepted) all = false;
+          one = r.snapshot;
+        }
+        for (const next of [step(escrowMachine, s, group), stepEscrowFast(s, group)]) {
+          expect(next.accepted).toBe(all);
+          expect(next.snapshot.value).toEqual(s.value);
+          expect(next.snapshot.context).toEqual(all ? one.context : s.context);
+        }
+      }),
+      { numRuns: 500 },
     );
   });
 

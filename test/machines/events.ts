@@ -33,6 +33,11 @@ export const ev = {
   usageRecovered: (cost = '100', slotId = 1): E<'UsageRecovered'> => ({ type: 'UsageRecovered', data: { slotId, cost, reason: 'host reported' } }),
   finished: (requestId: string, nonce: number, cost = '500'): E<'InferenceFinished'> => ({ type: 'InferenceFinished', data: { requestId, nonce, usage, cost } }),
   failed: (requestId: string, nonce: number, cost = '0'): E<'InferenceFailed'> => ({ type: 'InferenceFailed', data: { requestId, nonce, reason: 'upstream', usage, cost } }),
+  /** Starts and ends recorded together, as the gateway records them (entries: built with started/finished/failed). */
+  recorded: (...entries: E<'InferenceStarted' | 'InferenceFinished' | 'InferenceFailed'>[]): E<'InferencesRecorded'> => ({
+    type: 'InferencesRecorded',
+    data: { entries: entries.map((e) => ({ data: e.data, type: e.type }) as never) },
+  }),
   depleted: (): E<'EscrowDepleted'> => ({ type: 'EscrowDepleted', data: { balance: '999', threshold: '1000000' } }),
   routingStopped: (nonce = 19_799): E<'EscrowRoutingStopped'> => ({ type: 'EscrowRoutingStopped', data: { nonce, routingStop: 19_800 } }),
   finalized: (nonce = 0): E<'EscrowFinalized'> => ({

@@ -29,10 +29,24 @@ type Loose = { type: string; data: unknown };
 const META = { actor: { kind: 'admin' as const } };
 const odd = (e: { type: string; data: object }, patch: Record<string, unknown>): Loose => ({ type: e.type, data: { ...e.data, ...patch } });
 
+const started = fc.tuple(requestId, nonce, amount).map(([id, n, cost]) => odd(ev.started('x', 1), { requestId: id, nonce: n, reservedCost: cost }));
+const finished = fc.tuple(requestId, amount).map(([id, cost]) => odd(ev.finished('x', 1), { requestId: id, cost }));
+const failed = fc.tuple(requestId, amount).map(([id, cost]) => odd(ev.failed('x', 1), { requestId: id, cost }));
+/** An entry of InferencesRecorded, now and then one a run must refuse or hand back. */
+const entry = fc.oneof(
+  { weight: 12, arbitrary: fc.oneof(started, finished, failed).map((e) => ({ data: e.data, type: e.type }) as unknown) },
+  { weight: 1, arbitrary: fc.constantFrom<unknown>(null, { type: 'EscrowDepleted', data: {} }, { type: 'InferenceStarted', data: null }, { type: 'InferenceFinished' }) },
+);
+const recorded: fc.Arbitrary<Loose> = fc.oneof(
+  { weight: 12, arbitrary: fc.array(entry, { minLength: 1, maxLength: 5 }).map((entries) => ({ type: 'InferencesRecorded', data: { entries } })) },
+  { weight: 1, arbitrary: fc.constantFrom<unknown>([], null, 'x', undefined).map((entries) => ({ type: 'InferencesRecorded', data: { entries } })) },
+);
+
 const event: fc.Arbitrary<Loose> = fc.oneof(
-  { weight: 8, arbitrary: fc.tuple(requestId, nonce, amount).map(([id, n, cost]) => odd(ev.started('x', 1), { requestId: id, nonce: n, reservedCost: cost })) },
-  { weight: 6, arbitrary: fc.tuple(requestId, amount).map(([id, cost]) => odd(ev.finished('x', 1), { requestId: id, cost })) },
-  { weight: 2, arbitrary: fc.tuple(requestId, amount).map(([id, cost]) => odd(ev.failed('x', 1), { requestId: id, cost })) },
+  { weight: 8, arbitrary: started },
+  { weight: 6, arbitrary: finished },
+  { weight: 2, arbitrary: failed },
+  { weight: 8, arbitrary: recorded },
   { weight: 1, arbitrary: fc.constant<Loose>({ type: 'InferenceStarted', data: null }) },
   { weight: 3, arbitrary: fc.integer({ min: 0, max: 40 }).map((upTo) => ev.noncesReserved(upTo)) },
   // Reservations a run must hand back (not a safe integer) or refuse like the machine.

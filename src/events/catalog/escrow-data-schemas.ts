@@ -40,6 +40,13 @@ const settlement = shape({
   version: count,
 });
 
+/** The data of one request's start or end (alone, or as an entry of InferencesRecorded). */
+const REQUEST_DATA = {
+  InferenceStarted: shape({ requestId: text, nonce: count, clientKeyId: { type: ['string', 'null'] }, reservedCost: amountDataSchema, inputTokens: count, maxTokens: count }),
+  InferenceFinished: shape({ requestId: text, nonce: count, usage, cost: amountDataSchema }),
+  InferenceFailed: shape({ requestId: text, nonce: count, reason: text, usage, cost: amountDataSchema }),
+} as const;
+
 export const ESCROW_STREAM_DATA_SCHEMAS: { readonly [K in EscrowStreamEventType]: object } = {
   EscrowCreated: shape(
     { escrowId: text, intentId: text, txHash: text, height: count, epoch: count, creator: text, amount: amountDataSchema, model: text, role, slots },
@@ -68,9 +75,21 @@ export const ESCROW_STREAM_DATA_SCHEMAS: { readonly [K in EscrowStreamEventType]
   NoncesSkipped: shape({ from: count, upTo: count, reason: text }),
   NoncesReleased: shape({ upTo: count }),
   UsageRecovered: shape({ slotId: count, cost: amountDataSchema, reason: text }),
-  InferenceStarted: shape({ requestId: text, nonce: count, clientKeyId: { type: ['string', 'null'] }, reservedCost: amountDataSchema, inputTokens: count, maxTokens: count }),
-  InferenceFinished: shape({ requestId: text, nonce: count, usage, cost: amountDataSchema }),
-  InferenceFailed: shape({ requestId: text, nonce: count, reason: text, usage, cost: amountDataSchema }),
+  ...REQUEST_DATA,
+  InferencesRecorded: shape({
+    entries: {
+      type: 'array',
+      minItems: 1,
+      items: {
+        ...shape({ data: { type: 'object' }, type: { type: 'string', enum: Object.keys(REQUEST_DATA) } }),
+        // `then` per type (not oneOf), so an error names the member of the entry's own type.
+        allOf: (Object.keys(REQUEST_DATA) as (keyof typeof REQUEST_DATA)[]).map((type) => ({
+          if: { required: ['type'], properties: { type: { const: type } } },
+          then: { properties: { data: REQUEST_DATA[type] } },
+        })),
+      },
+    },
+  }),
   EscrowDepleted: shape({ balance: amountDataSchema, threshold: amountDataSchema }),
   EscrowRoutingStopped: shape({ nonce: count, routingStop: count }),
   EscrowFinalized: shape({ settlement }),

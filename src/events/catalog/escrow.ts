@@ -115,6 +115,16 @@ export interface EscrowEventData {
   /** `cost` must not exceed the escrow's unspent deposit (the gateway clamps). */
   InferenceFinished: { requestId: string; nonce: number; usage: TokenUsage; cost: Amount };
   InferenceFailed: { requestId: string; nonce: number; reason: string; usage: TokenUsage; cost: Amount };
+  /**
+   * The starts and ends of chat requests on this escrow decided between two group commits, in the
+   * order they were decided (what the gateway records; the three events above are what older logs
+   * hold and what the statechart steps). Folding it is folding each entry as its own event, all or
+   * none: it is accepted when every entry is accepted in turn, and then leaves the state where they
+   * leave it. Starts only where the escrow takes new chat; ends wherever requests drain.
+   * One event per escrow and commit instead of two per request: the log's cost is then paid per
+   * escrow and batch (docs/benchmarks.md), while every request's start and end keep their fields.
+   */
+  InferencesRecorded: { entries: InferenceEntry[] };
   /** Usable balance fell below the threshold (1,000,000 in the reference). */
   EscrowDepleted: { balance: Amount; threshold: Amount };
   /** The nonce reached the routing stop (about 19,800): no new chat. */
@@ -165,6 +175,12 @@ export interface EscrowEventData {
   EscrowDeactivated: { reason?: string };
   EscrowRemoved: Record<string, never>;
 }
+
+/** One request's start or end inside InferencesRecorded (keys in canonical order: data, type). */
+export type InferenceEntry =
+  | { data: EscrowEventData['InferenceStarted']; type: 'InferenceStarted' }
+  | { data: EscrowEventData['InferenceFinished']; type: 'InferenceFinished' }
+  | { data: EscrowEventData['InferenceFailed']; type: 'InferenceFailed' };
 
 /** Events of an `escrow-<id>` stream (the creation-intent events live in their own streams). */
 export type EscrowStreamEventType = Exclude<keyof EscrowEventData, 'EscrowCreateRequested' | 'EscrowCreateFailed'>;

@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import type { Settlement } from '../../chain/port.js';
 import { canonicalJson } from '../../events/canonical-json.js';
 import { escrowStream, type SettlementData, type SlotInfo, type SlotTally } from '../../events/catalog.js';
+import { eachRequestEvent } from '../../events/request-data.js';
 import { collectSignaturesDetailed, type SignatureFailure } from '../../network/collect-signatures.js';
 import type { GatewayContext } from '../context.js';
 
@@ -52,7 +53,7 @@ export async function buildSettlement(ctx: GatewayContext, escrowId: string): Pr
 export function slotTally(records: Iterable<{ type: string; data: unknown }>, slots: readonly SlotInfo[]): { slotId: number; cost: bigint; requests: number }[] {
   const stats = slots.map((s) => ({ slotId: s.slotId, cost: 0n, requests: 0 }));
   const slot = (slotId: number) => stats.find((s) => s.slotId === slotId);
-  for (const r of records) {
+  for (const r of eachRequestEvent(records)) {
     if ((r.type === 'InferenceFinished' || r.type === 'InferenceFailed') && stats.length > 0) {
       const d = r.data as { nonce: number; cost: string };
       const stat = stats[d.nonce % stats.length]!;

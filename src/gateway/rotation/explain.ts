@@ -158,6 +158,12 @@ export function explainRotation(records: Iterable<RecordedEvent>, filter: Explai
         case 'InferenceFailed':
           inFlight.set(id, Math.max(0, (inFlight.get(id) ?? 0) - 1));
           break;
+        case 'InferencesRecorded': {
+          let n = inFlight.get(id) ?? 0;
+          for (const entry of e.data.entries) n = entry.type === 'InferenceStarted' ? n + 1 : Math.max(0, n - 1);
+          inFlight.set(id, n);
+          break;
+        }
         case 'EscrowSettleDeferred':
         case 'EscrowSettleRequested':
         case 'EscrowSettled':
