@@ -103,6 +103,34 @@ function history(seed: number, steps: number): Append[] {
     else if (r < 0.99) out.push({ streamId: s, event: { type: 'SomethingNew', data: { i } } });
     else out.push({ streamId: s, event: ev.usageRecovered(String(Math.floor(rand() * 50))) });
   }
+  return recordTogether(out, rand);
+}
+
+const REQUEST = new Set(['InferenceStarted', 'InferenceFinished', 'InferenceFailed']);
+
+/**
+ * Most runs of one stream's consecutive starts and ends as InferencesRecorded (as the gateway
+ * records them), the rest one event each (as older logs hold them): both fold the same.
+ */
+function recordTogether(appends: Append[], rand: () => number): Append[] {
+  const out: Append[] = [];
+  let open: { streamId: string; entries: unknown[] } | undefined;
+  for (const a of appends) {
+    if (!REQUEST.has(a.event.type)) {
+      open = undefined;
+      out.push(a);
+      continue;
+    }
+    const entry = { data: a.event.data, type: a.event.type };
+    if (open?.streamId === a.streamId && rand() < 0.8) open.entries.push(entry);
+    else if (rand() < 0.7) {
+      open = { streamId: a.streamId, entries: [entry] };
+      out.push({ streamId: a.streamId, event: { type: 'InferencesRecorded', data: { entries: open.entries } }, metadata: { actor: { kind: 'chat' } } });
+    } else {
+      open = undefined;
+      out.push(a);
+    }
+  }
   return out;
 }
 

@@ -11,6 +11,7 @@ const log = record([
   { streamId: escrowStream('e1'), event: ev.registered('e1') },
   { streamId: settingsStream, event: ev.accessMode('m1', 'api_key') },
   { streamId: escrowStream('e1'), event: ev.started('a', 1) },
+  { streamId: escrowStream('e1'), event: ev.recorded(ev.started('b', 2), ev.finished('a', 1), ev.started('c', 3), ev.failed('c', 3)) },
   { streamId: escrowStream('e1'), event: ev.removed() },
   { streamId: rotationStream('m1'), event: ev.phaseStarted(1) },
 ]);
@@ -26,8 +27,9 @@ describe('replay', () => {
       [4, 'EscrowRegistered', 'active', true],
       [5, 'ModelAccessModeChanged', 'api_key', true],
       [6, 'InferenceStarted', 'active', true],
-      [7, 'EscrowRemoved', 'active', false],
-      [8, 'RotationPhaseStarted', 'phase1.creatingTemporaries', true],
+      [7, 'InferencesRecorded', 'active', true],
+      [8, 'EscrowRemoved', 'active', false],
+      [9, 'RotationPhaseStarted', 'phase1.creatingTemporaries', true],
     ]);
   });
 
@@ -43,10 +45,15 @@ describe('replay', () => {
     expect(text).toContain('State at position 6:');
     expect(text).toMatch(/e1 {2}active {2}model=m1 nonce=1 in_flight=1/);
     expect(text).toContain('m1=api_key');
+    text = '';
+    runReplay(store, { until: '7' }, (s) => (text += s));
+    expect(text).toMatch(/InferencesRecorded .* -> active {2}\(2 started, 1 finished, 1 failed\)\n/);
+    expect(text).toMatch(/e1 {2}active {2}model=m1 nonce=3 in_flight=1/);
     let json = '';
     runReplay(store, { json: true, escrow: 'e1' }, (s) => (json += s));
     const doc = JSON.parse(json);
-    expect(doc.position).toBe(8);
+    expect(doc.position).toBe(9);
+    expect(doc.timeline.find((r: { event: string }) => r.event === 'InferencesRecorded').requests).toEqual({ started: 2, finished: 1, failed: 1 });
     expect(Object.keys(doc.machines.escrows)).toEqual(['e1']);
     expect(doc.machines.rotation.m1.stage).toBe('phase1.creatingTemporaries');
     expect(doc.timeline.at(-1)).toMatchObject({ event: 'EscrowRemoved', accepted: false });

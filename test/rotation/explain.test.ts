@@ -22,8 +22,16 @@ const log = record([
   intent('i-1', { type: 'EscrowCreateFailed', data: { intentId: 'i-1', model: M, role: 'temporary', epoch: 7, error: refusal, txHash: 'T1' } }),
   rot({ type: 'RotationFailed', data: { model: M, step: 'create_temporary', role: 'temporary', chain: c7, error: refusal, suppress: true, intentId: 'i-1' } }),
   rot({ type: 'RotationPromoted', data: { model: M, chain: c7, escrowIds: ['5'] } }),
-  esc('6', { type: 'InferenceStarted', data: { requestId: 'r1', nonce: 1, clientKeyId: null, reservedCost: '10', inputTokens: 1, maxTokens: 1 } }),
-  esc('6', { type: 'InferenceStarted', data: { requestId: 'r2', nonce: 2, clientKeyId: null, reservedCost: '10', inputTokens: 1, maxTokens: 1 } }),
+  // Two starts recorded together (as the gateway records them), the end of one on its own (as older logs do).
+  esc('6', {
+    type: 'InferencesRecorded',
+    data: {
+      entries: [
+        { type: 'InferenceStarted', data: { requestId: 'r1', nonce: 1, clientKeyId: null, reservedCost: '10', inputTokens: 1, maxTokens: 1 } },
+        { type: 'InferenceStarted', data: { requestId: 'r2', nonce: 2, clientKeyId: null, reservedCost: '10', inputTokens: 1, maxTokens: 1 } },
+      ],
+    },
+  }),
   rot({ type: 'RotationSettleDecided', data: { model: M, role: 'regular', chain: c7, escrowIds: ['6'] } }),
   esc('6', { type: 'EscrowSettleDeferred', data: { inFlight: 2, origin: 'rotation', keySource: { kind: 'env', name: 'K' } } }),
   esc('6', { type: 'InferenceFinished', data: { requestId: 'r1', nonce: 1, usage, cost: '2' } }),

@@ -16,7 +16,14 @@ export interface ReplayCliOptions {
 }
 
 const formatRow = (r: ReplayRow): string =>
-  `${String(r.position).padStart(8)}  ${r.time}  ${r.event.padEnd(28)} ${r.actor.padEnd(16)} ${r.stream.padEnd(28)} -> ${r.state}${r.accepted ? '' : '  (refused by statechart)'}`;
+  `${String(r.position).padStart(8)}  ${r.time}  ${r.event.padEnd(28)} ${r.actor.padEnd(16)} ${r.stream.padEnd(28)} -> ${r.state}${r.accepted ? '' : '  (refused by statechart)'}${r.requests ? `  (${formatRequests(r.requests)})` : ''}`;
+
+/** "3 started, 2 finished, 1 failed" (kinds with none left out). */
+const formatRequests = (n: NonNullable<ReplayRow['requests']>): string =>
+  (['started', 'finished', 'failed'] as const)
+    .filter((k) => n[k] > 0)
+    .map((k) => `${n[k]} ${k}`)
+    .join(', ');
 
 function formatMachines(m: MachinesAt): string {
   const lines = [`State at position ${m.position}:`];
