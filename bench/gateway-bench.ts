@@ -6,8 +6,8 @@
  *  - **baseline**: a bare fastify + undici proxy;
  *  - **gateway**: the real gateway (`startGateway`) in upstream mode (NETWORK_UPSTREAM_URL = that
  *    host): auth, validation, access mode, limiter, routing, nonces durably reserved in blocks
- *    (NoncesReserved, synchronous=FULL, group commit), InferenceStarted, the call, usage
- *    (InferenceFinished); start and usage commit with the group commit after the answer.
+ *    (NoncesReserved, synchronous=FULL, group commit), the start, the call, the usage (the end);
+ *    start and end are entries of the escrow's InferencesRecorded, committed after the answer.
  *    The escrows live on the gateway's embedded devnet and are billed per request;
  *  - **gateway-hosts** (reported apart, not in the ratios): the gateway in host-transport mode,
  *    signed requests to the embedded devnet's simulated hosts (a secp256k1 signature per request).
@@ -91,7 +91,7 @@ export interface SoakResult {
   /** RSS and heap after a forced full GC, 60 s into the soak and at its end; growth between them. */
   afterGc?: { warmRssMiB: number; endRssMiB: number; warmHeapMiB: number; endHeapMiB: number; warmHeapTotalMiB: number; endHeapTotalMiB: number; rssGrowth: number };
   /** Rebuild of every projection from the soak's log, in a fresh process: the median of three runs (and each run's rate). */
-  rebuild: RebuildOnce & { runsEventsPerSec: number[] };
+  rebuild: RebuildOnce & { runsEventsPerSec: number[]; runsRecordsPerSec: number[] };
 }
 
 export interface GatewayBenchOptions {
@@ -362,8 +362,8 @@ async function soak(worker: LoadWorker, target: GatewayTarget, requests: number,
   closeSync(fd);
   const runs: RebuildOnce[] = [];
   for (let i = 0; i < 3; i++) runs.push(await rebuildInChild(file));
-  const rebuild = { ...[...runs].sort((a, b) => a.eventsPerSec - b.eventsPerSec)[1]!, runsEventsPerSec: runs.map((x) => x.eventsPerSec) };
-  log(`soak log: ${rebuild.events.toLocaleString('en')} events (${rebuild.fileMiB} MiB); readAll ${rebuild.readSeconds.toFixed(2)} s (${rebuild.readEventsPerSec.toLocaleString('en')}/s), rebuild of every projection (rebuildFrom, own process) median of 3: ${rebuild.rebuildSeconds.toFixed(2)} s (${rebuild.eventsPerSec.toLocaleString('en')} events/s; runs ${rebuild.runsEventsPerSec.map((x) => x.toLocaleString('en')).join(', ')})`);
+  const rebuild = { ...[...runs].sort((a, b) => a.eventsPerSec - b.eventsPerSec)[1]!, runsEventsPerSec: runs.map((x) => x.eventsPerSec), runsRecordsPerSec: runs.map((x) => x.recordsPerSec) };
+  log(`soak log: ${rebuild.events.toLocaleString('en')} events (${rebuild.fileMiB} MiB); readAll ${rebuild.readSeconds.toFixed(2)} s (${rebuild.readEventsPerSec.toLocaleString('en')}/s), rebuild of every projection (rebuildFrom, own process) median of 3: ${rebuild.rebuildSeconds.toFixed(2)} s (${rebuild.eventsPerSec.toLocaleString('en')} events/s, ${rebuild.recordsPerSec.toLocaleString('en')} request records/s; runs ${rebuild.runsEventsPerSec.map((x) => x.toLocaleString('en')).join(', ')} events/s)`);
   return {
     target: target.name,
     requests,

@@ -17,6 +17,13 @@ export interface RebuildOnce {
   readEventsPerSec: number;
   rebuildSeconds: number;
   eventsPerSec: number;
+  /**
+   * The log's history counted one record per request start and end (each InferencesRecorded as
+   * its entries, every other event as one): what a log written before InferencesRecorded holds
+   * for the same requests, so rates stay comparable across versions.
+   */
+  records: number;
+  recordsPerSec: number;
 }
 
 /** Runs this file in a child process on `file`. */
@@ -42,7 +49,11 @@ function rebuildOnce(file: string): RebuildOnce {
   try {
     let t0 = process.hrtime.bigint();
     let events = 0;
-    for (const _ of store.readAll()) events++;
+    let records = 0;
+    for (const r of store.readAll()) {
+      events++;
+      records += r.type === 'InferencesRecorded' ? (r.data as { entries: unknown[] }).entries.length : 1;
+    }
     const readSeconds = Number(process.hrtime.bigint() - t0) / 1e9;
     t0 = process.hrtime.bigint();
     void Projections.rebuildFrom(store); // split by stream over the cores (partitioned-rebuild.ts)
@@ -54,6 +65,8 @@ function rebuildOnce(file: string): RebuildOnce {
       readEventsPerSec: Math.round(events / readSeconds),
       rebuildSeconds,
       eventsPerSec: Math.round(events / rebuildSeconds),
+      records,
+      recordsPerSec: Math.round(records / rebuildSeconds),
     };
   } finally {
     void store.close();

@@ -103,7 +103,7 @@ function markdown(date: Date, m: string, store?: StoreBenchResult, proj?: Projec
       'Host: the simulated OpenAI mount (token delay 0). **baseline**: bare fastify + undici proxy. **gateway**: the real gateway ' +
         '(`startGateway`) in upstream mode (NETWORK_UPSTREAM_URL = the same host): client-key auth, validation, access mode, limiter, ' +
         'routing over escrows created on its embedded devnet, nonces durably reserved in blocks of 256 (NoncesReserved, WAL synchronous=FULL, group commit), ' +
-        'InferenceStarted and InferenceFinished per request (committed with the group commit after the answer), LOG_LEVEL=warn. **gateway-hosts**: the same gateway in host-transport mode (signed requests to the devnet\'s ' +
+        'each request\'s start and end recorded as entries of its escrow\'s InferencesRecorded (one event per escrow and group commit; committed after the answer), LOG_LEVEL=warn. **gateway-hosts**: the same gateway in host-transport mode (signed requests to the devnet\'s ' +
         'simulated hosts; each request pays a secp256k1 signature, ~650 µs, and the host verifies it in this same process) — not part of the ratios. ' +
         'Servers share one process, started fresh for this section (not the one that ran the store and projections benches) with the V8 setting `shardgate serve` uses (`--no-allocation-site-pretenuring`, src/gateway/v8-tuning.ts); the load generator (autocannon, closed loop) runs in a child process; targets interleaved per level.',
       '',
@@ -171,8 +171,8 @@ function markdown(date: Date, m: string, store?: StoreBenchResult, proj?: Projec
                 ? ` After a forced full GC: RSS ${gw.soak.afterGc.warmRssMiB} MiB at 60 s → ${gw.soak.afterGc.endRssMiB} MiB at the end, **${(gw.soak.afterGc.rssGrowth * 100).toFixed(1)}%**; heap used ${gw.soak.afterGc.warmHeapMiB} → ${gw.soak.afterGc.endHeapMiB} MiB (V8 heap committed ${gw.soak.afterGc.warmHeapTotalMiB} → ${gw.soak.afterGc.endHeapTotalMiB} MiB).`
                 : ''),
             '',
-            `Rebuild from the soak's log (${fmt(gw.soak.rebuild.events)} events, ${gw.soak.rebuild.fileMiB} MiB, gateway stopped): readAll alone ${gw.soak.rebuild.readSeconds.toFixed(2)} s ` +
-              `(${fmt(gw.soak.rebuild.readEventsPerSec)} events/s); \`Projections.rebuildFrom\` (every projection; escrow streams split by stream over the cores, each part folded from its own read-only connection, then merged) ${gw.soak.rebuild.rebuildSeconds.toFixed(2)} s (**${fmt(gw.soak.rebuild.eventsPerSec)} events/s**, the median of three runs in a fresh process after the file is flushed: ${gw.soak.rebuild.runsEventsPerSec.map(fmt).join(', ')} events/s).`,
+            `Rebuild from the soak's log (${fmt(gw.soak.rebuild.events)} events holding ${fmt(gw.soak.rebuild.records)} request records — each request start and end counted once, as logs before InferencesRecorded hold them one event each —, ${gw.soak.rebuild.fileMiB} MiB, gateway stopped): readAll alone ${gw.soak.rebuild.readSeconds.toFixed(2)} s ` +
+              `(${fmt(gw.soak.rebuild.readEventsPerSec)} events/s); \`Projections.rebuildFrom\` (every projection; escrow streams split by stream over the cores, each part folded from its own read-only connection, then merged) ${gw.soak.rebuild.rebuildSeconds.toFixed(2)} s (**${fmt(gw.soak.rebuild.eventsPerSec)} events/s, ${fmt(gw.soak.rebuild.recordsPerSec)} request records/s**, the median of three runs in a fresh process after the file is flushed: ${gw.soak.rebuild.runsEventsPerSec.map(fmt).join(', ')} events/s; ${gw.soak.rebuild.runsRecordsPerSec.map(fmt).join(', ')} records/s).`,
             '',
           ]
         : ['Soak: not run (`npm run bench -- --soak`).', '']),
@@ -189,7 +189,8 @@ function markdown(date: Date, m: string, store?: StoreBenchResult, proj?: Projec
       `| added p99 ≤ 1 ms at 1,000 req/s | ${gw.fixedRateAddedP99Ms !== undefined ? `${gw.fixedRateAddedP99Ms} ms (median of ${fb?.roundP99Ms.length} pairs)` : '-'} | ${met(gw.fixedRateAddedP99Ms !== undefined ? gw.fixedRateAddedP99Ms <= 1 : undefined)} |`,
       `| streaming TTFB overhead ≤ 1 ms (p50) | ${tb && tg ? `${d(tg.p50Ms, tb.p50Ms)} ms` : '-'} | ${met(tb && tg ? tg.p50Ms - tb.p50Ms <= 1 : undefined)} |`,
       `| RSS growth < 10% after warm-up over 1,000,000 requests | ${gw.soak ? `${(rssGrowth! * 100).toFixed(1)}%${gw.soak.afterGc ? ' (after full GC, 60 s → end)' : ''}; raw samples ${(gw.soak.rssGrowthAfterWarmup * 100).toFixed(1)}%` : '-'} | ${met(rssOk)} |`,
-      `| rebuild ≥ 500,000 events/s | ${proj ? `${fmt(proj.rebuild.eventsPerSec)} events/s (in-memory log)` : '-'}${gw.soak ? `; ${fmt(gw.soak.rebuild.eventsPerSec)} events/s from the soak's SQLite log` : ''} | ${met(gw.soak ? gw.soak.rebuild.eventsPerSec >= 500_000 : proj ? proj.rebuild.eventsPerSec >= 500_000 : undefined)}${gw.soak ? ' (from SQLite)' : ' (in memory only; the soak log is the real test)'} |`,
+      // Judged in request records/s from the soak's log: the same unit as before InferencesRecorded (one per start and end), so runs of every version compare.
+      `| rebuild ≥ 500,000 events/s | ${proj ? `${fmt(proj.rebuild.eventsPerSec)} events/s (in-memory log, one event per start and end)` : '-'}${gw.soak ? `; from the soak's SQLite log ${fmt(gw.soak.rebuild.recordsPerSec)} request records/s (${fmt(gw.soak.rebuild.eventsPerSec)} events/s: ${fmt(gw.soak.rebuild.events)} events hold its ${fmt(gw.soak.rebuild.records)} starts, ends and other events)` : ''} | ${met(gw.soak ? gw.soak.rebuild.recordsPerSec >= 500_000 : proj ? proj.rebuild.eventsPerSec >= 500_000 : undefined)}${gw.soak ? ' (from SQLite, in request records)' : ' (in memory only; the soak log is the real test)'} |`,
       '',
     );
   }
