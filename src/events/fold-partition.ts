@@ -8,12 +8,13 @@
  *
  * Time, metadata and stream version are left out of the read (~0.3 µs per event): a fold reads
  * them of almost no event (the timeline shows the time and actor of the entries it keeps, loaded
- * all at once); records load them by position when asked. The data of per-request events is
- * scanned for the fields a fold reads (request-data.ts) and parsed only if read.
+ * all at once); records load them by position when asked. The data of per-request events (and of
+ * each entry of InferencesRecorded) is scanned for the fields a fold reads (request-data.ts) and
+ * parsed only if read.
  */
 import Database from 'better-sqlite3';
 import { StoredRecord, type DeferredColumns, type DeferredRow, type HashLoader } from './fold-read.js';
-import { isRequestType, scanRequestData } from './request-data.js';
+import { isRequestType, scanRecordedEntries, scanRequestData } from './request-data.js';
 
 /** Rows per page (as readAllForFold). */
 const PAGE_SIZE = 2_000;
@@ -32,6 +33,24 @@ export interface PartitionRead {
 export interface FoldSource {
   upTo: number;
   streams: [streamId: string, version: number][];
+  /** The log file's size (pages × page size): with `upTo`, how heavy its events are (foldWeight). */
+  bytes?: number;
+}
+
+/**
+ * Bytes a log holds per event when each request start and end is its own event (~620 in the
+ * soak's log of 2M events: data, metadata, hashes and index entries).
+ */
+const SINGLE_EVENT_BYTES = 600;
+
+/**
+ * What one event of the log weighs in a fold, in events of one request start or end (at least 1),
+ * estimated from the log's bytes per event: an InferencesRecorded holds many starts and ends, and
+ * its fold costs about what folding them one by one would (scanning them is most of it). Split
+ * thresholds and head starts are counted in those events.
+ */
+export function foldWeight(source: FoldSource): number {
+  return source.bytes && source.upTo > 0 ? Math.max(1, source.bytes / source.upTo / SINGLE_EVENT_BYTES) : 1;
 }
 
 /** A log a fold can be split over: what planning needs, and a reader for the calling thread's partition. */
@@ -54,6 +73,7 @@ export function readFoldSource(db: Database.Database): FoldSource {
   return db.transaction(() => ({
     upTo: (db.prepare('SELECT max(position) FROM events').pluck().get() as number | null) ?? 0,
     streams: db.prepare('SELECT stream_id, version FROM streams').raw().all() as [string, number][],
+    bytes: (db.pragma('page_count', { simple: true }) as number) * (db.pragma('page_size', { simple: true }) as number),
   }))();
 }
 
@@ -113,7 +133,7 @@ export function* readPartition(db: Database.Database, read: PartitionRead): Gene
       const r = rows[i]!;
       let type = typeNames.get(r[2]);
       if (type === undefined) typeNames.set(r[2], (type = internalized(r[2])));
-      const request = isRequestType(type) ? scanRequestData(type, r[4]) : undefined;
+      const request = isRequestType(type) ? scanRequestData(type, r[4]) : type === 'InferencesRecorded' ? scanRecordedEntries(r[4]) : undefined;
       yield new StoredRecord(r[0], r[1], undefined, type, r[3], request ? r[4] : JSON.parse(r[4]), undefined, undefined, hashes, deferred, request);
     }
     if (rows.length < PAGE_SIZE) return;

@@ -12,7 +12,7 @@
  *    syscall per page), so the writing connection is left as it is.
  */
 import type { EventMetadata, RecordedEvent } from './envelope.js';
-import type { RequestFields } from './request-data.js';
+import type { EntryFields, RequestFields } from './request-data.js';
 
 /** Columns of the fold SELECT, in FoldRow order. */
 export const FOLD_COLUMNS = 'position, stream_id, stream_version, type, schema_version, data, metadata, time';
@@ -65,9 +65,9 @@ export class StoredRecord implements RecordedEvent {
   readonly deferred: DeferredColumns | undefined;
   /**
    * Of a per-request event whose data was left as text: the fields a fold reads, scanned from it
-   * (request-data.ts). Undefined otherwise.
+   * (request-data.ts); of InferencesRecorded, those of each entry. Undefined otherwise.
    */
-  readonly request: RequestFields | undefined;
+  readonly request: RequestFields | readonly EntryFields[] | undefined;
   #streamVersion: number | undefined;
   #time: string | undefined;
   #metadataText: string | undefined;
@@ -93,7 +93,7 @@ export class StoredRecord implements RecordedEvent {
     time: string | undefined,
     loadHashes: HashLoader,
     deferred?: DeferredColumns,
-    request?: RequestFields,
+    request?: RequestFields | readonly EntryFields[],
   ) {
     this.position = position;
     this.streamId = streamId;
@@ -193,7 +193,10 @@ export function metadataJsonOf(record: RecordedEvent): string | undefined {
   return record instanceof StoredRecord && !record.deferred ? record.metadataJson : undefined;
 }
 
+/** Whether scanned fields are InferencesRecorded's entries (not one request event's fields). */
+export const isEntryList = (fields: RequestFields | readonly EntryFields[]): fields is readonly EntryFields[] => Array.isArray(fields);
+
 /** The scanned per-request fields of a StoredRecord (see StoredRecord.request); undefined for other records. */
-export function requestFieldsOf(record: RecordedEvent): RequestFields | undefined {
+export function requestFieldsOf(record: RecordedEvent): RequestFields | readonly EntryFields[] | undefined {
   return record instanceof StoredRecord ? record.request : undefined;
 }

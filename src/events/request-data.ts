@@ -43,9 +43,22 @@ const S = String.raw`[ !#-\[\]-~]*`;
 /** A JSON integer of at most 15 digits. */
 const I = String.raw`-?(?:0|[1-9][0-9]{0,14})`;
 const USAGE = String.raw`\{"completionTokens":${I},"promptTokens":${I},"totalTokens":${I}\}`;
-const STARTED = new RegExp(String.raw`^\{"clientKeyId":(?:"${S}"|null),"inputTokens":${I},"maxTokens":${I},"nonce":(${I}),"requestId":"(${S})","reservedCost":"(${S})"\}$`);
-const FINISHED = new RegExp(String.raw`^\{"cost":"(${S})","nonce":(${I}),"requestId":"(${S})","usage":${USAGE}\}$`);
-const FAILED = new RegExp(String.raw`^\{"cost":"(${S})","nonce":(${I}),"reason":"${S}","requestId":"(${S})","usage":${USAGE}\}$`);
+const STARTED_BODY = String.raw`\{"clientKeyId":(?:"${S}"|null),"inputTokens":${I},"maxTokens":${I},"nonce":(${I}),"requestId":"(${S})","reservedCost":"(${S})"\}`;
+const FINISHED_BODY = String.raw`\{"cost":"(${S})","nonce":(${I}),"requestId":"(${S})","usage":${USAGE}\}`;
+const FAILED_BODY = String.raw`\{"cost":"(${S})","nonce":(${I}),"reason":"${S}","requestId":"(${S})","usage":${USAGE}\}`;
+const STARTED = new RegExp(`^${STARTED_BODY}$`);
+const FINISHED = new RegExp(`^${FINISHED_BODY}$`);
+const FAILED = new RegExp(`^${FAILED_BODY}$`);
+/**
+ * One entry of InferencesRecorded's text (`{"data":…,"type":…}`) and what follows it (`,` or `]`),
+ * matched where the last one ended (sticky). Groups 1–3: a start's nonce, requestId, reservedCost;
+ * 4–6 and 7–9: an end's cost, nonce, requestId; 10: the separator.
+ */
+const ENTRY = new RegExp(
+  String.raw`\{"data":(?:${STARTED_BODY},"type":"InferenceStarted"|${FINISHED_BODY},"type":"InferenceFinished"|${FAILED_BODY},"type":"InferenceFailed")\}([,\]])`,
+  'y',
+);
+const ENTRIES_OPEN = '{"entries":[';
 
 /** The fields of a per-request event's data text, or undefined (see the module comment). */
 export function scanRequestData(type: string, text: string): RequestFields | undefined {
@@ -55,4 +68,32 @@ export function scanRequestData(type: string, text: string): RequestFields | und
   }
   const m = (type === 'InferenceFinished' ? FINISHED : type === 'InferenceFailed' ? FAILED : undefined)?.exec(text);
   return m ? { requestId: m[3], nonce: Number(m[2]), reservedCost: undefined, cost: m[1] } : undefined;
+}
+
+/** An InferencesRecorded entry's type and the fields a fold reads of it (`amount`: a start's reservedCost, an end's cost). */
+export interface EntryFields {
+  type: 'InferenceStarted' | 'InferenceFinished' | 'InferenceFailed';
+  requestId: string;
+  nonce: number;
+  amount: string;
+}
+
+/**
+ * The entries of InferencesRecorded's data text, in order, or undefined when the text is not
+ * exactly the canonical JSON of `{ entries: [...] }` with entries of the three shapes above (then
+ * the caller parses it). Matches entry by entry, so a text that matches is the JSON of exactly
+ * these entries.
+ */
+export function scanRecordedEntries(text: string): EntryFields[] | undefined {
+  if (!text.startsWith(ENTRIES_OPEN) || !text.endsWith(']}')) return undefined;
+  const out: EntryFields[] = [];
+  ENTRY.lastIndex = ENTRIES_OPEN.length;
+  for (;;) {
+    const m = ENTRY.exec(text);
+    if (!m) return undefined;
+    if (m[2] !== undefined) out.push({ type: 'InferenceStarted', requestId: m[2], nonce: Number(m[1]), amount: m[3]! });
+    else if (m[6] !== undefined) out.push({ type: 'InferenceFinished', requestId: m[6], nonce: Number(m[5]), amount: m[4]! });
+    else out.push({ type: 'InferenceFailed', requestId: m[9]!, nonce: Number(m[8]), amount: m[7]! });
+    if (m[10] === ']') return ENTRY.lastIndex === text.length - 1 ? out : undefined;
+  }
 }

@@ -11,7 +11,7 @@
  * escrow-run.ts (a batch fold's runs), stream-refs.ts (parsed stream ids).
  */
 import { parseStreamId, SCHEMA_VERSIONS, upcast, type Amount } from '../events/catalog.js';
-import { requestFieldsOf } from '../events/fold-read.js';
+import { isEntryList, requestFieldsOf } from '../events/fold-read.js';
 import type { RecordedEvent } from '../events/envelope.js';
 import {
   escrowMachine,
@@ -153,7 +153,8 @@ export class EscrowPoolProjection {
           // A record read for folding may carry the fields the run reads (its data still unparsed).
           const request = record.schemaVersion === SCHEMA_VERSIONS[type] ? requestFieldsOf(record) : undefined;
           let outcome: number;
-          if (request) outcome = run.foldRequest(type, request.requestId, request.nonce, type === 'InferenceStarted' ? request.reservedCost : request.cost);
+          if (request && isEntryList(request)) outcome = run.foldEntryFields(request);
+          else if (request) outcome = run.foldRequest(type, request.requestId, request.nonce, type === 'InferenceStarted' ? request.reservedCost : request.cost);
           else {
             const event = upcast(record)!;
             outcome = event.type === 'InferencesRecorded' ? run.foldEntries(event.data.entries) : run.fold(event.type, event.data);

@@ -48,6 +48,14 @@ const SPENT = 2;
 const BALANCE = 4;
 const NONCE_RESERVED = 8;
 
+/** What a run reads of one entry of InferencesRecorded (`amount`: reservedCost of a start, cost of an end). */
+export interface EntryFields {
+  type: unknown;
+  requestId: unknown;
+  nonce: unknown;
+  amount: unknown;
+}
+
 interface RequestData {
   requestId?: unknown;
   nonce?: unknown;
@@ -114,24 +122,36 @@ export class EscrowRun {
   }
 
   /**
-   * Folds InferencesRecorded's entries, all or none (escrow.ts recordInferences): ACCEPTED when
-   * each entry is accepted in turn; else what the first other outcome was, with the run as it was
-   * before the event.
+   * Folds InferencesRecorded's entries (its parsed `data.entries`), all or none (escrow.ts
+   * recordInferences): ACCEPTED when each entry is accepted in turn; else what the first other
+   * outcome was, with the run as it was before the event.
    */
   foldEntries(entries: unknown): number {
-    if (!this.types.has('InferencesRecorded') || !Array.isArray(entries) || entries.length === 0) return BAIL;
+    if (!Array.isArray(entries)) return BAIL;
+    const fields: EntryFields[] = new Array(entries.length);
+    for (let i = 0; i < entries.length; i++) {
+      const entry = entries[i] as { type?: unknown; data?: unknown } | null;
+      const d = entry?.data as RequestData | null | undefined;
+      if (typeof d !== 'object' || d === null) return BAIL; // before anything is folded: the caller steps the event itself
+      const type = entry!.type as EntryFields['type'];
+      fields[i] = { type, requestId: d.requestId, nonce: d.nonce, amount: type === 'InferenceStarted' ? d.reservedCost : d.cost };
+    }
+    return this.foldEntryFields(fields);
+  }
+
+  /** `foldEntries` given the fields a fold reads of each entry (scanned from the text, or taken from the data). */
+  foldEntryFields(entries: readonly EntryFields[]): number {
+    if (!this.types.has('InferencesRecorded') || entries.length === 0) return BAIL;
     const { nonce, inFlight, reserved, spent, balance, touched, accepted, starts } = this;
     const undo: (string | Amount | undefined)[] = []; // [requestId, reservation before] pairs
     for (let i = 0; i < entries.length; i++) {
-      const entry = entries[i] as { type?: unknown; data?: unknown } | null;
-      const type = entry?.type;
-      const d = entry?.data as RequestData | null | undefined;
+      const { type, requestId, nonce: n, amount } = entries[i]!;
       let outcome: number = BAIL;
-      if (typeof type === 'string' && this.types.has(type) && typeof d === 'object' && d !== null && typeof d.requestId === 'string') {
-        const before = this.pending.get(d.requestId);
-        if (type === 'InferenceStarted') outcome = this.start(d.requestId, d.nonce, d.reservedCost);
-        else if (type === 'InferenceFinished' || type === 'InferenceFailed') outcome = this.end(d.requestId, d.cost);
-        if (outcome === ACCEPTED) undo.push(d.requestId, before);
+      if (typeof type === 'string' && this.types.has(type) && typeof requestId === 'string') {
+        const before = this.pending.get(requestId);
+        if (type === 'InferenceStarted') outcome = this.start(requestId, n, amount);
+        else if (type === 'InferenceFinished' || type === 'InferenceFailed') outcome = this.end(requestId, amount);
+        if (outcome === ACCEPTED) undo.push(requestId, before);
       }
       if (outcome !== ACCEPTED) {
         for (let j = undo.length - 2; j >= 0; j -= 2) {

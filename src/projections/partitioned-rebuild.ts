@@ -16,7 +16,7 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
 import { parseStreamId } from '../events/catalog.js';
-import type { PartitionableLog, PartitionRead } from '../events/fold-partition.js';
+import { foldWeight, type PartitionableLog, type PartitionRead } from '../events/fold-partition.js';
 import { foldPartition, PARTITIONED_TYPES, type PartitionOutcome, type PartitionResult } from './partition-fold.js';
 import { Projections, type ProjectionsCheckpoint, type ProjectionsOptions } from './projections.js';
 
@@ -35,7 +35,8 @@ export interface PartitionJob {
 /**
  * This thread's partition gets this many events more than each other: it starts folding at once,
  * while a worker first starts a thread and loads its modules, ~0.25 s on 2 busy cores (~70,000
- * events of folding). A count, not a share, since the head start does not grow with the log.
+ * events of folding). A count, not a share, since the head start does not grow with the log;
+ * counted in events of one start or end (a log of InferencesRecorded: divided by foldWeight).
  * Measured on a 2M-event soak log: a lead of 40,000 left this thread waiting ~0.1 s for the worker
  * (73–207 ms), one of 100,000–120,000 ~35 ms (docs/benchmarks.md, session 7).
  */
@@ -136,7 +137,7 @@ export function foldPartitioned(source: PartitionableLog, checkpoint: Projection
   if (!first) return undefined;
   const after = first.position;
   const entry = opts.worker || undefined;
-  const skips = planPartitions(source.streams, Math.max(1, opts.partitions), opts.lead ?? (entry ? THIS_THREAD_LEAD_EVENTS : 0));
+  const skips = planPartitions(source.streams, Math.max(1, opts.partitions), opts.lead ?? (entry ? Math.round(THIS_THREAD_LEAD_EVENTS / foldWeight(source)) : 0));
   const reads: PartitionRead[] = skips.map((skipStreams) => ({ after, upTo: source.upTo, skipStreams, skipTypes: PARTITIONED_TYPES }));
   const running = entry ? reads.slice(1).map((read) => start({ entry: entry.href, file: source.file, read, checkpoint, options })) : [];
   try {

@@ -14,6 +14,7 @@ import { SettingsProjection, type SettingsState } from './settings.js';
 import { StatusProjection } from './status.js';
 import { TimelineProjection, type TimelineState } from './timeline.js';
 import { foldPartitioned, partitionWorker } from './partitioned-rebuild.js';
+import { foldWeight } from '../events/fold-partition.js';
 
 /** Bump when the checkpoint shape or a fold changes: an old checkpoint is then ignored (rebuild). */
 export const PROJECTIONS_CHECKPOINT_VERSION = 3;
@@ -183,7 +184,8 @@ export class Projections {
     // Without the compiled worker (running from TypeScript sources) only an explicit `worker: false` splits.
     const worker = split.worker ?? partitionWorker();
     const log = partitions > 1 && worker !== undefined ? store.foldPartitions?.() : undefined;
-    if (log && worker !== undefined && log.upTo - from >= (split.minEvents ?? PARTITION_MIN_EVENTS) && log.upTo > from) {
+    // Counted in events of one start or end: a log of InferencesRecorded holds many per event.
+    if (log && worker !== undefined && (log.upTo - from) * foldWeight(log) >= (split.minEvents ?? PARTITION_MIN_EVENTS) && log.upTo > from) {
       const folded = foldPartitioned(log, restored ? checkpoint : undefined, options, { partitions, worker });
       if (folded) return folded;
     }

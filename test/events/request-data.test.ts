@@ -6,7 +6,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { canonicalJson } from '../../src/events/canonical-json.js';
-import { scanRequestData } from '../../src/events/request-data.js';
+import { scanRecordedEntries, scanRequestData } from '../../src/events/request-data.js';
 
 const text = fc.oneof(fc.string({ maxLength: 12 }), fc.constantFrom('req-1', 'a"b', 'a\\b', 'é', '\u0001', '', '100'));
 const integer = fc.oneof(fc.integer(), fc.constantFrom(0, -0, 2 ** 53, 123456789012345, 1234567890123456, 1.5, 1e21));
@@ -56,5 +56,58 @@ describe('scanRequestData', () => {
     expect(scanRequestData('InferenceFinished', canonicalJson({ requestId: 'req-1', nonce: 19, usage: usageOf, cost: '4921' }))).toEqual({ requestId: 'req-1', nonce: 19, reservedCost: undefined, cost: '4921' });
     expect(scanRequestData('InferenceFailed', canonicalJson({ requestId: 'req-1', nonce: 19, reason: 'upstream 502', usage: usageOf, cost: '0' }))?.cost).toBe('0');
     expect(scanRequestData('EscrowCreated', '{}')).toBeUndefined();
+  });
+});
+
+/** InferencesRecorded's data: entries of the three types with any content, now and then an odd entry. */
+const entry = fc.oneof(
+  { weight: 8, arbitrary: typed.map(([type, data]) => ({ data, type }) as unknown) },
+  { weight: 1, arbitrary: fc.constantFrom<unknown>(null, {}, { type: 'InferenceStarted' }, { data: {}, type: 'EscrowSettled' }, { data: {}, type: 'InferenceStarted', extra: 1 }) },
+);
+const recorded = fc.oneof({ weight: 8, arbitrary: fc.array(entry, { maxLength: 6 }).map((entries) => ({ entries }) as unknown) }, { weight: 1, arbitrary: fc.constantFrom<unknown>({}, { entries: 'x' }, { entries: [], more: 1 }) });
+
+/** Whenever the scan gives entries, they are what JSON.parse reads from the same text. */
+function agreesRecorded(t: string): void {
+  const entries = scanRecordedEntries(t);
+  if (!entries) return;
+  const parsed = (JSON.parse(t) as { entries: { type: string; data: Record<string, unknown> }[] }).entries;
+  expect(entries.map((e) => e.type)).toEqual(parsed.map((e) => e.type));
+  entries.forEach((e, i) => {
+    const d = parsed[i]!.data;
+    expect(e.requestId).toBe(d.requestId);
+    expect(Object.is(e.nonce, d.nonce)).toBe(true);
+    expect(e.amount).toBe(e.type === 'InferenceStarted' ? d.reservedCost : d.cost);
+  });
+}
+
+describe('scanRecordedEntries', () => {
+  it('gives what JSON.parse gives, for canonical data of any content', () => {
+    fc.assert(fc.property(recorded, (data) => agreesRecorded(canonicalJson(data))), { numRuns: 2_000 });
+  });
+
+  it('gives nothing JSON.parse would not, for damaged text', () => {
+    const damagedRecorded = fc.tuple(recorded, fc.nat(), fc.constantFrom('', ' ', '"', '\\', ',', '}', ']', '0', '-', '{', 'x')).map(([data, at, c]) => {
+      const t = canonicalJson(data);
+      const i = at % (t.length + 1);
+      return t.slice(0, i) + c + t.slice(i + (at % 2));
+    });
+    fc.assert(fc.property(damagedRecorded, agreesRecorded), { numRuns: 3_000 });
+  });
+
+  it('reads what the gateway records', () => {
+    const usageOf = { completionTokens: 128, promptTokens: 512, totalTokens: 640 };
+    const text = canonicalJson({
+      entries: [
+        { data: { requestId: 'req-1', nonce: 19, clientKeyId: 'ck_1', reservedCost: '100000', inputTokens: 512, maxTokens: 1024 }, type: 'InferenceStarted' },
+        { data: { requestId: 'req-0', nonce: 18, usage: usageOf, cost: '4921' }, type: 'InferenceFinished' },
+        { data: { requestId: 'req-1', nonce: 19, reason: 'upstream 502', usage: usageOf, cost: '0' }, type: 'InferenceFailed' },
+      ],
+    });
+    expect(scanRecordedEntries(text)).toEqual([
+      { type: 'InferenceStarted', requestId: 'req-1', nonce: 19, amount: '100000' },
+      { type: 'InferenceFinished', requestId: 'req-0', nonce: 18, amount: '4921' },
+      { type: 'InferenceFailed', requestId: 'req-1', nonce: 19, amount: '0' },
+    ]);
+    expect(scanRecordedEntries('{"entries":[]}')).toBeUndefined();
   });
 });
