@@ -102,6 +102,10 @@ export class Engine {
     if (p.head === steps.length) {
       steps.length = 0;
       p.head = 0;
+    } else if (p.head >= 1024 && p.head * 2 >= steps.length) {
+      // A stream that is never idle never drains its steps: drop the adopted ones now and then.
+      steps.splice(0, p.head);
+      p.head = 0;
     }
     return step;
   }

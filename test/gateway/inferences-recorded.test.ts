@@ -124,6 +124,38 @@ describe('InferencesRecorded: one event per escrow and group commit', () => {
   });
 });
 
+describe('InferencesRecorded on a stream that is never idle', () => {
+  it('keeps the engine\'s decided steps bounded: adopted ones are dropped though one is always pending', async () => {
+    const { gw, escrowId } = await startGatewayWithEscrow();
+    try {
+      const { engine } = gw.ctx;
+      await engine.idle();
+      const c = engine.escrow(escrowId)!.context;
+      const rounds = 1_300;
+      await engine.decideEscrow('escrow', escrowId, [newEvent('NoncesReserved', { upTo: c.nonce + rounds + 1 }, { actor: { kind: 'admin' } })]);
+      const steps = () => (engine as unknown as { pending: Map<string, { steps?: unknown[] }> }).pending.get(escrowStream(escrowId))?.steps?.length ?? 0;
+      const taken = () => new Promise((resolve) => setImmediate(resolve)); // the store has formed its batch
+      // Each event is decided before the previous one commits, and taken by the store right after.
+      let previous = engine.recordRequest(escrowId, start('n0', c.nonce + 1));
+      await taken();
+      let most = 0;
+      for (let i = 1; i < rounds; i++) {
+        const next = engine.recordRequest(escrowId, start(`n${i}`, c.nonce + 1 + i));
+        await previous;
+        await taken();
+        most = Math.max(most, steps());
+        previous = next;
+      }
+      expect(most).toBeLessThanOrEqual(1_100);
+      await previous;
+      expect(gw.ctx.projections.pool.escrow(escrowId)!.context.inFlight).toBe(rounds);
+      expect(Projections.rebuild(gw.store.readAll()).snapshot().pool).toEqual(gw.ctx.projections.snapshot().pool);
+    } finally {
+      await disposeTestGateway(gw);
+    }
+  });
+});
+
 describe('InferencesRecorded when the store closes', () => {
   it('closing commits the open event; after that, a start is refused to its caller and the escrow takes no further chat event', async () => {
     const { gw, escrowId } = await startGatewayWithEscrow();
