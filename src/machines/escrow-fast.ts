@@ -1,8 +1,9 @@
 /**
  * The escrow fast path: `stepEscrowFast(snapshot, event)` gives what `step(escrowMachine, …)` gives,
- * at a fraction of the cost, for the events every chat request records (InferenceStarted, then
- * InferenceFinished or InferenceFailed) and the nonce reservations taken along with them
- * (NoncesReserved, one per block of nonces). Everything else goes through xstate's `transition`.
+ * at a fraction of the cost, for the events chat requests record (InferencesRecorded, which holds
+ * a batch's starts and ends of the escrow; in older logs InferenceStarted, then InferenceFinished or
+ * InferenceFailed, one event each) and the nonce reservations taken along with them (NoncesReserved,
+ * one per block of nonces). Everything else goes through xstate's `transition`.
  *
  * Why it is equivalent:
  *  - which (state, event) pairs it handles is read from the machine definition at load time: only
