@@ -17,7 +17,7 @@ import { foldPartitioned, partitionWorker } from './partitioned-rebuild.js';
 import { foldWeight } from '../events/fold-partition.js';
 
 /** Bump when the checkpoint shape or a fold changes: an old checkpoint is then ignored (rebuild). */
-export const PROJECTIONS_CHECKPOINT_VERSION = 3;
+export const PROJECTIONS_CHECKPOINT_VERSION = 4;
 /** Checkpoint name in the store. */
 export const PROJECTIONS_CHECKPOINT = 'projections';
 /** Below this many events to fold, starting threads (~0.1 s) does not pay: one piece. */

@@ -20,6 +20,8 @@ export interface TimelineEntry {
   state: string;
   /** False when the statechart refused the event. */
   accepted: boolean;
+  /** InferencesRecorded only: the request starts and ends it records. */
+  requests?: { started: number; ended: number };
 }
 
 export interface Timeline {
@@ -41,6 +43,9 @@ export interface EntryInput {
   state: string;
   accepted: boolean;
   meta: string | DeferredColumns | undefined;
+  /** InferencesRecorded's starts and ends; −1 for any other event. */
+  started: number;
+  ended: number;
 }
 
 const FIRST_CAPACITY = 8;
@@ -58,6 +63,8 @@ export class TimelineRing {
   private actor: (Actor | string | undefined)[];
   /** Made on the first entry that has one (live entries never do). */
   private meta: (string | DeferredColumns | undefined)[] | undefined;
+  /** Starts and ends per slot (2 × capacity; −1: not InferencesRecorded), made on the first entry that has them. */
+  private requests: Int32Array | undefined;
 
   /** `capacity`: the arrays' first size (they grow up to `limit` as entries come). */
   constructor(
@@ -82,7 +89,10 @@ export class TimelineRing {
     const skip = Math.max(0, all.length - limit);
     const n = all.length - skip;
     const ring = new TimelineRing(limit, Math.max(1, Math.min(limit, n)));
-    for (let k = 0; k < n; k++) ring.write(k, all[skip + k]!);
+    for (let k = 0; k < n; k++) {
+      const e = all[skip + k]!;
+      ring.write(k, e, e.requests?.started ?? -1, e.requests?.ended ?? -1);
+    }
     ring.count = n;
     ring.total = timeline.total;
     return ring;
@@ -101,13 +111,18 @@ export class TimelineRing {
       i = this.start;
       this.start = (this.start + 1) % capacity;
     }
-    this.write(i, e);
+    this.write(i, e, e.started, e.ended);
     if (e.meta !== undefined) (this.meta ??= new Array(capacity))[i] = e.meta;
     else if (this.meta) this.meta[i] = undefined;
   }
 
   /** Slot `i`'s columns from an entry (all but `meta`). */
-  private write(i: number, e: Omit<EntryInput, 'meta'>): void {
+  private write(i: number, e: Omit<EntryInput, 'meta' | 'started' | 'ended'>, started: number, ended: number): void {
+    if (started >= 0) {
+      const r = (this.requests ??= new Int32Array(2 * this.position.length).fill(-1));
+      r[2 * i] = started;
+      r[2 * i + 1] = ended;
+    } else if (this.requests) this.requests[2 * i] = -1;
     this.position[i] = e.position;
     this.accepted[i] = e.accepted ? 1 : 0;
     this.event[i] = e.event;
@@ -127,6 +142,14 @@ export class TimelineRing {
     });
     this.position = position;
     this.accepted = accepted;
+    if (this.requests) {
+      const requests = new Int32Array(2 * capacity).fill(-1);
+      order.forEach((from, to) => {
+        requests[2 * to] = this.requests![2 * from]!;
+        requests[2 * to + 1] = this.requests![2 * from + 1]!;
+      });
+      this.requests = requests;
+    }
     const move = <T>(a: T[]): T[] => {
       const out = new Array<T>(capacity);
       order.forEach((from, to) => (out[to] = a[from]!));
@@ -147,16 +170,19 @@ export class TimelineRing {
     const slots: number[] = [];
     for (let k = from; k < this.count; k++) slots.push((this.start + k) % capacity);
     this.load(slots);
-    const entries = slots.map(
-      (i): TimelineEntry => ({
+    const r = this.requests;
+    const entries = slots.map((i): TimelineEntry => {
+      const entry: TimelineEntry = {
         position: this.position[i]!,
         time: this.time[i]!,
         event: this.event[i]!,
         actor: this.label(i),
         state: this.state[i]!,
         accepted: this.accepted[i] === 1,
-      }),
-    );
+      };
+      if (r && r[2 * i]! >= 0) entry.requests = { started: r[2 * i]!, ended: r[2 * i + 1]! };
+      return entry;
+    });
     return { total: this.total, entries };
   }
 

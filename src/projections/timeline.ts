@@ -5,7 +5,7 @@
  */
 import { parseStreamId } from '../events/catalog.js';
 import type { Actor, RecordedEvent } from '../events/envelope.js';
-import { deferredColumnsOf, metadataJsonOf } from '../events/fold-read.js';
+import { deferredColumnsOf, isEntryList, metadataJsonOf, requestFieldsOf } from '../events/fold-read.js';
 import { stateName } from '../machines/index.js';
 import { actorLabel } from './actor.js';
 import { EscrowPoolProjection, type FoldStep, type StreamRef } from './escrow-pool.js';
@@ -79,6 +79,18 @@ export class TimelineProjection {
     }
     const deferred = deferredColumnsOf(record);
     const meta = deferred ?? metadataJsonOf(record);
+    let started = -1;
+    let ended = -1;
+    if (record.type === 'InferencesRecorded') {
+      // Counted from the scanned entries when the read left the data as text, else from the data.
+      const scanned = requestFieldsOf(record);
+      const entries = scanned && isEntryList(scanned) ? scanned : (record.data as { entries?: unknown } | null)?.entries;
+      started = ended = 0;
+      for (const e of Array.isArray(entries) ? (entries as { type?: unknown }[]) : []) {
+        if (e?.type === 'InferenceStarted') started++;
+        else ended++;
+      }
+    }
     timeline.push({
       position: record.position,
       time: deferred ? undefined : record.time,
@@ -87,6 +99,8 @@ export class TimelineProjection {
       state,
       accepted,
       meta,
+      started,
+      ended,
     });
   }
 

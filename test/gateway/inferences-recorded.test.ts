@@ -61,6 +61,13 @@ describe('InferencesRecorded: one event per escrow and group commit', () => {
       else expect(seen.has(id), `${id} ended before its start`).toBe(true);
     }
     expect(Projections.rebuild(gw.store.readAll()).snapshot()).toEqual(gw.ctx.projections.snapshot());
+    // The operator's timeline says how many starts and ends each event records.
+    const since = added[0]!.position;
+    const timeline = (await gw.call(`/v1/admin/devshards/${escrowId}/timeline`)).json as { entries: { position: number; event: string; requests?: { started: number; ended: number } }[] };
+    const recorded = timeline.entries.filter((e) => e.position >= since && e.event === 'InferencesRecorded');
+    expect(recorded.every((e) => e.requests && e.requests.started + e.requests.ended > 0)).toBe(true);
+    expect(recorded.reduce((n, e) => n + e.requests!.started, 0)).toBe(32);
+    expect(recorded.reduce((n, e) => n + e.requests!.ended, 0)).toBe(32);
   });
 
   it('entries decided in one turn are one event, in decision order; the pool holds the decided snapshot', async () => {

@@ -30,9 +30,12 @@ type Kind = 'label' | 'actor' | 'text' | 'table';
 const entry = fc.record({
   kind: fc.constantFrom<Kind>('label', 'actor', 'text', 'table'),
   actor,
-  event: fc.constantFrom('InferenceStarted', 'InferenceFinished', 'NoncesReserved', 'EscrowCreated'),
+  event: fc.constantFrom('InferencesRecorded', 'InferenceStarted', 'InferenceFinished', 'NoncesReserved', 'EscrowCreated'),
   state: fc.constantFrom('active', 'active.serving', 'finalizing'),
   accepted: fc.boolean(),
+  /** InferencesRecorded's starts and ends (ignored for other events). */
+  started: fc.nat(200),
+  ended: fc.nat(200),
 });
 
 describe('TimelineRing', () => {
@@ -55,9 +58,12 @@ describe('TimelineRing', () => {
             state: e.state,
             accepted: e.accepted,
             meta: e.kind === 'text' ? meta : e.kind === 'table' ? table : undefined,
+            started: e.event === 'InferencesRecorded' ? e.started : -1,
+            ended: e.event === 'InferencesRecorded' ? e.ended : -1,
           };
           ring.push(input);
-          model.push({ position, time, event: e.event, actor: actorLabel(e.actor), state: e.state, accepted: e.accepted });
+          const requests = e.event === 'InferencesRecorded' ? { requests: { started: e.started, ended: e.ended } } : {};
+          model.push({ position, time, event: e.event, actor: actorLabel(e.actor), state: e.state, accepted: e.accepted, ...requests });
         });
         const expected = { total: entries.length, entries: model.slice(Math.max(0, model.length - Math.min(limit, shown))) };
         expect(ring.view(shown)).toEqual(expected);
@@ -72,13 +78,21 @@ describe('TimelineRing', () => {
   it('a ring made from a view (of any length, for any limit) keeps its newest entries and goes on like the model', () => {
     fc.assert(
       fc.property(fc.integer({ min: 1, max: 12 }), fc.integer({ min: 0, max: 30 }), fc.integer({ min: 0, max: 30 }), fc.integer({ min: 0, max: 5 }), (limit, before, after, dropped) => {
-        const made = (n: number): TimelineEntry => ({ position: n, time: `t${n}`, event: n % 2 ? 'InferenceStarted' : 'InferenceFinished', actor: `k${n % 3}`, state: 'active', accepted: n % 5 !== 0 });
+        const made = (n: number): TimelineEntry => ({
+          position: n,
+          time: `t${n}`,
+          event: n % 3 ? 'InferencesRecorded' : 'NoncesReserved',
+          actor: `k${n % 3}`,
+          state: 'active',
+          accepted: n % 5 !== 0,
+          ...(n % 3 ? { requests: { started: n % 7, ended: n % 4 } } : {}),
+        });
         const model = Array.from({ length: before }, (_, n) => made(n));
         // A view may hold more entries than the new limit (a checkpoint written with a larger one).
         const ring = TimelineRing.from({ total: before + dropped, entries: model }, limit);
         for (let n = before; n < before + after; n++) {
           const e = made(n);
-          ring.push({ ...e, meta: undefined });
+          ring.push({ ...e, meta: undefined, started: e.requests?.started ?? -1, ended: e.requests?.ended ?? -1 });
           model.push(e);
         }
         expect(ring.view(limit)).toEqual({ total: before + dropped + after, entries: model.slice(Math.max(0, model.length - limit)) });
@@ -92,7 +106,7 @@ describe('TimelineRing', () => {
     const ring = new TimelineRing(4);
     for (let n = 0; n < 10; n++) {
       table.rows.set(n, { streamVersion: n, time: `t${n}`, metadata: JSON.stringify({ actor: { kind: 'admin' } }) });
-      ring.push({ position: n, time: undefined, event: 'E', actor: undefined, state: 's', accepted: true, meta: table });
+      ring.push({ position: n, time: undefined, event: 'E', actor: undefined, state: 's', accepted: true, meta: table, started: -1, ended: -1 });
     }
     expect(ring.view(4).entries.map((e) => [e.position, e.time, e.actor])).toEqual([6, 7, 8, 9].map((n) => [n, `t${n}`, 'admin']));
     expect(table.loads).toBe(1);
