@@ -281,14 +281,25 @@ const FAST = {
 /** The drain states' InferencesRecorded (ends only): served like FAST's, under its own guard. */
 const FAST_ENDS_ONLY = { guard: 'canRecordInferenceEnds', action: 'recordInferences', run: (c: EscrowContext, e: RecordedEvents) => recorded(c, e, false) };
 
+/**
+ * InferencesRecorded: its entries are checked against an overlay of their own edits first, and
+ * the persistent map is edited only once all are accepted. (Edited and then abandoned, the map
+ * would be rerooted back to this version on the next read, which re-adds removed keys at the end:
+ * the same entries in another order.)
+ */
 function recorded(c: EscrowContext, e: RecordedEvents, startsAllowed: boolean): EscrowContext | undefined {
-  let pending = pendingMap(c);
+  const base = pendingMap(c);
+  const overlay = new Map<string, Amount | undefined>();
+  const edits: [string, Amount | undefined][] = [];
   const counters = recordInferences(c, e.data.entries, startsAllowed, {
-    get: (id) => pending.get(id),
-    set: (id, v) => void (pending = pending.set(id, v)),
-    delete: (id) => void (pending = pending.delete(id)),
+    get: (id) => (overlay.has(id) ? overlay.get(id) : base.get(id)),
+    set: (id, v) => void (overlay.set(id, v), edits.push([id, v])),
+    delete: (id) => void (overlay.set(id, undefined), edits.push([id, undefined])),
   });
-  return counters && nextContext(c, counters, pending);
+  if (!counters) return undefined;
+  let pending = base;
+  for (const [id, v] of edits) pending = v === undefined ? pending.delete(id) : pending.set(id, v);
+  return nextContext(c, counters, pending);
 }
 
 function end(c: EscrowContext, e: EndEvent): EscrowContext | undefined {

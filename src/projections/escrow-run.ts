@@ -143,24 +143,21 @@ export class EscrowRun {
   foldEntryFields(entries: readonly EntryFields[]): number {
     if (!this.types.has('InferencesRecorded') || entries.length === 0) return BAIL;
     const { nonce, inFlight, reserved, spent, balance, touched, accepted, starts } = this;
-    const undo: (string | Amount | undefined)[] = []; // [requestId, reservation before] pairs
+    // Restored as a copy, not by undoing the edits: a key removed and set again would move to the end.
+    const saved = entries.length > 1 ? new Map(this.pending) : undefined;
     for (let i = 0; i < entries.length; i++) {
       const { type, requestId, nonce: n, amount } = entries[i]!;
       let outcome: number = BAIL;
       if (typeof type === 'string' && this.types.has(type) && typeof requestId === 'string') {
-        const before = this.pending.get(requestId);
         if (type === 'InferenceStarted') outcome = this.start(requestId, n, amount);
         else if (type === 'InferenceFinished' || type === 'InferenceFailed') outcome = this.end(requestId, amount);
-        if (outcome === ACCEPTED) undo.push(requestId, before);
       }
       if (outcome !== ACCEPTED) {
-        for (let j = undo.length - 2; j >= 0; j -= 2) {
-          const id = undo[j] as string;
-          const was = undo[j + 1] as Amount | undefined;
-          if (was === undefined) this.pending.delete(id);
-          else this.pending.set(id, was);
+        // The first entry refused or handed back changed nothing; later ones undo the earlier.
+        if (i > 0) {
+          this.pending = saved!;
+          Object.assign(this, { nonce, inFlight, reserved, spent, balance, touched, accepted, starts });
         }
-        Object.assign(this, { nonce, inFlight, reserved, spent, balance, touched, accepted, starts });
         return outcome;
       }
     }

@@ -110,6 +110,28 @@ describe('escrow runs (batch fold)', () => {
     );
   });
 
+  it('a refused InferencesRecorded leaves the pending reservations in their order (live and batch)', () => {
+    // Found by the property above: the first entry ends a request, the second cannot; the event is
+    // refused, and both folds must still read the two reservations in the order they were made.
+    const rec = (i: number, e: Loose): RecordedEvent => ({ position: i + 1, streamId: 'escrow-e1', streamVersion: i, type: e.type, schemaVersion: 1, data: e.data, metadata: META, time: 't', prevHash: '', hash: '' });
+    const events: Loose[] = [
+      ev.created('e1', 'm1', '10000000'),
+      ev.registered('e1'),
+      ev.started('toString', 1, '0'),
+      ev.started('r0', 2, '0'),
+      ev.recorded(ev.failed('toString', 1, '0'), ev.finished('toString', 1, '0')),
+    ];
+    const plain = new EscrowPoolProjection();
+    const batch = new EscrowPoolProjection();
+    batch.beginBatch();
+    events.forEach((e, i) => {
+      plain.apply(rec(i, e));
+      batch.fold(rec(i, e), parseStreamId('escrow-e1'));
+    });
+    batch.endBatch();
+    for (const p of [plain, batch]) expect(Object.keys(JSON.parse(JSON.stringify(p.snapshot())).escrows.e1.context.pending)).toEqual(['toString', 'r0']);
+  });
+
   it('finishes its runs before any read, and keeps folding after', () => {
     const record = (i: number, e: Loose): RecordedEvent => ({ position: i + 1, streamId: 'escrow-e1', streamVersion: i, type: e.type, schemaVersion: 1, data: e.data, metadata: META, time: 't', prevHash: '', hash: '' });
     const records = [ev.created('e1', 'm1', '10000000'), ev.registered('e1'), ev.started('a', 1), ev.started('b', 2), ev.finished('a', 1, '300')];
