@@ -24,6 +24,20 @@ export function* eachRequestEvent<E extends { type: string; data: unknown }>(eve
   }
 }
 
+/** InferencesRecorded's entries (parsed or scanned) counted by type; `entries` is how many there are in all. */
+export function countEntries(entries: unknown): { entries: number; started: number; finished: number; failed: number } {
+  const counts = { entries: 0, started: 0, finished: 0, failed: 0 };
+  if (!Array.isArray(entries)) return counts;
+  counts.entries = entries.length;
+  for (const e of entries) {
+    const type = (e as { type?: unknown } | null)?.type;
+    if (type === 'InferenceStarted') counts.started++;
+    else if (type === 'InferenceFinished') counts.finished++;
+    else if (type === 'InferenceFailed') counts.failed++;
+  }
+  return counts;
+}
+
 /** The per-request event types (their data is what `scanRequestData` reads). */
 export const REQUEST_TYPES: readonly string[] = ['InferenceStarted', 'InferenceFinished', 'InferenceFailed'];
 

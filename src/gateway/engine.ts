@@ -182,10 +182,8 @@ export class Engine {
     if (open) this.closeGroup(streamId, open);
     const entries = [entry];
     const data = { entries };
-    const steps: Pending['steps'] = [];
     const step = { type: 'InferencesRecorded', data, base: snapshot, snapshot: next.snapshot };
-    steps.push(step);
-    const expectedVersion = this.reserve(streamId, 1, next.snapshot, steps);
+    const expectedVersion = this.reserve(streamId, 1, next.snapshot, [step]);
     let settle!: { resolve(r: RecordedEvent[]): void; reject(e: unknown): void };
     const done = new Promise<RecordedEvent[]>((resolve, reject) => (settle = { resolve, reject }));
     const group: OpenGroup = { entries, event: newEvent('InferencesRecorded', data, CHAT_METADATA), expectedVersion, step: this.pending.get(streamId)!.steps ? step : undefined, done, settle };

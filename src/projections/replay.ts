@@ -8,6 +8,7 @@ import type { RecordedEvent } from '../events/envelope.js';
 import { stateName } from '../machines/index.js';
 import { actorLabel } from './actor.js';
 import { Projections } from './projections.js';
+import { countEntries } from '../events/request-data.js';
 
 export interface ReplayRow {
   position: number;
@@ -21,19 +22,6 @@ export interface ReplayRow {
   accepted: boolean;
   /** InferencesRecorded only: how many requests it starts and ends. */
   requests?: { started: number; finished: number; failed: number };
-}
-
-/** What an InferencesRecorded records, counted by kind. */
-function requestCounts(data: unknown): ReplayRow['requests'] {
-  const counts = { started: 0, finished: 0, failed: 0 };
-  const entries = (data as { entries?: unknown } | null)?.entries;
-  for (const e of Array.isArray(entries) ? entries : []) {
-    const type = (e as { type?: unknown } | null)?.type;
-    if (type === 'InferenceStarted') counts.started++;
-    else if (type === 'InferenceFinished') counts.finished++;
-    else if (type === 'InferenceFailed') counts.failed++;
-  }
-  return counts;
 }
 
 export interface ReplayOptions {
@@ -110,7 +98,10 @@ export function* replay(records: Iterable<RecordedEvent>, options: ReplayOptions
       state = r.type === 'ModelAccessModeChanged' && data.model ? p.settings.accessMode(data.model) : r.type.startsWith('Gateway') ? `disabled:${String(p.settings.disabledSnapshot().value)}` : 'applied';
     }
     const row: ReplayRow = { position: r.position, time: r.time, stream: r.streamId, event: r.type, actor: actorLabel(r.metadata?.actor), state, accepted };
-    if (r.type === 'InferencesRecorded') row.requests = requestCounts(r.data);
+    if (r.type === 'InferencesRecorded') {
+      const { started, finished, failed } = countEntries((r.data as { entries?: unknown } | null)?.entries);
+      row.requests = { started, finished, failed };
+    }
 
     if (options.escrow === undefined) {
       yield row;

@@ -10,6 +10,7 @@ import { stateName } from '../machines/index.js';
 import { actorLabel } from './actor.js';
 import { EscrowPoolProjection, type FoldStep, type StreamRef } from './escrow-pool.js';
 import { TimelineRing, type Timeline } from './timeline-ring.js';
+import { countEntries } from '../events/request-data.js';
 
 export type { Timeline, TimelineEntry } from './timeline-ring.js';
 
@@ -84,12 +85,9 @@ export class TimelineProjection {
     if (record.type === 'InferencesRecorded') {
       // Counted from the scanned entries when the read left the data as text, else from the data.
       const scanned = requestFieldsOf(record);
-      const entries = scanned && isEntryList(scanned) ? scanned : (record.data as { entries?: unknown } | null)?.entries;
-      started = ended = 0;
-      for (const e of Array.isArray(entries) ? (entries as { type?: unknown }[]) : []) {
-        if (e?.type === 'InferenceStarted') started++;
-        else ended++;
-      }
+      const counts = countEntries(scanned && isEntryList(scanned) ? scanned : (record.data as { entries?: unknown } | null)?.entries);
+      started = counts.started;
+      ended = counts.entries - counts.started;
     }
     timeline.push({
       position: record.position,
