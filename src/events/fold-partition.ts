@@ -7,13 +7,12 @@
  * partitions, over the soak-shaped log (bench/rebuild-bench.ts).
  *
  * Time, metadata and stream version are left out of the read (~0.3 µs per event): a fold reads
- * them of almost no event (the timeline shows the time and actor of the entries it keeps, loaded
- * all at once); records load them by position when asked. The data of per-request events (and of
+ * them of almost no event; records load them by position when asked. The data of per-request events (and of
  * each entry of InferencesRecorded) is scanned for the fields a fold reads (request-data.ts) and
  * parsed only if read.
  */
 import Database from 'better-sqlite3';
-import { StoredRecord, type DeferredColumns, type DeferredRow, type HashLoader } from './fold-read.js';
+import { StoredRecord, type DeferredColumns, type HashLoader } from './fold-read.js';
 import { isRequestType, scanRecordedEntries, scanRequestData } from './request-data.js';
 
 /** Rows per page (as readAllForFold). */
@@ -90,19 +89,11 @@ export function hashesOn(db: Database.Database): HashLoader {
 /** The columns a partition read leaves in the table, loaded from `db` by position. */
 export function deferredOn(db: Database.Database): DeferredColumns {
   const one = db.prepare('SELECT stream_version, time, metadata FROM events WHERE position = ?').raw();
-  const many = db.prepare('SELECT position, stream_version, time, metadata FROM events WHERE position IN (SELECT value FROM json_each(?))').raw();
-  const missing = (position: number): never => {
-    throw new Error(`no event at position ${position}`);
-  };
   return {
-    load(positions) {
-      if (positions.length === 1) {
-        const r = (one.get(positions[0]) as [number, string, string] | undefined) ?? missing(positions[0]!);
-        return [{ streamVersion: r[0], time: r[1], metadata: r[2] }];
-      }
-      const rows = new Map<number, DeferredRow>();
-      for (const r of many.all(JSON.stringify(positions)) as [number, number, string, string][]) rows.set(r[0], { streamVersion: r[1], time: r[2], metadata: r[3] });
-      return positions.map((p) => rows.get(p) ?? missing(p));
+    load(position) {
+      const r = one.get(position) as [number, string, string] | undefined;
+      if (!r) throw new Error(`no event at position ${position}`);
+      return { streamVersion: r[0], time: r[1], metadata: r[2] };
     },
   };
 }

@@ -4,8 +4,8 @@
  *
  * Measured over a 2M-event soak-shaped log (bench/rebuild-bench.ts): better-sqlite3 building the
  * ten-column row was ~2.3 µs/event, JSON.parse of data ~0.9 µs and of metadata ~0.85 µs, out of
- * ~7 µs per rebuilt event. A fold reads `data` of every event but `metadata` of almost none (the
- * timeline labels its newest entries when asked), and `prevHash`/`hash` never. So:
+ * ~7 µs per rebuilt event. A fold reads `data` of every event but `metadata` of almost none, and
+ * `prevHash`/`hash` never. So:
  *  - the SELECT leaves out prev_hash and hash (loaded by position if a caller asks);
  *  - metadata stays JSON text until first read;
  *  - reads go through their own read-only connection with the file memory-mapped (no pread
@@ -41,11 +41,10 @@ export interface DeferredRow {
 
 /**
  * Columns a read left in the table (a partition of a rebuild reads neither time, metadata nor
- * stream version of the events it folds), loaded by position when read: one at a time for a
- * record, many at once for what a fold keeps (the timeline's newest entries).
+ * stream version of the events it folds), loaded by position when a record's are read.
  */
 export interface DeferredColumns {
-  load(positions: readonly number[]): DeferredRow[];
+  load(position: number): DeferredRow;
 }
 
 /**
@@ -115,7 +114,7 @@ export class StoredRecord implements RecordedEvent {
   }
 
   #load(): DeferredRow {
-    const row = this.deferred!.load([this.position])[0]!;
+    const row = this.deferred!.load(this.position);
     this.#streamVersion = row.streamVersion;
     this.#time = row.time;
     this.#metadataText = row.metadata;
@@ -174,23 +173,6 @@ export class StoredRecord implements RecordedEvent {
   toJSON(): RecordedEvent {
     return this.toRecord();
   }
-}
-
-/**
- * What a fold that keeps an event's time and metadata for later (the timeline) needs of a record:
- * for a StoredRecord whose read left them in the table, where to load them from (undefined
- * otherwise: read `time` and `metadata`, or `metadataJson` of a StoredRecord, as usual).
- */
-export function deferredColumnsOf(record: RecordedEvent): DeferredColumns | undefined {
-  return record instanceof StoredRecord ? record.deferred : undefined;
-}
-
-/**
- * The stored metadata text of a StoredRecord read with it (undefined for other records): a fold
- * that keeps metadata for later keeps the text and parses it only if it is read.
- */
-export function metadataJsonOf(record: RecordedEvent): string | undefined {
-  return record instanceof StoredRecord && !record.deferred ? record.metadataJson : undefined;
 }
 
 /** Whether scanned fields are InferencesRecorded's entries (not one request event's fields). */

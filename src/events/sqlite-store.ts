@@ -210,7 +210,7 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
       insert: db.prepare(`INSERT INTO events (${EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
       page: db.prepare(`SELECT ${EVENT_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?`).raw(),
       stream: db
-        .prepare(`SELECT ${EVENT_COLUMNS} FROM events WHERE stream_id = ? AND stream_version >= ? ORDER BY stream_version`)
+        .prepare(`SELECT ${EVENT_COLUMNS} FROM events WHERE stream_id = ? AND stream_version >= ? ORDER BY stream_version LIMIT ?`)
         .raw(),
       hashAt: db.prepare('SELECT hash FROM events WHERE position = ?').pluck(),
       saveCheckpoint: db.prepare(
@@ -293,8 +293,8 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
     return outcome.result;
   }
 
-  readStream(streamId: string, fromVersion = 0): RecordedEvent[] {
-    return (this.stmt.stream.all(streamId, fromVersion) as EventRow[]).map(decodeRow);
+  readStream(streamId: string, fromVersion = 0, limit?: number): RecordedEvent[] {
+    return (this.stmt.stream.all(streamId, fromVersion, limit ?? -1) as EventRow[]).map(decodeRow);
   }
 
   /**

@@ -30,7 +30,8 @@ export interface AppendResult {
  */
 export interface EventStore {
   append(streamId: string, events: NewEvent[], options: AppendOptions): Promise<AppendResult>;
-  readStream(streamId: string, fromVersion?: number): RecordedEvent[];
+  /** A stream's events from `fromVersion` on, in order; at most `limit` of them (default: all). */
+  readStream(streamId: string, fromVersion?: number, limit?: number): RecordedEvent[];
   /** Events with position > `afterPosition` (exclusive), in order. */
   readAll(afterPosition?: number, limit?: number): Iterable<RecordedEvent>;
   /** Last global position (0 when empty). */

@@ -23,7 +23,6 @@ import { streamRefs, type PoolPart, type PoolShared } from './escrow-pool.js';
 import type { Projections } from './projections.js';
 import type { RotationDebugState } from './rotation-debug.js';
 import type { SettingsState } from './settings.js';
-import type { Timeline } from './timeline.js';
 
 /**
  * Event types a partition reads only for the escrow streams it owns: the per-request ones (almost
@@ -35,7 +34,6 @@ export const PARTITIONED_TYPES: readonly string[] = [...REQUEST_TYPES, 'Inferenc
 /** What every partition has alike (taken from one of them). */
 export interface PartitionShared {
   pool: PoolShared;
-  timelineIntents: [string, Timeline][];
   settings: SettingsState;
   rotation: RotationDebugState;
 }
@@ -43,7 +41,6 @@ export interface PartitionShared {
 /** A partition's share of the projections: its own escrows, and from one partition the shared state. */
 export interface PartitionResult {
   pool: PoolPart;
-  timeline: [string, Timeline, number][];
   shared?: PartitionShared;
 }
 
@@ -80,8 +77,7 @@ export function foldPartition(projections: Projections, records: Iterable<Record
     ok: true,
     result: {
       pool: p.pool.part(owns),
-      timeline: p.timeline.part(owns),
-      shared: withShared ? { pool: p.pool.shared(), timelineIntents: p.timeline.shared(), settings: p.settings.snapshot(), rotation: p.rotation.snapshot() } : undefined,
+      shared: withShared ? { pool: p.pool.shared(), settings: p.settings.snapshot(), rotation: p.rotation.snapshot() } : undefined,
     },
   };
 }

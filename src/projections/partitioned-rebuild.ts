@@ -166,7 +166,6 @@ function merge(results: PartitionResult[], position: number, options: Projection
   p.settings.restore(shared.settings);
   p.rotation.restore(shared.rotation);
   p.pool.merge(shared.pool, results.map((r) => r.pool));
-  p.timeline.merge(shared.timelineIntents, results.map((r) => r.timeline));
   p.position = position;
   return p;
 }

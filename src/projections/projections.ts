@@ -12,12 +12,11 @@ import { EscrowPoolProjection, streamRefs, type EscrowPoolState, type StreamRef 
 import { RotationDebugProjection, type RotationDebugState } from './rotation-debug.js';
 import { SettingsProjection, type SettingsState } from './settings.js';
 import { StatusProjection } from './status.js';
-import { TimelineProjection, type TimelineState } from './timeline.js';
 import { foldPartitioned, partitionWorker } from './partitioned-rebuild.js';
 import { foldWeight } from '../events/fold-partition.js';
 
 /** Bump when the checkpoint shape or a fold changes: an old checkpoint is then ignored (rebuild). */
-export const PROJECTIONS_CHECKPOINT_VERSION = 4;
+export const PROJECTIONS_CHECKPOINT_VERSION = 5;
 /** Checkpoint name in the store. */
 export const PROJECTIONS_CHECKPOINT = 'projections';
 /** Below this many events to fold, starting threads (~0.1 s) does not pay: one piece. */
@@ -30,7 +29,6 @@ export interface ProjectionsState {
   pool: EscrowPoolState;
   settings: SettingsState;
   rotation: RotationDebugState;
-  timeline: TimelineState;
 }
 
 /** A checkpoint: the last folded position and the state after it. */
@@ -41,7 +39,6 @@ export interface ProjectionsCheckpoint {
 
 export interface ProjectionsOptions {
   escrow?: EscrowInput;
-  timelineLimit?: number;
 }
 
 /** The part of the SQLite store the projections use (structural, so tests can fake it). */
@@ -66,22 +63,19 @@ export class Projections {
   readonly settings = new SettingsProjection();
   readonly status: StatusProjection;
   readonly rotation = new RotationDebugProjection();
-  readonly timeline: TimelineProjection;
 
   constructor(options: ProjectionsOptions = {}) {
     this.pool = new EscrowPoolProjection(options.escrow);
     this.status = new StatusProjection(this.pool, this.settings);
-    this.timeline = new TimelineProjection(this.pool, options.timelineLimit);
   }
 
   /** Folds one committed record into every projection; records at or before `position` are skipped. */
   apply(record: RecordedEvent): void {
     if (record.position <= this.position) return;
     const stream = parseStreamId(record.streamId);
-    const result = this.pool.apply(record, stream);
+    this.pool.apply(record, stream);
     this.settings.apply(record);
     this.rotation.apply(record, stream);
-    this.timeline.apply(record, result, stream);
     this.position = record.position;
   }
 
@@ -108,22 +102,20 @@ export class Projections {
 
   /** `apply` inside a pool batch (foldAll, partition folds); the caller skips records already folded. */
   foldOne(record: RecordedEvent, stream: StreamRef): void {
-    const step = this.pool.fold(record, stream);
+    this.pool.fold(record, stream);
     this.settings.apply(record);
     this.rotation.apply(record, stream);
-    this.timeline.fold(record, stream, step);
     this.position = record.position;
   }
 
   /** Deep, JSON-safe snapshot of every projection (what rebuild == live compares). */
-  snapshot(): { position: number; pool: EscrowPoolState; settings: ReturnType<SettingsProjection['effective']>; status: ReturnType<StatusProjection['snapshot']>; rotation: RotationDebugState; timeline: TimelineState } {
+  snapshot(): { position: number; pool: EscrowPoolState; settings: ReturnType<SettingsProjection['effective']>; status: ReturnType<StatusProjection['snapshot']>; rotation: RotationDebugState } {
     return {
       position: this.position,
       pool: this.pool.snapshot(),
       settings: this.settings.effective(),
       status: this.status.snapshot(),
       rotation: this.rotation.snapshot(),
-      timeline: this.timeline.snapshot(),
     };
   }
 
@@ -135,7 +127,6 @@ export class Projections {
         pool: this.pool.snapshot(),
         settings: this.settings.snapshot(),
         rotation: this.rotation.snapshot(),
-        timeline: this.timeline.snapshot(),
       },
     };
   }
@@ -147,7 +138,6 @@ export class Projections {
     p.pool.restore(checkpoint.state.pool);
     p.settings.restore(checkpoint.state.settings);
     p.rotation.restore(checkpoint.state.rotation);
-    p.timeline.restore(checkpoint.state.timeline);
     p.position = checkpoint.position;
     return p;
   }

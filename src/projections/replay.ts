@@ -74,7 +74,7 @@ export function machinesAt(p: Projections): MachinesAt {
  * With `escrow`, intent rows are held back until the escrow's EscrowCreated names the intent.
  */
 export function* replay(records: Iterable<RecordedEvent>, options: ReplayOptions = {}): Generator<ReplayRow, Projections> {
-  const p = new Projections({ timelineLimit: 1 });
+  const p = new Projections();
   const heldIntents = new Map<string, ReplayRow[]>();
   const every = options.progressEvery ?? 10_000;
   for (const r of records) {

@@ -1,165 +1,114 @@
 /**
- * Escrow timelines: per escrow, each event with position, time, type, actor and the escrow's state
- * after it. A creation intent's entries move into the escrow's timeline at EscrowCreated.
- * Bounded per escrow (inference events dominate): the newest `limit` entries and a total count.
+ * An escrow's timeline: each event of its creation intent and of its own stream, with position,
+ * time, type, actor and the escrow's state after it; the newest `limit` entries and a total count.
+ *
+ * Read from the log when asked, not kept as a projection. Why: kept, it held up to 1,000 entries
+ * for every escrow the gateway ever had, in memory and in every projections checkpoint (7.7 MB
+ * after a million requests over 53 escrows, 99% of the checkpoint), and writing that checkpoint
+ * every 30 s is what made the serving process's RSS climb (docs/benchmarks.md, session 10). One
+ * escrow's events are an indexed read, and its own machine is all that gives their states.
  */
-import { parseStreamId } from '../events/catalog.js';
-import type { Actor, RecordedEvent } from '../events/envelope.js';
-import { deferredColumnsOf, isEntryList, metadataJsonOf, requestFieldsOf } from '../events/fold-read.js';
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import { createIntentStream, escrowStream } from '../events/catalog.js';
+import type { RecordedEvent } from '../events/envelope.js';
+import { countEntries } from '../events/request-data.js';
 import { stateName } from '../machines/index.js';
 import { actorLabel } from './actor.js';
-import { EscrowPoolProjection, type FoldStep, type StreamRef } from './escrow-pool.js';
-import { TimelineRing, type Timeline } from './timeline-ring.js';
-import { countEntries } from '../events/request-data.js';
+import { EscrowPoolProjection } from './escrow-pool.js';
 
-export type { Timeline, TimelineEntry } from './timeline-ring.js';
+export interface TimelineEntry {
+  position: number;
+  time: string;
+  event: string;
+  actor: string;
+  /** Escrow state after the event. */
+  state: string;
+  /** False when the statechart refused the event. */
+  accepted: boolean;
+  /** InferencesRecorded only: the request starts and ends it records. */
+  requests?: { started: number; ended: number };
+}
 
-export interface TimelineState {
-  escrows: Record<string, Timeline>;
-  intents: Record<string, Timeline>;
+export interface Timeline {
+  /** Events of the escrow (and of its creation intent), including those no longer shown. */
+  total: number;
+  entries: TimelineEntry[];
 }
 
 export const DEFAULT_TIMELINE_LIMIT = 1_000;
 
-/** Client labels interned by key id; past this many (keys are configured, so never in practice) the table starts over. */
-const LABELS_MAX = 10_000;
+/**
+ * Events read per page. A page is read and folded in one stretch of the event loop, so it is kept
+ * small: 16 InferencesRecorded of ~40 entries took 2–3 ms (scratch/tl-time.mjs).
+ */
+export const TIMELINE_PAGE_EVENTS = 16;
+
+/** At most `limit` events of a stream from `fromVersion` on, in order, as stored (EventStore.readStream). */
+export type StreamPageReader = (streamId: string, fromVersion: number, limit: number) => RecordedEvent[];
+
+/** Folds records, in log order, into a timeline of the newest `limit` entries. */
+export class TimelineBuilder {
+  private readonly pool = new EscrowPoolProjection();
+  private readonly keep: number;
+  private entries: TimelineEntry[] = [];
+  private total = 0;
+
+  constructor(limit = DEFAULT_TIMELINE_LIMIT) {
+    this.keep = Math.max(1, limit);
+  }
+
+  add(record: RecordedEvent): void {
+    const step = this.pool.apply(record);
+    const entry: TimelineEntry = {
+      position: record.position,
+      time: record.time,
+      event: record.type,
+      actor: actorLabel(record.metadata?.actor),
+      state: step ? stateName(step.snapshot.value) : '?',
+      accepted: step?.accepted ?? true,
+    };
+    if (record.type === 'InferencesRecorded') {
+      const counts = countEntries((record.data as { entries?: unknown } | null)?.entries);
+      entry.requests = { started: counts.started, ended: counts.entries - counts.started };
+    }
+    this.total += 1;
+    this.entries.push(entry);
+    // Bounded while folding a long stream: trimmed to the newest `keep` whenever it doubles.
+    if (this.entries.length >= 2 * this.keep) this.entries.splice(0, this.entries.length - this.keep);
+  }
+
+  timeline(): Timeline {
+    return { total: this.total, entries: this.entries.slice(-this.keep) };
+  }
+}
 
 /**
- * The escrow-timeline projection: per escrow (and creation intent) a ring of its newest `limit`
- * entries (timeline-ring.ts says why a ring), which readers see as labelled copies.
+ * The timeline of `escrowId` from the log, read page by page with a turn of the event loop between
+ * pages (a stream can hold tens of thousands of events); undefined when the escrow has no events.
+ * The creation intent named by the escrow's EscrowCreated contributes its events before that one,
+ * as the escrow starts from the intent's state.
  */
-export class TimelineProjection {
-  private escrows = new Map<string, TimelineRing>();
-  private intents = new Map<string, TimelineRing>();
-  /** Position of each escrow timeline's first event (negative: restored, in restore order); orders `merge`. */
-  private firstAt = new Map<string, number>();
-  private readonly ownsPool: boolean;
-  /** Client actor labels by key id (a new label string per event would be kept by every entry). */
-  private labels = new Map<string, string>();
-  /** The last state value named: fast-path snapshots share their value, nested names are built strings. */
-  private lastValue: unknown;
-  private lastState = '';
-  private readonly pool: EscrowPoolProjection;
-
-  /**
-   * @param pool the pool the aggregate applies each record to *before* this projection; without
-   *   one the timeline keeps (and applies) its own.
-   */
-  constructor(pool?: EscrowPoolProjection, private readonly limit = DEFAULT_TIMELINE_LIMIT) {
-    this.ownsPool = !pool;
-    this.pool = pool ?? new EscrowPoolProjection();
+export async function readEscrowTimeline(readPage: StreamPageReader, escrowId: string, limit = DEFAULT_TIMELINE_LIMIT, pause: () => Promise<unknown> = nextTurn): Promise<Timeline | undefined> {
+  const stream = escrowStream(escrowId);
+  const firstPage = readPage(stream, 0, TIMELINE_PAGE_EVENTS);
+  const first = firstPage[0];
+  if (!first) return undefined;
+  const builder = new TimelineBuilder(limit);
+  const intentId = first.type === 'EscrowCreated' ? (first.data as { intentId?: unknown } | null)?.intentId : undefined;
+  if (typeof intentId === 'string') {
+    for await (const r of pages(readPage, createIntentStream(intentId), [], pause)) if (r.position < first.position) builder.add(r);
   }
+  for await (const r of pages(readPage, stream, firstPage, pause)) builder.add(r);
+  return builder.timeline();
+}
 
-  apply(record: RecordedEvent, result = this.ownsPool ? this.pool.apply(record) : undefined, stream: StreamRef = parseStreamId(record.streamId)): void {
-    if (stream.kind !== 'escrow' && stream.kind !== 'create-intent') return;
-    this.fold(record, stream, result && { value: result.snapshot.value, accepted: result.accepted });
-  }
-
-  /**
-   * `apply` given what the pool made of the record (EscrowPoolProjection.fold): the state value
-   * after it and whether it was accepted; undefined when the pool did not fold it.
-   */
-  fold(record: RecordedEvent, stream: StreamRef, step: FoldStep | undefined): void {
-    if (stream.kind !== 'escrow' && stream.kind !== 'create-intent') return;
-    let state: string;
-    if (step) state = this.stateOf(step.value);
-    else {
-      const snapshot = stream.kind === 'escrow' ? this.pool.escrow(stream.id) : this.pool.intent(stream.id);
-      state = snapshot ? this.stateOf(snapshot.value) : '?';
-    }
-    const accepted = step?.accepted ?? true;
-    const map = stream.kind === 'escrow' ? this.escrows : this.intents;
-    let timeline = map.get(stream.id);
-    if (!timeline) {
-      const intentId = record.type === 'EscrowCreated' ? (record.data as { intentId?: string }).intentId : undefined;
-      const intent = intentId ? this.intents.get(intentId) : undefined;
-      if (intentId && intent) this.intents.delete(intentId);
-      timeline = intent ?? new TimelineRing(this.limit);
-      map.set(stream.id, timeline);
-      if (map === this.escrows) this.firstAt.set(stream.id, record.position);
-    }
-    const deferred = deferredColumnsOf(record);
-    const meta = deferred ?? metadataJsonOf(record);
-    let started = -1;
-    let ended = -1;
-    if (record.type === 'InferencesRecorded') {
-      // Counted from the scanned entries when the read left the data as text, else from the data.
-      const scanned = requestFieldsOf(record);
-      const counts = countEntries(scanned && isEntryList(scanned) ? scanned : (record.data as { entries?: unknown } | null)?.entries);
-      started = counts.started;
-      ended = counts.entries - counts.started;
-    }
-    timeline.push({
-      position: record.position,
-      time: deferred ? undefined : record.time,
-      event: record.type,
-      actor: meta === undefined ? this.labelOf(record.metadata?.actor) : undefined,
-      state,
-      accepted,
-      meta,
-      started,
-      ended,
-    });
-  }
-
-  private stateOf(value: unknown): string {
-    if (value !== this.lastValue) {
-      this.lastValue = value;
-      this.lastState = stateName(value);
-    }
-    return this.lastState;
-  }
-
-  private labelOf(actor: Actor | undefined): string {
-    if (actor?.kind !== 'client') return actorLabel(actor);
-    let label = this.labels.get(actor.keyId);
-    if (label === undefined) {
-      if (this.labels.size >= LABELS_MAX) this.labels.clear();
-      this.labels.set(actor.keyId, (label = actorLabel(actor)));
-    }
-    return label;
-  }
-
-  /** One escrow's timeline (a copy). */
-  of(escrowId: string): Timeline | undefined {
-    const t = this.escrows.get(escrowId);
-    return t?.view(this.limit);
-  }
-
-  snapshot(): TimelineState {
-    const all = (m: Map<string, TimelineRing>) => Object.fromEntries([...m].map(([id, t]) => [id, t.view(this.limit)]));
-    return { escrows: all(this.escrows), intents: all(this.intents) };
-  }
-
-  restore(state: TimelineState): void {
-    const ring = (t: Timeline) => TimelineRing.from(t, this.limit);
-    this.escrows = new Map(Object.entries(state.escrows).map(([id, t]) => [id, ring(t)]));
-    this.intents = new Map(Object.entries(state.intents).map(([id, t]) => [id, ring(t)]));
-    this.firstAt = new Map([...this.escrows.keys()].map((id, i) => [id, i - this.escrows.size]));
-  }
-
-  /** The escrow timelines `owns` picks (labelled views), each with the position that orders it, for `merge`. */
-  part(owns: (escrowId: string) => boolean): [escrowId: string, timeline: Timeline, firstAt: number][] {
-    const out: [string, Timeline, number][] = [];
-    for (const [id, t] of this.escrows) if (owns(id)) out.push([id, t.view(this.limit), this.firstAt.get(id)!]);
-    return out;
-  }
-
-  /** The creation intents' timelines, in their order, for `merge`. */
-  shared(): [intentId: string, timeline: Timeline][] {
-    return [...this.intents].map(([id, t]) => [id, t.view(this.limit)]);
-  }
-
-  /**
-   * Replaces the state with the union of partitions (see EscrowPoolProjection.merge).
-   */
-  merge(intents: [string, Timeline][], parts: [string, Timeline, number][][]): void {
-    this.intents = new Map(intents.map(([id, t]) => [id, TimelineRing.from(t, this.limit)]));
-    this.escrows = new Map();
-    this.firstAt = new Map();
-    for (const [id, t, firstAt] of parts.flat().sort((a, b) => a[2] - b[2])) {
-      this.escrows.set(id, TimelineRing.from(t, this.limit));
-      this.firstAt.set(id, firstAt);
-    }
+/** A stream's records, page by page (starting with `read`, already read from version 0), pausing between pages. */
+async function* pages(readPage: StreamPageReader, streamId: string, read: RecordedEvent[], pause: () => Promise<unknown>): AsyncGenerator<RecordedEvent> {
+  let page = read.length > 0 ? read : readPage(streamId, 0, TIMELINE_PAGE_EVENTS);
+  for (;;) {
+    yield* page;
+    if (page.length < TIMELINE_PAGE_EVENTS) return;
+    await pause();
+    page = readPage(streamId, page[page.length - 1]!.streamVersion + 1, TIMELINE_PAGE_EVENTS);
   }
 }

@@ -2,7 +2,7 @@
  * `shardgate verify`'s projection check: the stored projections checkpoint must equal the
  * projections rebuilt from the log up to the checkpoint's position. A checkpoint that differs would
  * make a restarted gateway serve state the log does not support; verify names the projection
- * (pool / settings / rotation / timeline) that differs.
+ * (pool / settings / rotation) that differs.
  */
 import { canonicalJson } from '../events/canonical-json.js';
 import { decodeRow, EVENT_COLUMNS, type EventRow } from '../events/rows.js';
@@ -10,7 +10,7 @@ import type { VerifyCheck } from '../events/verify.js';
 import { PROJECTIONS_CHECKPOINT, PROJECTIONS_CHECKPOINT_VERSION, Projections, type ProjectionsState } from './projections.js';
 
 /** The projections a checkpoint carries, in the order they are compared. */
-export const CHECKPOINTED_PROJECTIONS = ['pool', 'settings', 'rotation', 'timeline'] as const;
+export const CHECKPOINTED_PROJECTIONS = ['pool', 'settings', 'rotation'] as const;
 
 /** What the projection check found (for the CLI's summary line). */
 export interface ProjectionsCheckReport {

@@ -13,6 +13,7 @@ import { rebaseSlotUrls } from '../../src/chain/devnet/listen.js';
 import type { ChainState } from '../../src/chain/devnet/state.js';
 import { planCompletion } from '../../src/network/simulated-hosts/completion-plan.js';
 import { createEscrowViaApi, disposeTestGateway, MODEL, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { replay } from '../../src/projections/replay.js';
 import { requestRecords } from '../helpers/request-records.js';
 
 const chatBody = (content: string) => ({ model: MODEL, messages: [{ role: 'user', content }], max_tokens: 12 });
@@ -21,7 +22,7 @@ const NEW_URL = 'https://next.example.org';
 describe('restart keeps the gateway state', () => {
   let gw: TestGateway;
   let escrowId: string;
-  let before: { devshard: any; settings: any; models: any };
+  let before: { devshard: any; settings: any; models: any; timeline: any };
 
   beforeAll(async () => {
     gw = await startTestGateway();
@@ -33,6 +34,7 @@ describe('restart keeps the gateway state', () => {
       devshard: (await gw.call(`/v1/admin/devshards/${escrowId}`)).json,
       settings: (await gw.call('/v1/admin/settings')).json,
       models: (await gw.call('/v1/status', { key: 'none' })).status,
+      timeline: (await gw.call(`/v1/admin/devshards/${escrowId}/timeline`)).json,
     };
     expect(before.devshard.nonce).toBe(3);
     gw = await gw.restart();
@@ -43,6 +45,16 @@ describe('restart keeps the gateway state', () => {
     const after = (await gw.call(`/v1/admin/devshards/${escrowId}`)).json;
     expect(after).toEqual(before.devshard);
     expect((await gw.call('/v1/admin/devshards')).json.data).toHaveLength(1);
+  });
+
+  it("keeps the escrow's timeline (read from the log), which agrees with replay", async () => {
+    const after = (await gw.call(`/v1/admin/devshards/${escrowId}/timeline`)).json;
+    expect(before.timeline.entries.map((e: { event: string }) => e.event)).toEqual(expect.arrayContaining(['EscrowCreateRequested', 'EscrowCreated', 'EscrowRegistered', 'InferencesRecorded']));
+    expect(after.entries.slice(0, before.timeline.entries.length)).toEqual(before.timeline.entries);
+    expect(after.total).toBe(after.entries.length);
+    const rows = [...replay(gw.store.readAll(), { escrow: escrowId })];
+    const shown = (e: { position: number; event: string; actor: string; state: string; accepted: boolean }) => [e.position, e.event, e.actor, e.state, e.accepted];
+    expect(after.entries.map(shown)).toEqual(rows.map(shown));
   });
 
   it('keeps the settings, the access mode and the disabled state', async () => {

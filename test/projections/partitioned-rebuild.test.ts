@@ -20,7 +20,7 @@ import { Projections, type ProjectionsOptions } from '../../src/projections/inde
 import { ev } from '../machines/events.js';
 import { Prng } from '../../src/network/simulated-hosts/prng.js';
 
-const OPTIONS: ProjectionsOptions = { escrow: { routingStop: 40 }, timelineLimit: 25 };
+const OPTIONS: ProjectionsOptions = { escrow: { routingStop: 40 } };
 const WORKER = new URL('../../dist/src/projections/partition-worker.js', import.meta.url);
 const dirs: string[] = [];
 afterAll(() => {

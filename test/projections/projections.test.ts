@@ -115,16 +115,6 @@ describe('projections', () => {
     expect(r.counts).toMatchObject({ settled: 1, settle_failed: 0, target: 2, existing: 1 });
   });
 
-  it('timeline: an escrow includes its creation intent; each entry has the resulting state', () => {
-    const t = Projections.rebuild(scenario()).timeline.of('e1')!;
-    expect(t.entries.map((e) => [e.position, e.event, e.actor, e.state])).toEqual([
-      [1, 'EscrowCreateRequested', 'admin', 'creating'],
-      [2, 'EscrowCreated', 'admin', 'created'],
-      [3, 'EscrowRegistered', 'admin', 'active'],
-      [6, 'InferenceStarted', 'admin', 'active'],
-    ]);
-  });
-
   it('checkpoint then catch-up equals live; rebuild from 0 equals live (any split point)', () => {
     const all = scenario();
     fc.assert(

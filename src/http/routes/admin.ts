@@ -21,6 +21,7 @@ import {
 import { activateEscrow, exportEscrow, importEscrow, type ImportBody } from '../../gateway/escrows/transfer.js';
 import { changeSettings, toPatch } from '../../gateway/settings.js';
 import { escrowStream } from '../../events/catalog.js';
+import { readEscrowTimeline } from '../../projections/timeline.js';
 import type { Authenticator } from '../auth.js';
 import { errors, sendEmptyNotFound } from '../errors.js';
 import {
@@ -127,7 +128,7 @@ export function registerAdminRoutes(app: FastifyInstance, ctx: GatewayContext, a
   app.get('/v1/admin/devshards/:id/timeline', { ...admin, schema: doc({ params: escrowIdParamsSchema, summary: "An escrow's timeline from the log" }) }, async (request) => {
     const { id } = request.params as IdParams;
     escrowOr404(ctx, id);
-    return { escrow_id: id, ...ctx.projections.timeline.of(id) };
+    return { escrow_id: id, ...(await readEscrowTimeline((stream, from, limit) => ctx.engine.store.readStream(stream, from, limit), id)) };
   });
 
   app.post('/v1/admin/devshards/:id/activate', { ...admin, schema: doc({ params: escrowIdParamsSchema, summary: 'Activate an imported or deactivated devshard' }) }, async (request) => {
