@@ -1,4 +1,4 @@
-/** Folds of the log for reads: router pool, status, settings, rotation debug, timelines. */
+/** Folds of the log for reads: router pool, status, settings, rotation debug; an escrow's timeline read when asked. */
 export * from './escrow-pool.js';
 export * from './settings.js';
 export * from './status.js';

@@ -21,7 +21,7 @@ export function registerVerify(program: Command): void {
         const head = result.lastHash ? `, last hash ${result.lastHash}` : '';
         const proj =
           projections?.checkpoint === 'equal'
-            ? `; projections checkpoint at position ${projections.position} equals the rebuild (pool, settings, rotation, timeline)`
+            ? `; projections checkpoint at position ${projections.position} equals the rebuild (pool, settings, rotation)`
             : projections?.checkpoint === 'stale-version'
               ? `; projections checkpoint at position ${projections.position} has an older format (a gateway rebuilds it)`
               : '; no projections checkpoint stored yet';
