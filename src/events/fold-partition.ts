@@ -7,9 +7,9 @@
  * partitions, over the soak-shaped log (bench/rebuild-bench.ts).
  *
  * Time, metadata and stream version are left out of the read (~0.3 µs per event): a fold reads
- * them of almost no event; records load them by position when asked. The data of per-request events (and of
- * each entry of InferencesRecorded) is scanned for the fields a fold reads (request-data.ts) and
- * parsed only if read.
+ * them of almost no event; records load them by position when asked. The data of per-request
+ * events (and of each entry of InferencesRecorded) is scanned for the fields a fold reads
+ * (request-data.ts) and parsed only if read.
  */
 import Database from 'better-sqlite3';
 import { StoredRecord, type DeferredColumns, type HashLoader } from './fold-read.js';

@@ -41,11 +41,14 @@ describe('reads', () => {
     expect(count).toBe(4_501);
   });
 
-  it('readStream returns one stream from a version, in order', async () => {
+  it('readStream returns one stream from a version, in order, at most `limit` events', async () => {
     await seed(9, 3);
     expect(t.store.readStream('s1').map((e) => [e.streamVersion, (e.data as { n: number }).n])).toEqual([[0, 2], [1, 5], [2, 8]]);
     expect(t.store.readStream('s1', 2).map((e) => e.streamVersion)).toEqual([2]);
     expect(t.store.readStream('missing')).toEqual([]);
+    expect(t.store.readStream('s1', 1, 1).map((e) => e.streamVersion)).toEqual([1]);
+    expect(t.store.readStream('s1', 0, 2).map((e) => e.streamVersion)).toEqual([0, 1]);
+    expect(t.store.readStream('s1', 1, 10).map((e) => e.streamVersion)).toEqual([1, 2]);
   });
 
   it('records read back equal the records the append returned', async () => {

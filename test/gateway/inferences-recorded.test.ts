@@ -12,6 +12,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { escrowStream, newEvent, type InferenceEntry } from '../../src/events/catalog.js';
 import { MAX_GROUP_ENTRIES, TransitionRefused } from '../../src/gateway/engine.js';
 import { Projections } from '../../src/projections/projections.js';
+import { replay } from '../../src/projections/replay.js';
+import { TIMELINE_PAGE_EVENTS } from '../../src/projections/timeline.js';
 import { disposeTestGateway, MODEL, startGatewayWithEscrow, type TestGateway } from '../helpers/gateway.js';
 import { requestRecords } from '../helpers/request-records.js';
 
@@ -128,6 +130,17 @@ describe('InferencesRecorded: one event per escrow and group commit', () => {
     await Promise.all(ends);
     expect(engine.escrow(escrowId)!.context.inFlight).toBe(0);
     expect(Projections.rebuild(gw.store.readAll()).snapshot()).toEqual(gw.ctx.projections.snapshot());
+  });
+
+  it('the timeline over HTTP is read in pages and agrees with replay of the log', async () => {
+    for (let i = 0; i < 2 * TIMELINE_PAGE_EVENTS; i++) expect((await gw.call('/v1/chat/completions', { body: chatBody(`seq${i}`) })).status).toBe(200);
+    await gw.ctx.engine.idle();
+    expect(stream().length).toBeGreaterThan(2 * TIMELINE_PAGE_EVENTS);
+    const timeline = (await gw.call(`/v1/admin/devshards/${escrowId}/timeline`)).json as { total: number; entries: { position: number; event: string; actor: string; state: string; accepted: boolean }[] };
+    const rows = [...replay(gw.store.readAll(), { escrow: escrowId })];
+    const shown = (e: { position: number; event: string; actor: string; state: string; accepted: boolean }) => [e.position, e.event, e.actor, e.state, e.accepted];
+    expect(timeline.total).toBe(rows.length);
+    expect(timeline.entries.map(shown)).toEqual(rows.map(shown));
   });
 });
 
