@@ -30,7 +30,7 @@ import { generateKeys, loadConfig } from '../src/config/index.js';
 import type { StoreStats } from '../src/events/sqlite-store.js';
 import { startGateway, type RunningGateway } from '../src/gateway/gateway.js';
 import { createLogger } from '../src/http/logger.js';
-import { registerSimulatedOpenAi } from '../src/network/simulated-hosts/index.js';
+import { registerSimulatedOpenAi } from '../src/devnet/hosts/index.js';
 import { ROUTING_STOP_NONCE } from '../src/machines/index.js';
 import type { AutocannonSummary, FixedRateSummary, Job, Percentiles } from './load-worker.js';
 import { rebuildInChild, type RebuildOnce } from './rebuild-once.js';

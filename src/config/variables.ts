@@ -19,7 +19,7 @@ export interface VariableSpec {
   init?: 'generate' | 'reference';
 }
 
-import { DEFAULT_MODEL } from '../chain/devnet/config.js';
+import { DEFAULT_MODEL } from '../devnet/chain/config.js';
 
 /** The devnet's model, so a quick start serves what the simulated hosts serve. */
 export const DEVNET_MODEL_DEFAULT = DEFAULT_MODEL;

@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { createCosmosChainClient, type CosmosChainClient } from '../chain/cosmos-client.js';
-import { startDevnet, type Devnet } from '../chain/devnet/index.js';
+import { startDevnet, type Devnet } from '../devnet/chain/index.js';
 import type { ChainPort } from '../chain/port.js';
 import type { GatewayConfig } from '../config/index.js';
 import { eventsFile, openSqliteEventStore, type SqliteEventStore } from '../events/sqlite-store.js';

@@ -5,7 +5,7 @@
  * `{ state_root, nonce, slot_id, host_stats: [{ slot_id, missed, invalid, cost, requests }] }`
  * (cost as a decimal string: it is a uint64). The host answers `{ slot_id, signature }` (base64
  * 64-byte r||s over sha256(state root bytes)) or a 4xx with an OpenAI-style error saying why it
- * refuses (see simulated-hosts/sign-route.ts for the rule).
+ * refuses (see src/devnet/hosts/sign-route.ts for the rule).
  */
 import type { Agent } from 'undici';
 import type { HostStat, SlotSignature } from '../chain/port.js';

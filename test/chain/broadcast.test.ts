@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CosmosChainClient } from '../../src/chain/cosmos-client.js';
-import type { Devnet } from '../../src/chain/devnet/index.js';
+import type { Devnet } from '../../src/devnet/chain/index.js';
 import { clientFor, CREATOR_KEYS, MIN_AMOUNT, MODEL, startDevnetAndClient, stopDevnetAndClient } from './helpers.js';
 
 describe('broadcast is safe to retry by tx hash', () => {

@@ -1,10 +1,10 @@
 import { sha256 } from '@cosmjs/crypto';
 import { fromHex, toBase64, toHex, toUtf8 } from '@cosmjs/encoding';
 import { CosmosChainClient, type CosmosChainClientOptions } from '../../src/chain/cosmos-client.js';
-import { startDevnet, type Devnet } from '../../src/chain/devnet/index.js';
-import type { DevnetOptions } from '../../src/chain/devnet/config.js';
+import { startDevnet, type Devnet } from '../../src/devnet/chain/index.js';
+import type { DevnetOptions } from '../../src/devnet/chain/config.js';
 import { deterministicKeyHex, signSha256 } from '../../src/chain/keys.js';
-import type { HostIdentity } from '../../src/network/simulated-hosts/chain-view.js';
+import type { HostIdentity } from '../../src/devnet/hosts/chain-view.js';
 import type { Settlement } from '../../src/chain/port.js';
 
 export const MODEL = 'Qwen/Qwen3-235B-A22B-Instruct-2507-FP8';

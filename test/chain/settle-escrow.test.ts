@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CosmosChainClient } from '../../src/chain/cosmos-client.js';
-import type { Devnet } from '../../src/chain/devnet/index.js';
+import type { Devnet } from '../../src/devnet/chain/index.js';
 import { deterministicKeyHex, privateKeyBytes } from '../../src/chain/keys.js';
 import { CREATOR_KEYS, MODEL, signedSettlement, startDevnetAndClient, stopDevnetAndClient } from './helpers.js';
 

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createCosmosChainClient, type CosmosChainClient } from '../../src/chain/cosmos-client.js';
-import { startDevnet, type Devnet } from '../../src/chain/devnet/index.js';
+import { startDevnet, type Devnet } from '../../src/devnet/chain/index.js';
 import { generateKeys, loadConfig } from '../../src/config/index.js';
 import { escrowStream } from '../../src/events/catalog.js';
 import type { RecordedEvent } from '../../src/events/envelope.js';

@@ -7,7 +7,7 @@
  * to sign — they only do when the billed cost per slot matches what they served.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type { HostFaults } from '../../src/network/simulated-hosts/index.js';
+import type { HostFaults } from '../../src/devnet/hosts/index.js';
 import { disposeTestGateway, MODEL, startGatewayWithEscrow, type TestGateway } from '../helpers/gateway.js';
 import { accountingOf } from './helpers.js';
 import { requestRecords } from '../helpers/request-records.js';

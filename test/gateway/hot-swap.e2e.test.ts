@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startDevnet, type Devnet } from '../../src/chain/devnet/index.js';
+import { startDevnet, type Devnet } from '../../src/devnet/chain/index.js';
 import { generateKeys } from '../../src/config/index.js';
 import { escrowStream } from '../../src/events/catalog.js';
 import { eventsFile } from '../../src/events/storage-path.js';

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKeys } from '../../src/config/index.js';
-import { planCompletion } from '../../src/network/simulated-hosts/completion-plan.js';
+import { planCompletion } from '../../src/devnet/hosts/completion-plan.js';
 import { createEscrowViaApi, disposeTestGateway, MODEL, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { requestRecords } from '../helpers/request-records.js';
 

@@ -4,9 +4,9 @@ import { rawSecp256k1PubkeyToRawAddress } from '@cosmjs/amino';
 import { Secp256k1 } from '@cosmjs/crypto';
 import { toBech32 } from '@cosmjs/encoding';
 import Fastify, { type FastifyInstance } from 'fastify';
-import { registerSimulatedHosts, type SimulatedHosts } from '../../src/network/simulated-hosts/index.js';
-import type { DevnetChainView, DevnetEscrowView, HostIdentity } from '../../src/network/simulated-hosts/chain-view.js';
-import type { HostFaults } from '../../src/network/simulated-hosts/faults.js';
+import { registerSimulatedHosts, type SimulatedHosts } from '../../src/devnet/hosts/index.js';
+import type { DevnetChainView, DevnetEscrowView, HostIdentity } from '../../src/devnet/hosts/chain-view.js';
+import type { HostFaults } from '../../src/devnet/hosts/faults.js';
 
 export interface Key {
   privateKey: Uint8Array;

@@ -6,7 +6,7 @@ import { collectSignatures, collectSignaturesDetailed } from '../../src/network/
 import { createHostTransport } from '../../src/network/host-transport.js';
 import { HostError, type ChatResult, type Usage } from '../../src/network/port.js';
 import { createRequestSigner } from '../../src/network/signature.js';
-import { HostLedger } from '../../src/network/simulated-hosts/ledger.js';
+import { HostLedger } from '../../src/devnet/hosts/ledger.js';
 import { chatBody, clearFaults, startNet, TOKEN_PRICE, type Net } from './fixtures.js';
 
 let net: Net;

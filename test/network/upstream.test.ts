@@ -1,7 +1,7 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HostError, type ChatChunk } from '../../src/network/port.js';
-import { registerSimulatedOpenAi } from '../../src/network/simulated-hosts/openai-server.js';
+import { registerSimulatedOpenAi } from '../../src/devnet/hosts/openai-server.js';
 import { createUpstreamPort, type UpstreamPort } from '../../src/network/upstream.js';
 
 let app: FastifyInstance;

@@ -18,7 +18,7 @@ import { openSqliteEventStore, type SqliteEventStore } from '../../src/events/sq
 import { foldPartitioned } from '../../src/projections/partitioned-rebuild.js';
 import { Projections, type ProjectionsOptions } from '../../src/projections/index.js';
 import { ev } from '../machines/events.js';
-import { Prng } from '../../src/network/simulated-hosts/prng.js';
+import { Prng } from '../../src/devnet/hosts/prng.js';
 
 const OPTIONS: ProjectionsOptions = { escrow: { routingStop: 40 } };
 const WORKER = new URL('../../dist/src/projections/partition-worker.js', import.meta.url);

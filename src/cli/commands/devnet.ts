@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
-import { startDevnet, type Devnet } from '../../chain/devnet/index.js';
-import type { DevnetOptions } from '../../chain/devnet/config.js';
+import { startDevnet, type Devnet } from '../../devnet/chain/index.js';
+import type { DevnetOptions } from '../../devnet/chain/config.js';
 
 interface DevnetFlags {
   port?: string;

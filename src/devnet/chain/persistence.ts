@@ -8,7 +8,7 @@
  * what they served when the gateway dies, and they refuse to sign claims they cannot vouch for.
  */
 import Database from 'better-sqlite3';
-import type { LedgerSnapshot } from '../../network/simulated-hosts/ledger.js';
+import type { LedgerSnapshot } from '../hosts/ledger.js';
 import type { StateStore } from './chain.js';
 import { fromSnapshot, toSnapshot, type ChainState } from './state.js';
 

@@ -3,7 +3,7 @@
  * node's governance model list. Paths are documented in docs/chain.md.
  */
 import type { FastifyInstance } from 'fastify';
-import { DENOM } from '../keys.js';
+import { DENOM } from '../../chain/keys.js';
 import type { DevnetChain } from './chain.js';
 import type { EscrowState } from './state.js';
 

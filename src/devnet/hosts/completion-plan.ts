@@ -18,7 +18,7 @@
  *   instead, like a real model closing a tool loop. Tool-call tokens are ceil((name + arguments)/4);
  *   if that exceeds max_tokens the arguments are cut and finish_reason is `length`.
  */
-import { countCompletionTokens, countPromptTokens } from '../tokens.js';
+import { countCompletionTokens, countPromptTokens } from '../../network/tokens.js';
 import { Prng, stableJson } from './prng.js';
 import { generateFromSchema } from './schema-args.js';
 

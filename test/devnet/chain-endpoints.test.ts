@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CosmosChainClient } from '../../src/chain/cosmos-client.js';
-import type { Devnet } from '../../src/chain/devnet/index.js';
-import { clientFor, CREATOR_KEYS, MODEL, startTestDevnet } from './helpers.js';
+import type { Devnet } from '../../src/devnet/chain/index.js';
+import { clientFor, CREATOR_KEYS, MODEL, startTestDevnet } from '../chain/helpers.js';
 
 describe('devnet endpoints an operator reads', () => {
   let devnet: Devnet;

@@ -2,7 +2,7 @@
  * The devnet's whole application state as one plain object, so a block can be applied to a copy
  * and a snapshot is just JSON (bigints tagged, see `toSnapshot`).
  */
-import type { EscrowSlot } from '../port.js';
+import type { EscrowSlot } from '../../chain/port.js';
 
 export interface AccountState {
   address: string;

@@ -17,7 +17,7 @@
  */
 import type { ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
-import { MAX_TIMESTAMP_DRIFT_SECONDS, NONCE_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, createSignatureVerifier } from '../signature.js';
+import { MAX_TIMESTAMP_DRIFT_SECONDS, NONCE_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, createSignatureVerifier } from '../../network/signature.js';
 import { completionId, planOrRefuse, sendCompletion, sendFaultStatus, sendStream } from './answer.js';
 import type { DevnetChainView, HostIdentity } from './chain-view.js';
 import { faultFor, type HostFaults } from './faults.js';

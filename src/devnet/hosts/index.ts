@@ -9,7 +9,7 @@
  */
 import type { ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
-import { createSignatureVerifier } from '../signature.js';
+import { createSignatureVerifier } from '../../network/signature.js';
 import type { DevnetChainView, HostIdentity } from './chain-view.js';
 import { chatRoute } from './chat-route.js';
 import type { HostFaults } from './faults.js';

@@ -4,7 +4,7 @@
  * by `serve` when NODE_RPC is unset, and by tests (ephemeral port, fast blocks, jumps in height).
  */
 import Fastify from 'fastify';
-import type { HostIdentity } from '../../network/simulated-hosts/chain-view.js';
+import type { HostIdentity } from '../hosts/chain-view.js';
 import { DevnetChain } from './chain.js';
 import { resolveDevnetConfig, type DevnetConfig, type DevnetOptions } from './config.js';
 import { genesisIdentities, genesisState, type FundedKey } from './genesis.js';
@@ -12,7 +12,7 @@ import { listenDevnet } from './listen.js';
 import { openStateStore } from './persistence.js';
 import { registerRestRoutes } from './rest-routes.js';
 import { registerRpcRoutes } from './rpc-routes.js';
-import { registerSimulatedHosts, type SimulatedHosts } from '../../network/simulated-hosts/index.js';
+import { registerSimulatedHosts, type SimulatedHosts } from '../hosts/index.js';
 
 export interface Devnet {
   /** Origin, e.g. `http://127.0.0.1:26657` (NODE_CHAIN_API and NODE_BASE). */

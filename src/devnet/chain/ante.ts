@@ -10,10 +10,10 @@ import { toBase64 } from '@cosmjs/encoding';
 import { decodeTxRaw, makeSignBytes, makeSignDoc, type DecodedTxRaw } from '@cosmjs/proto-signing';
 import { PubKey } from 'cosmjs-types/cosmos/crypto/secp256k1/keys';
 import { TxRaw } from 'cosmjs-types/cosmos/tx/v1beta1/tx';
-import { SDK_CODES } from '../devshard-errors.js';
-import { addressOfPubKey, DENOM } from '../keys.js';
-import { MsgCreateDevshardEscrow } from '../messages/create-devshard-escrow.js';
-import { MsgSettleDevshardEscrow } from '../messages/settle-devshard-escrow.js';
+import { SDK_CODES } from '../../chain/devshard-errors.js';
+import { addressOfPubKey, DENOM } from '../../chain/keys.js';
+import { MsgCreateDevshardEscrow } from '../../chain/messages/create-devshard-escrow.js';
+import { MsgSettleDevshardEscrow } from '../../chain/messages/settle-devshard-escrow.js';
 import type { AccountState, ChainState } from './state.js';
 
 export type DevnetMsg =

@@ -2,9 +2,9 @@ import { sha256 } from '@cosmjs/crypto';
 import { toHex, toUtf8 } from '@cosmjs/encoding';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CosmosChainClient } from '../../src/chain/cosmos-client.js';
-import type { Devnet } from '../../src/chain/devnet/index.js';
+import type { Devnet } from '../../src/devnet/chain/index.js';
 import type { Settlement } from '../../src/chain/port.js';
-import { CREATOR_KEYS, MODEL, startDevnetAndClient, stopDevnetAndClient } from './helpers.js';
+import { CREATOR_KEYS, MODEL, startDevnetAndClient, stopDevnetAndClient } from '../chain/helpers.js';
 
 describe('simulated hosts mounted on the devnet', () => {
   let devnet: Devnet;

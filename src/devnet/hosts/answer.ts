@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyReply } from 'fastify';
-import { countCompletionTokens } from '../tokens.js';
+import { countCompletionTokens } from '../../network/tokens.js';
 import { PlanError, planCompletion, type CompletionPlan } from './completion-plan.js';
 import type { HostFaults } from './faults.js';
 import { errorBody, sendError } from './openai-error.js';

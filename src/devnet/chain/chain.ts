@@ -6,11 +6,11 @@
 import { sha256 } from '@cosmjs/crypto';
 import { fromBase64, toBase64, toHex, toUtf8 } from '@cosmjs/encoding';
 import { TxMsgData } from 'cosmjs-types/cosmos/base/abci/v1beta1/abci';
-import type { DevnetChainView, DevnetEscrowView, HostIdentity } from '../../network/simulated-hosts/chain-view.js';
-import { SDK_CODES } from '../devshard-errors.js';
-import { DENOM } from '../keys.js';
-import { MsgCreateDevshardEscrow, MsgCreateDevshardEscrowResponse } from '../messages/create-devshard-escrow.js';
-import type { EscrowSlot } from '../port.js';
+import type { DevnetChainView, DevnetEscrowView, HostIdentity } from '../hosts/chain-view.js';
+import { SDK_CODES } from '../../chain/devshard-errors.js';
+import { DENOM } from '../../chain/keys.js';
+import { MsgCreateDevshardEscrow, MsgCreateDevshardEscrowResponse } from '../../chain/messages/create-devshard-escrow.js';
+import type { EscrowSlot } from '../../chain/port.js';
 import { checkTx, isFailure, type CheckedTx, type TxFailure } from './ante.js';
 import type { DevnetConfig } from './config.js';
 import { epochAt, type EpochPosition } from './epochs.js';

@@ -14,7 +14,7 @@ import type { FastifyInstance } from 'fastify';
 import type { DevnetChainView, HostIdentity } from './chain-view.js';
 import type { HostLedger } from './ledger.js';
 import { sendError } from './openai-error.js';
-import { signStateRoot } from '../settlement-signature.js';
+import { signStateRoot } from '../../network/settlement-signature.js';
 
 function toBigInt(v: unknown): bigint | undefined {
   if (typeof v === 'bigint') return v;

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chatBody, MODEL, newKey, startNet, type Net } from './fixtures.js';
-import { signedPost } from './http.js';
-import { violations } from './schema-check.js';
+import { chatBody, MODEL, newKey, startNet, type Net } from '../network/fixtures.js';
+import { signedPost } from '../network/http.js';
+import { violations } from '../network/schema-check.js';
 
 let net: Net;
 beforeAll(async () => {
@@ -259,7 +259,7 @@ describe('simulated hosts: streaming', () => {
 describe('simulated hosts: mounting', () => {
   it('mount beside the devnet\'s own routes and JSON parser without disturbing them', async () => {
     const { default: Fastify } = await import('fastify');
-    const { registerSimulatedHosts } = await import('../../src/network/simulated-hosts/index.js');
+    const { registerSimulatedHosts } = await import('../../src/devnet/hosts/index.js');
     const app = Fastify();
     app.addContentTypeParser('application/json', { parseAs: 'string' }, (_r, b, done) => done(null, { parsedByDevnet: JSON.parse(b as string) }));
     app.post('/devnet/echo', async (req) => req.body);

@@ -4,7 +4,7 @@
  * devnet restarted with the same settings has the same identities; they are test keys only.
  */
 import { fromBase64, toBase64 } from '@cosmjs/encoding';
-import type { HostIdentity } from '../../network/simulated-hosts/chain-view.js';
+import type { HostIdentity } from '../hosts/chain-view.js';
 import {
   addressOfPrivateKey,
   addressOfPubKey,
@@ -12,7 +12,7 @@ import {
   deterministicKeyHex,
   isPrivateKeyHex,
   privateKeyBytes,
-} from '../keys.js';
+} from '../../chain/keys.js';
 import type { DevnetConfig } from './config.js';
 import { ensureAccount, type ChainState } from './state.js';
 

@@ -11,8 +11,8 @@ import { QueryAccountRequest, QueryAccountResponse } from 'cosmjs-types/cosmos/a
 import { QueryBalanceRequest, QueryBalanceResponse } from 'cosmjs-types/cosmos/bank/v1beta1/query';
 import { PubKey } from 'cosmjs-types/cosmos/crypto/secp256k1/keys';
 import type { FastifyInstance } from 'fastify';
-import { SDK_CODES } from '../devshard-errors.js';
-import { DENOM } from '../keys.js';
+import { SDK_CODES } from '../../chain/devshard-errors.js';
+import { DENOM } from '../../chain/keys.js';
 import type { DevnetChain } from './chain.js';
 import type { TxRecord } from './state.js';
 
