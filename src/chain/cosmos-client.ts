@@ -16,8 +16,7 @@ import { BroadcastTxError, SigningStargateClient, StargateClient, type StdFee } 
 import { TxRaw } from 'cosmjs-types/cosmos/tx/v1beta1/tx';
 import { kindOfFailure } from './devshard-errors.js';
 import { addressOfPrivateKey, BECH32_PREFIX, DENOM, privateKeyBytes } from './keys.js';
-import { MsgCreateDevshardEscrow } from './messages/create-devshard-escrow.js';
-import { devshardRegistry } from './messages/registry.js';
+import { devshardRegistry, MsgCreateDevshardEscrowType, MsgSettleDevshardEscrowType } from './messages.js';
 import {
   ChainError,
   type ChainEscrow,
@@ -145,13 +144,13 @@ export class CosmosChainClient implements ChainPort {
 
   async prepareCreateEscrow(privateKeyHex: string, amount: bigint, modelId: string): Promise<PreparedTx> {
     return this.prepare(privateKeyHex, (creator) => [
-      { typeUrl: MsgCreateDevshardEscrow.typeUrl, value: MsgCreateDevshardEscrow.fromPartial({ creator, amount, modelId }) },
+      { typeUrl: MsgCreateDevshardEscrowType.typeUrl, value: MsgCreateDevshardEscrowType.create({ creator, amount, modelId }) },
     ]);
   }
 
   async prepareSettleEscrow(privateKeyHex: string, settlement: Settlement): Promise<PreparedTx> {
     return this.prepare(privateKeyHex, (settler) => [
-      { typeUrl: '/inference.inference.MsgSettleDevshardEscrow', value: settleMessage(settler, settlement) },
+      { typeUrl: MsgSettleDevshardEscrowType.typeUrl, value: settleMessage(settler, settlement) },
     ]);
   }
 

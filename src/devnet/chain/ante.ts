@@ -12,13 +12,17 @@ import { PubKey } from 'cosmjs-types/cosmos/crypto/secp256k1/keys';
 import { TxRaw } from 'cosmjs-types/cosmos/tx/v1beta1/tx';
 import { SDK_CODES } from '../../chain/devshard-errors.js';
 import { addressOfPubKey, DENOM } from '../../chain/keys.js';
-import { MsgCreateDevshardEscrow } from '../../chain/messages/create-devshard-escrow.js';
-import { MsgSettleDevshardEscrow } from '../../chain/messages/settle-devshard-escrow.js';
+import {
+  MsgCreateDevshardEscrowType,
+  MsgSettleDevshardEscrowType,
+  type MsgCreateDevshardEscrow,
+  type MsgSettleDevshardEscrow,
+} from '../../chain/messages.js';
 import type { AccountState, ChainState } from './state.js';
 
 export type DevnetMsg =
-  | { typeUrl: typeof MsgCreateDevshardEscrow.typeUrl; value: MsgCreateDevshardEscrow }
-  | { typeUrl: typeof MsgSettleDevshardEscrow.typeUrl; value: MsgSettleDevshardEscrow };
+  | { typeUrl: '/inference.inference.MsgCreateDevshardEscrow'; value: MsgCreateDevshardEscrow }
+  | { typeUrl: '/inference.inference.MsgSettleDevshardEscrow'; value: MsgSettleDevshardEscrow };
 
 export interface CheckedTx {
   signer: string;
@@ -40,11 +44,20 @@ const fail = (code: number, log: string, codespace = 'sdk'): TxFailure => ({ cod
 function decodeMsgs(tx: DecodedTxRaw): DevnetMsg[] | TxFailure {
   const msgs: DevnetMsg[] = [];
   for (const any of tx.body.messages) {
-    if (any.typeUrl === MsgCreateDevshardEscrow.typeUrl) {
-      msgs.push({ typeUrl: any.typeUrl, value: MsgCreateDevshardEscrow.decode(any.value) });
-    } else if (any.typeUrl === MsgSettleDevshardEscrow.typeUrl) {
-      msgs.push({ typeUrl: any.typeUrl, value: MsgSettleDevshardEscrow.decode(any.value) });
-    } else {
+    try {
+      if (any.typeUrl === MsgCreateDevshardEscrowType.typeUrl) {
+        msgs.push({ typeUrl: '/inference.inference.MsgCreateDevshardEscrow', value: MsgCreateDevshardEscrowType.decode(any.value) });
+        continue;
+      }
+      if (any.typeUrl === MsgSettleDevshardEscrowType.typeUrl) {
+        msgs.push({ typeUrl: '/inference.inference.MsgSettleDevshardEscrow', value: MsgSettleDevshardEscrowType.decode(any.value) });
+        continue;
+      }
+    } catch (e) {
+      // As Go's decoder: malformed bytes (a field number 0, a truncated varint) fail the whole tx.
+      return fail(SDK_CODES.txDecode, `${(e as Error).message}: tx parse error`);
+    }
+    {
       return fail(SDK_CODES.txDecode, `unable to resolve type URL ${any.typeUrl}: tx parse error`);
     }
   }
@@ -53,7 +66,7 @@ function decodeMsgs(tx: DecodedTxRaw): DevnetMsg[] | TxFailure {
 }
 
 const signerOf = (msg: DevnetMsg): string =>
-  msg.typeUrl === MsgCreateDevshardEscrow.typeUrl ? msg.value.creator : msg.value.settler;
+  msg.typeUrl === MsgCreateDevshardEscrowType.typeUrl ? msg.value.creator : msg.value.settler;
 
 /**
  * @param expectedSequence the sequence the tx must carry (mempool view at CheckTx, committed at

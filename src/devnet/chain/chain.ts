@@ -9,7 +9,7 @@ import { TxMsgData } from 'cosmjs-types/cosmos/base/abci/v1beta1/abci';
 import type { DevnetChainView, DevnetEscrowView, HostIdentity } from '../hosts/chain-view.js';
 import { SDK_CODES } from '../../chain/devshard-errors.js';
 import { DENOM } from '../../chain/keys.js';
-import { MsgCreateDevshardEscrow, MsgCreateDevshardEscrowResponse } from '../../chain/messages/create-devshard-escrow.js';
+import { MsgCreateDevshardEscrowResponseType, MsgCreateDevshardEscrowType } from '../../chain/messages.js';
 import type { EscrowSlot } from '../../chain/port.js';
 import { checkTx, isFailure, type CheckedTx, type TxFailure } from './ante.js';
 import type { DevnetConfig } from './config.js';
@@ -232,8 +232,8 @@ export class DevnetChain implements DevnetChainView {
     for (const [i, msg] of checked.msgs.entries()) {
       try {
         const r =
-          msg.typeUrl === MsgCreateDevshardEscrow.typeUrl
-            ? createEscrow(ctx, msg.value, (id) => MsgCreateDevshardEscrowResponse.encode({ escrowId: id }).finish())
+          msg.typeUrl === MsgCreateDevshardEscrowType.typeUrl
+            ? createEscrow(ctx, msg.value, (id) => MsgCreateDevshardEscrowResponseType.encode({ escrowId: id }))
             : settleEscrow(ctx, msg.value);
         events.push({ type: 'message', attributes: [{ key: 'action', value: msg.typeUrl }, { key: 'sender', value: checked.signer }, { key: 'module', value: 'inference' }, { key: 'msg_index', value: String(i) }] });
         events.push(...r.events.map((e) => ({ ...e, attributes: [...e.attributes, { key: 'msg_index', value: String(i) }] })));
@@ -253,7 +253,7 @@ export class DevnetChain implements DevnetChainView {
 function gasOf(tx: CheckedTx): bigint {
   let gas = GAS.base;
   for (const m of tx.msgs) {
-    gas += m.typeUrl === MsgCreateDevshardEscrow.typeUrl ? GAS.create : GAS.settle + GAS.perSignature * BigInt(m.value.signatures.length);
+    gas += m.typeUrl === MsgCreateDevshardEscrowType.typeUrl ? GAS.create : GAS.settle + GAS.perSignature * BigInt(m.value.signatures.length);
   }
   return gas;
 }

@@ -6,8 +6,7 @@
 import { Secp256k1, Secp256k1Signature, sha256 } from '@cosmjs/crypto';
 import { DEVSHARD_FAILURES, type DevshardFailure } from '../../chain/devshard-errors.js';
 import { DENOM } from '../../chain/keys.js';
-import type { MsgCreateDevshardEscrow } from '../../chain/messages/create-devshard-escrow.js';
-import type { MsgSettleDevshardEscrow } from '../../chain/messages/settle-devshard-escrow.js';
+import type { MsgCreateDevshardEscrow, MsgSettleDevshardEscrow } from '../../chain/messages.js';
 import type { EscrowSlot } from '../../chain/port.js';
 import { hostPubKey } from './genesis.js';
 import { ensureAccount, type ChainState, type TxEvent } from './state.js';

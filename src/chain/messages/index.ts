@@ -1,3 +1,0 @@
-export * from './create-devshard-escrow.js';
-export * from './settle-devshard-escrow.js';
-export * from './registry.js';
