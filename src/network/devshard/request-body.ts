@@ -1,0 +1,57 @@
+/**
+ * The body of `POST {inference_url}{prefix}/sessions/{escrow_id}/chat/completions`:
+ * `InferenceRequest{diffs:[{nonce, txs, user_sig, post_state_root}], nonce, payload}`. Byte fields
+ * are Go `[]byte` in JSON (std base64); `txs` is the proto `DiffContent{nonce, txs}` (the wire form:
+ * no escrow id, no root; the user signature covers the longer signed form). The payload's prompt is
+ * the client's OpenAI body bytes; `stream` lives inside that body.
+ * Source: gonka-ai/gonka 8a35022 devshard/transport/types.go (DiffJSON, PayloadJSON,
+ * InferenceRequest, DiffToJSON); routes: devshard/server/routes.go, transport/client.go
+ * (DefaultRoutePrefix "/v1/devshard").
+ */
+import { create, toBinary } from '@bufbuild/protobuf';
+import { DiffContentSchema, type DevshardTx } from '../../protocol/gen/devshard/v1/diff_pb.js';
+
+/** devshardctl's default route prefix for protocol_version "1" (DEVSHARD_ROUTE_PREFIX overrides it). */
+export const DEFAULT_ROUTE_PREFIX = '/v1/devshard';
+
+export interface SignedDiff {
+  nonce: bigint;
+  txs: DevshardTx[];
+  userSig: Uint8Array;
+  postStateRoot?: Uint8Array;
+}
+
+export interface InferencePayload {
+  prompt: Uint8Array;
+  model: string;
+  inputLength: bigint;
+  maxTokens: bigint;
+  startedAt: bigint;
+}
+
+const b64 = (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('base64');
+
+/** The wire bytes of a diff's txs: DiffContent{nonce, txs}. */
+export function wireTxs(diff: Pick<SignedDiff, 'nonce' | 'txs'>): Uint8Array {
+  return toBinary(DiffContentSchema, create(DiffContentSchema, { nonce: diff.nonce, txs: diff.txs }));
+}
+
+/**
+ * The JSON text of an InferenceRequest. Integers are written as JSON numbers (Go reads uint64 from
+ * a number literal exactly, beyond 2^53 too), so they are spliced in as text, not as JS numbers.
+ */
+export function inferenceRequestJson(diffs: SignedDiff[], nonce: bigint, payload?: InferencePayload): string {
+  const diffText = diffs.map((d) => {
+    const root = d.postStateRoot && d.postStateRoot.length > 0 ? `,"post_state_root":"${b64(d.postStateRoot)}"` : '';
+    return `{"nonce":${d.nonce},"txs":"${b64(wireTxs(d))}","user_sig":"${b64(d.userSig)}"${root}}`;
+  });
+  const p = payload
+    ? `,"payload":{"prompt":"${b64(payload.prompt)}","model":${JSON.stringify(payload.model)},"input_length":${payload.inputLength},"max_tokens":${payload.maxTokens},"started_at":${payload.startedAt}}`
+    : '';
+  return `{"diffs":[${diffText.join(',')}],"nonce":${nonce}${p}}`;
+}
+
+/** `{prefix}/sessions/{escrow_id}/{route}` under a host's inference_url. */
+export function sessionUrl(inferenceUrl: string, escrowId: string, route: string, prefix = DEFAULT_ROUTE_PREFIX): string {
+  return `${inferenceUrl.replace(/\/+$/, '')}${prefix}/sessions/${encodeURIComponent(escrowId)}/${route}`;
+}
