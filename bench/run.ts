@@ -172,7 +172,7 @@ function markdown(date: Date, m: string, store?: StoreBenchResult, proj?: Projec
                 : ''),
             '',
             `Rebuild from the soak's log (${fmt(gw.soak.rebuild.events)} events holding ${fmt(gw.soak.rebuild.records)} request records — each request start and end counted once, as logs before InferencesRecorded hold them one event each —, ${gw.soak.rebuild.fileMiB} MiB, gateway stopped): readAll alone ${gw.soak.rebuild.readSeconds.toFixed(2)} s ` +
-              `(${fmt(gw.soak.rebuild.readEventsPerSec)} events/s); \`Projections.rebuildFrom\` (every projection; escrow streams split by stream over the cores, each part folded from its own read-only connection, then merged) ${gw.soak.rebuild.rebuildSeconds.toFixed(2)} s (**${fmt(gw.soak.rebuild.eventsPerSec)} events/s, ${fmt(gw.soak.rebuild.recordsPerSec)} request records/s**, the median of three runs in a fresh process after the file is flushed: ${gw.soak.rebuild.runsEventsPerSec.map(fmt).join(', ')} events/s; ${gw.soak.rebuild.runsRecordsPerSec.map(fmt).join(', ')} records/s).`,
+              `(${fmt(gw.soak.rebuild.readEventsPerSec)} events/s); \`rebuildProjectionsFrom\` (every projection; escrow streams split by stream over the cores, each part folded from its own read-only connection, then merged) ${gw.soak.rebuild.rebuildSeconds.toFixed(2)} s (**${fmt(gw.soak.rebuild.eventsPerSec)} events/s, ${fmt(gw.soak.rebuild.recordsPerSec)} request records/s**, the median of three runs in a fresh process after the file is flushed: ${gw.soak.rebuild.runsEventsPerSec.map(fmt).join(', ')} events/s; ${gw.soak.rebuild.runsRecordsPerSec.map(fmt).join(', ')} records/s).`,
             '',
           ]
         : ['Soak: not run (`npm run bench -- --soak`).', '']),

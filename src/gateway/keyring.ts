@@ -4,7 +4,7 @@
  * routed escrow to sign host requests, so keys given in a create request stay here for the life
  * of the process; after a restart only keys from the environment are known again.
  */
-import { isPrivateKeyHex } from '../chain/private-key.js';
+import { isPrivateKeyHex } from '../config/private-key.js';
 import { createRequestSigner } from '../network/signature.js';
 import type { RequestSigner } from '../network/port.js';
 import type { KeySource } from '../events/catalog.js';
