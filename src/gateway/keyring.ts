@@ -1,5 +1,5 @@
 /**
- * Creator keys, held in memory only (DESIGN.md principle 5). The log names where a key came from
+ * Creator keys, held in memory only (docs/architecture.md, principle 5). The log names where a key came from
  * (an env variable's name, or "the request"), never the key. Chat needs the creator's key of every
  * routed escrow to sign host requests, so keys given in a create request stay here for the life
  * of the process; after a restart only keys from the environment are known again.

@@ -80,7 +80,7 @@ export interface EscrowEventData {
   };
   EscrowActivated: { escrowId: string };
   /**
-   * Nonces up to `upTo` may be used by requests (DESIGN.md principle 6): a request leaves only once a
+   * Nonces up to `upTo` may be used by requests (docs/architecture.md, principle 6): a request leaves only once a
    * reservation covering its nonce is durable, so a crash can never lead to a nonce being used twice.
    * Taken in blocks ahead of use, so a chat request does not wait for an fsync of its own.
    */
