@@ -455,7 +455,7 @@ export async function benchGateway(opts: GatewayBenchOptions = {}): Promise<Gate
     // It runs before the closed-loop levels: it measures a gateway serving steadily at the rate, not
     // the aftermath of ~35 s of saturating closed-loop load, which leaves old space nearly due for a
     // mark-compact that then lands in a round (rounds of 22–80 ms p99 when run after the levels;
-    // docs/benchmarks.md, session 7).
+    // docs/lab/benchmarks-notebook.md, session 7).
     const rounds = opts.fixedRateRounds ?? 7;
     const perTarget = new Map<string, FixedRateSummary[]>();
     const added: number[] = [];

@@ -122,7 +122,7 @@ export interface EscrowEventData {
    * none: it is accepted when every entry is accepted in turn, and then leaves the state where they
    * leave it. Starts only where the escrow takes new chat; ends wherever requests drain.
    * One event per escrow and commit instead of two per request: the log's cost is then paid per
-   * escrow and batch (docs/benchmarks.md), while every request's start and end keep their fields.
+   * escrow and batch (docs/lab/benchmarks-notebook.md, session 9), while every request's start and end keep their fields.
    */
   InferencesRecorded: { entries: InferenceEntry[] };
   /** Usable balance fell below the threshold (1,000,000 in the reference). */
