@@ -22,7 +22,8 @@ import { Session } from 'node:inspector/promises';
 import { performance } from 'node:perf_hooks';
 import { Engine } from '../src/gateway/engine.js';
 import { tuneV8ForServing } from '../src/gateway/v8-tuning.js';
-import { startBaseline, startGatewayTarget, startHost, type Target } from './gateway-bench.js';
+import { startBaseline, startGatewayTarget } from './gateway-bench.js';
+import { startHost, type Target } from './host.js';
 import { startHostProcess } from './host-process.js';
 
 const seconds = Number(process.argv[2] ?? 5);

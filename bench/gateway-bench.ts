@@ -24,26 +24,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify from 'fastify';
 import { Pool } from 'undici';
 import { generateKeys, loadConfig } from '../src/config/index.js';
-import type { StoreStats } from '../src/events/sqlite-store.js';
-import { startGateway, type RunningGateway } from '../src/gateway/gateway.js';
+import { startGateway, type RunningGateway } from '../src/main/start.js';
 import { createLogger } from '../src/http/logger.js';
-import { registerSimulatedOpenAi } from '../src/devnet/hosts/index.js';
 import { ROUTING_STOP_NONCE } from '../src/machines/index.js';
 import type { AutocannonSummary, FixedRateSummary, Job, Percentiles } from './load-worker.js';
 import { rebuildInChild, type RebuildOnce } from './rebuild-once.js';
-
-export interface Target {
-  name: string;
-  /** Base URL; requests go to `${url}/v1/chat/completions`. */
-  url: string;
-  headers?: Record<string, string>;
-  /** Store counters (gateway targets). */
-  storeStats?: () => StoreStats;
-  close(): Promise<void>;
-}
+import { listen, startHost, type Target } from './host.js';
 
 export interface GatewayTarget extends Target {
   gateway: RunningGateway;
@@ -133,19 +122,6 @@ export const BENCH_MODEL = 'bench-model';
 const CHAT = { model: BENCH_MODEL, messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 16 };
 const CHAT_BODY = JSON.stringify(CHAT);
 const STREAM_BODY = JSON.stringify({ ...CHAT, stream: true });
-
-const listen = async (app: FastifyInstance): Promise<string> => {
-  const address = await app.listen({ host: '127.0.0.1', port: 0 });
-  return address.replace('localhost', '127.0.0.1');
-};
-
-/** A zero-delay OpenAI-compatible host: the simulated OpenAI mount with no token delay. */
-export async function startHost(): Promise<Target> {
-  const app = Fastify({ logger: false });
-  registerSimulatedOpenAi(app, { tokenDelayMs: 0 });
-  const url = await listen(app);
-  return { name: 'host', url, close: () => app.close() };
-}
 
 /** The baseline: a bare fastify app proxying chat completions to the host with an undici pool (streams passed through). */
 export async function startBaseline(hostUrl: string): Promise<Target> {
@@ -430,7 +406,6 @@ export async function benchHostApart(opts: { pairs?: number; seconds?: number; c
   const seconds = opts.seconds ?? 5;
   const connections = opts.connections ?? 64;
   const log = opts.log ?? (() => {});
-  // Imported here: host-process.ts imports this module in its child, a cycle at load time.
   const { startHostProcess } = await import('./host-process.js');
   const host = await startHostProcess();
   const worker = new LoadWorker();
@@ -480,7 +455,7 @@ export async function benchGateway(opts: GatewayBenchOptions = {}): Promise<Gate
     // It runs before the closed-loop levels: it measures a gateway serving steadily at the rate, not
     // the aftermath of ~35 s of saturating closed-loop load, which leaves old space nearly due for a
     // mark-compact that then lands in a round (rounds of 22–80 ms p99 when run after the levels;
-    // docs/benchmarks.md, session 7).
+    // docs/lab/benchmarks-notebook.md, session 7).
     const rounds = opts.fixedRateRounds ?? 7;
     const perTarget = new Map<string, FixedRateSummary[]>();
     const added: number[] = [];

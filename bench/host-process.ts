@@ -3,7 +3,7 @@
  * and the baseline's CPU without the host's: the parent gets `{ url }` once it listens.
  */
 import { fork } from 'node:child_process';
-import type { Target } from './gateway-bench.js';
+import type { Target } from './host.js';
 
 export async function startHostProcess(): Promise<Target> {
   const child = fork(new URL(import.meta.url), ['--child'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
@@ -21,7 +21,7 @@ export async function startHostProcess(): Promise<Target> {
 }
 
 if (process.argv.includes('--child')) {
-  const { startHost } = await import('./gateway-bench.js');
+  const { startHost } = await import('./host.js');
   const host = await startHost();
   process.send!({ url: host.url });
 }

@@ -3,7 +3,8 @@
  * for a while, then exits: run under `node --cpu-prof dist/bench/profile-gateway.js [seconds]
  * [connections] [hosts]` to see where the request path spends its time.
  */
-import { startGatewayTarget, startHost } from './gateway-bench.js';
+import { startGatewayTarget } from './gateway-bench.js';
+import { startHost } from './host.js';
 import { fork } from 'node:child_process';
 
 const seconds = Number(process.argv[2] ?? 10);

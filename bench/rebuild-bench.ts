@@ -8,7 +8,7 @@
  * real one), written through the real store with group commit — then times, interleaved in each repeat so the ratios come from
  * the same moment of a shared machine:
  *
- *  - `rebuildFrom`: `Projections.rebuildFrom(store)`, what the gateway bench's soak measures: the
+ *  - `rebuildFrom`: `rebuildProjectionsFrom(store)`, what the gateway bench's soak measures: the
  *    fold split by stream over the cores (projections/partitioned-rebuild.ts);
  *  - `rebuildFrom (one piece)`: the same without the split (readAllForFold on a reader thread,
  *    one fold), what rebuildFrom did before the split;
@@ -23,7 +23,7 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { openSqliteEventStore, type SqliteEventStore } from '../src/events/sqlite-store.js';
-import { Projections } from '../src/projections/index.js';
+import { catchUpProjections, Projections, rebuildProjectionsFrom } from '../src/projections/index.js';
 import { generateEvents } from './projections-bench.js';
 
 export interface RebuildBenchOptions {
@@ -117,8 +117,8 @@ type Run = (store: SqliteEventStore) => number;
 
 /** What is timed; each returns the number of events it went through. */
 export const MEASUREMENTS: Record<string, Run> = {
-  rebuildFrom: (store) => Projections.rebuildFrom(store).position,
-  'rebuildFrom (one piece)': (store) => Projections.catchUp(store, undefined, undefined, { partitions: 1 }).position,
+  rebuildFrom: (store) => rebuildProjectionsFrom(store).position,
+  'rebuildFrom (one piece)': (store) => catchUpProjections(store, undefined, undefined, { partitions: 1 }).position,
   readAll: (store) => {
     let n = 0;
     for (const _ of store.readAll()) n++;

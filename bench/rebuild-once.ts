@@ -7,7 +7,7 @@
 import { fork } from 'node:child_process';
 import { statSync } from 'node:fs';
 import { openSqliteEventStore } from '../src/events/sqlite-store.js';
-import { Projections } from '../src/projections/index.js';
+import { rebuildProjectionsFrom } from '../src/projections/index.js';
 import { tuneV8ForServing } from '../src/gateway/v8-tuning.js';
 
 export interface RebuildOnce {
@@ -56,7 +56,7 @@ function rebuildOnce(file: string): RebuildOnce {
     }
     const readSeconds = Number(process.hrtime.bigint() - t0) / 1e9;
     t0 = process.hrtime.bigint();
-    void Projections.rebuildFrom(store); // split by stream over the cores (partitioned-rebuild.ts)
+    void rebuildProjectionsFrom(store); // split by stream over the cores (partitioned-rebuild.ts)
     const rebuildSeconds = Number(process.hrtime.bigint() - t0) / 1e9;
     return {
       events,

@@ -2,7 +2,7 @@
  * The request-path section in a process of its own (bench/run.ts forks it). In the bench's process
  * the earlier sections leave ~455 MB on the heap (store and projections benches); every
  * mark-compact then marks that too, and the fixed-rate rounds it lands in measured 28–46 ms p99
- * against 2–6 ms in a fresh process (docs/benchmarks.md, session 5). A gateway in service shares
+ * against 2–6 ms in a fresh process (docs/lab/benchmarks-notebook.md, session 5). A gateway in service shares
  * its heap with no benchmark, so the section runs apart. The soak runs in a second fresh process
  * for the same reason: its RSS figure is then the gateway's, not what the earlier phases left.
  */

@@ -10,7 +10,8 @@ import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, renameSync, rmSy
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { ROUTING_STOP_NONCE } from '../src/machines/index.js';
-import { LoadWorker, request, startGatewayTarget, startHost } from './gateway-bench.js';
+import { LoadWorker, request, startGatewayTarget } from './gateway-bench.js';
+import { startHost } from './host.js';
 import type { AutocannonSummary } from './load-worker.js';
 
 const requests = Number(process.argv[2] ?? 1_000_000);

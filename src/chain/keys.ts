@@ -2,9 +2,9 @@
 import { rawSecp256k1PubkeyToRawAddress } from '@cosmjs/amino';
 import { Secp256k1, sha256 } from '@cosmjs/crypto';
 import { fromHex, toBech32, toHex, toUtf8 } from '@cosmjs/encoding';
-import { isPrivateKeyHex } from './private-key.js';
+import { isPrivateKeyHex } from '../config/private-key.js';
 
-export { isPrivateKeyHex, PRIVATE_KEY_RULE } from './private-key.js';
+export { isPrivateKeyHex, PRIVATE_KEY_RULE } from '../config/private-key.js';
 
 export const BECH32_PREFIX = 'gonka';
 export const DENOM = 'ngonka';

@@ -3,7 +3,7 @@
  * CometBFT/Cosmos node over RPC + REST with @cosmjs/stargate; the embedded devnet is such a node.
  *
  * Transactions are split into prepare (sign offline, hash known) and broadcast, so the gateway can
- * record the intent with its tx hash *before* anything leaves (write-ahead, DESIGN.md principle 3),
+ * record the intent with its tx hash *before* anything leaves (write-ahead, docs/architecture.md, principle 3),
  * and reconcile after a crash with `findTx(hash)`.
  */
 

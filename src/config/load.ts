@@ -5,7 +5,7 @@
  * All problems are reported at once; messages name the variable and never echo a secret.
  */
 import { isAbsolute, resolve } from 'node:path';
-import { isPrivateKeyHex, PRIVATE_KEY_RULE } from '../chain/private-key.js';
+import { isPrivateKeyHex, PRIVATE_KEY_RULE } from './private-key.js';
 import { readEnvFile } from './env-file.js';
 import { ConfigError, type ConfigIssue } from './errors.js';
 import { SECRET_VARIABLES, VARIABLES } from './variables.js';

@@ -19,10 +19,11 @@ export interface VariableSpec {
   init?: 'generate' | 'reference';
 }
 
-import { DEFAULT_MODEL } from '../devnet/chain/config.js';
-
-/** The devnet's model, so a quick start serves what the simulated hosts serve. */
-export const DEVNET_MODEL_DEFAULT = DEFAULT_MODEL;
+/**
+ * The model of a quick start and of the devnet (src/devnet/chain/config.ts reads it from here),
+ * so a quick start serves what the simulated hosts serve. Config is the leaf both can import.
+ */
+export const DEVNET_MODEL_DEFAULT = 'Qwen/Qwen3-235B-A22B-Instruct-2507-FP8';
 
 export const VARIABLES: readonly VariableSpec[] = [
   // chain

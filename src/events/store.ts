@@ -23,7 +23,7 @@ export interface AppendResult {
 
 /**
  * The log. The SQLite implementation is synchronous underneath, but the interface is async so a
- * shared PostgreSQL backend can implement it later (DESIGN.md, "Several gateway instances").
+ * shared PostgreSQL backend can implement it later (docs/architecture.md, "Designed for later").
  *
  * Group commit: appends issued while a commit is pending are written together in the next single
  * transaction (one fsync); every caller's promise resolves only after its own commit.

@@ -12,16 +12,26 @@
 import { randomUUID } from 'node:crypto';
 import { newEvent, type InferenceEntry } from '../events/catalog.js';
 import type { Actor } from '../events/envelope.js';
-import { ApiError, errors } from '../http/errors.js';
-import type { NormalizedChatRequest } from '../http/schemas/chat.js';
+import { GatewayError, refuse } from './errors.js';
 import type { CancelController, CancelSignal } from '../network/call-signal.js';
 import { HostError, type ChatResult, type Usage } from '../network/port.js';
 import type { GatewayContext } from './context.js';
 import { TransitionRefused } from './engine.js';
 import { isServedModel } from './models.js';
 
+/** A chat request as the use case takes it: validated and normalized by the HTTP layer. */
+export interface ChatRequest {
+  /** The body to forward to the host (model, messages, max_tokens set, stream flag). */
+  body: Record<string, unknown> & { model: string; max_tokens: number; stream: boolean };
+  model: string;
+  stream: boolean;
+  maxTokens: number;
+  /** Estimated prompt tokens: admission (limiter) and the reservation's worst case. */
+  inputTokens: number;
+}
+
 export interface ChatCommand {
-  req: NormalizedChatRequest;
+  req: ChatRequest;
   /** 'admin' or a client key id. */
   caller: { kind: 'admin' } | { kind: 'client'; keyId: string };
   requestId: string;
@@ -49,9 +59,9 @@ const NO_CAPACITY_RETRY_S = 5;
 
 export async function openChat(ctx: GatewayContext, cmd: ChatCommand): Promise<ChatSession> {
   const { req, caller } = cmd;
-  if (!isServedModel(ctx, req.model)) throw errors.modelNotFound(req.model);
+  if (!isServedModel(ctx, req.model)) throw refuse.modelNotFound(req.model);
   if (caller.kind === 'client' && ctx.projections.settings.accessMode(req.model) !== 'api_key') {
-    throw errors.adminOnlyModel(req.model);
+    throw refuse.adminOnlyModel(req.model);
   }
   const release = ctx.limiter.acquire(req.inputTokens);
   let session: ChatSession;
@@ -98,7 +108,7 @@ async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<Ch
     const slots = c.slots;
     if (!signer || slots.length === 0) {
       // An escrow whose creator key this process does not hold cannot sign host requests.
-      throw errors.unavailable(`No escrow of model '${req.model}' can be used: its creator key is not loaded (set DEVSHARD_PRIVATE_KEY).`, NO_CAPACITY_RETRY_S, 'creator_key_unavailable');
+      throw refuse.unavailable(`No escrow of model '${req.model}' can be used: its creator key is not loaded (set DEVSHARD_PRIVATE_KEY).`, NO_CAPACITY_RETRY_S, 'creator_key_unavailable');
     }
     const nonce = c.nonce + 1;
     let reservation: Promise<unknown> | undefined;
@@ -127,14 +137,14 @@ async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<Ch
     }
     const escrowId = picked.escrowId;
     startedAt.catch((err: unknown) => ctx.logger.error({ err, escrow_id: escrowId, nonce }, 'could not record the start of a request'));
-    // The nonce's reservation is durable before the request leaves (DESIGN.md principle 6); the
-    // start itself commits with the next group commit.
+    // The nonce's reservation is durable before the request leaves (docs/architecture.md, principle
+    // "durable before acknowledged"); the start itself commits with the next group commit.
     if (reservation) {
       try {
         await reservation;
       } catch {
         // Logged by NonceLeases; the escrow is set aside (engine), the request never left.
-        throw errors.unavailable('The event log could not record a nonce reservation; this request was not sent. Retry shortly; the operator should check the gateway log.', 1, 'event_log_unavailable');
+        throw refuse.unavailable('The event log could not record a nonce reservation; this request was not sent. Retry shortly; the operator should check the gateway log.', 1, 'event_log_unavailable');
       }
     }
     if (nonce + 1 >= c.routingStop) stopRouting(ctx, escrowId, nonce, c.routingStop);
@@ -200,15 +210,15 @@ function stopRouting(ctx: GatewayContext, escrowId: string, nonce: number, routi
 }
 
 /** Every escrow the pool offered was refused by its statechart (finalizing, reservation, unwritable). */
-const noneAvailable = (model: string): ApiError =>
-  errors.unavailable(`No escrow of model '${model}' could take the request right now; retry shortly.`, 1, 'no_escrow_available');
+const noneAvailable = (model: string): GatewayError =>
+  refuse.unavailable(`No escrow of model '${model}' could take the request right now; retry shortly.`, 1, 'no_escrow_available');
 
-function noCapacity(ctx: GatewayContext, model: string, need: bigint): ApiError {
+function noCapacity(ctx: GatewayContext, model: string, need: bigint): GatewayError {
   const routable = ctx.projections.pool.routableOf(model);
   if (routable.length === 0) {
-    return errors.unavailable(`No active escrow serves model '${model}' right now; an operator must create and register one.`, NO_CAPACITY_RETRY_S, 'no_active_escrow');
+    return refuse.unavailable(`No active escrow serves model '${model}' right now; an operator must create and register one.`, NO_CAPACITY_RETRY_S, 'no_active_escrow');
   }
-  return errors.unavailable(
+  return refuse.unavailable(
     `No escrow of model '${model}' has the usable balance for this request's worst case (${need} at the current token price); lower max_tokens or retry shortly.`,
     NO_CAPACITY_RETRY_S,
     'insufficient_escrow_balance',
@@ -216,12 +226,17 @@ function noCapacity(ctx: GatewayContext, model: string, need: bigint): ApiError 
 }
 
 /** A host failure as the client sees it. */
-export function hostFailure(err: unknown): ApiError {
-  if (err instanceof ApiError) return err;
+export function hostFailure(err: unknown): GatewayError {
+  if (err instanceof GatewayError) return err;
   if (err instanceof HostError) {
-    if (err.kind === 'aborted') return new ApiError(499, 'The client closed the request.', { code: 'client_closed_request' });
-    if (err.kind === 'timeout' || err.kind === 'stalled') return new ApiError(504, `The inference host did not answer in time (${err.kind}).`, { code: 'upstream_timeout', type: 'upstream_error' });
-    return errors.upstream(`The inference host failed: ${err.message}`, `upstream_${err.kind}`);
+    if (err.kind === 'aborted') return new GatewayError('client_closed', 'client_closed_request', 'The client closed the request.');
+    if (err.kind === 'timeout' || err.kind === 'stalled') return new GatewayError('upstream_timeout', 'upstream_timeout', `The inference host did not answer in time (${err.kind}).`);
+    return refuse.upstream(`The inference host failed: ${err.message}`, `upstream_${err.kind}`);
   }
-  return errors.upstream('The inference network could not be reached.', 'upstream_error');
+  return refuse.upstream('The inference network could not be reached.', 'upstream_error');
+}
+
+/** What a failed stream bills: the host's count of what it delivered when it gave one, else `soFar`. */
+export function usageAtFailure(err: unknown, soFar: Usage): Usage {
+  return err instanceof HostError && err.usageSoFar ? err.usageSoFar : soFar;
 }

@@ -1,17 +1,16 @@
 /**
- * Everything a use case needs, built once by the gateway (src/gateway/gateway.ts) and passed in.
+ * Everything a use case needs, built once by the composition root (src/main/start.ts) and passed in.
  * Use cases are functions of this context, so tests can assemble one around a devnet.
  */
 import type { Logger } from 'pino';
 import type { ChainPort } from '../chain/port.js';
 import type { GatewayConfig } from '../config/index.js';
-import type { GatewayMetrics } from '../http/metrics.js';
-import type { Limiter } from '../http/limiter.js';
 import type { InferencePort } from '../network/port.js';
 import type { Projections } from '../projections/index.js';
 import type { ChainInfo } from './chain-info.js';
 import type { Engine } from './engine.js';
 import type { Keyring } from './keyring.js';
+import type { Limiter } from './limiter.js';
 import type { NonceLeases } from './nonce-lease.js';
 
 export interface GatewayContext {
@@ -25,7 +24,6 @@ export interface GatewayContext {
   network: InferencePort;
   keyring: Keyring;
   limiter: Limiter;
-  metrics: GatewayMetrics;
   logger: Logger;
   /** Depletion threshold: usable balance below it makes an escrow depleted (spec: 1,000,000). */
   depletionThreshold: bigint;

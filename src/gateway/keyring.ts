@@ -1,10 +1,10 @@
 /**
- * Creator keys, held in memory only (DESIGN.md principle 5). The log names where a key came from
+ * Creator keys, held in memory only (docs/architecture.md, principle 5). The log names where a key came from
  * (an env variable's name, or "the request"), never the key. Chat needs the creator's key of every
  * routed escrow to sign host requests, so keys given in a create request stay here for the life
  * of the process; after a restart only keys from the environment are known again.
  */
-import { isPrivateKeyHex } from '../chain/private-key.js';
+import { isPrivateKeyHex } from '../config/private-key.js';
 import { createRequestSigner } from '../network/signature.js';
 import type { RequestSigner } from '../network/port.js';
 import type { KeySource } from '../events/catalog.js';

@@ -1,5 +1,5 @@
 /**
- * Nonce reservations in blocks (DESIGN.md principle 6: a nonce is durably reserved before a request
+ * Nonce reservations in blocks (docs/architecture.md, principle 6: a nonce is durably reserved before a request
  * leaves). Reserving each nonce with its own fsync put a disk flush in front of every host call;
  * instead a NoncesReserved event covers the next NONCE_BLOCK nonces and is taken when half of the
  * current block is used, so under steady traffic the next block is durable before it is needed and

@@ -1,5 +1,5 @@
 /**
- * Start-up reconciliation (DESIGN.md principle 3): what the log says was under way when the
+ * Start-up reconciliation (docs/architecture.md, principle 3): what the log says was under way when the
  * process stopped is settled by asking the chain, never by guessing.
  *  - a create intent with no outcome: look its tx up by hash; if the chain never saw it, broadcast
  *    the recorded bytes again (same hash: it cannot create twice); the outcome is then recorded;

@@ -9,55 +9,11 @@
  */
 import { newEvent, settingsStream, type GatewaySettings, type SettingsPatch } from '../events/catalog.js';
 import type { EventMetadata, NewEvent } from '../events/envelope.js';
-import { errors } from '../http/errors.js';
-import type { SettingsBody } from '../http/schemas/admin.js';
-import { parseAmount } from '../http/schemas/admin.js';
+import { refuse } from './errors.js';
 import { step } from '../machines/index.js';
 import { accessModeMachine } from '../machines/access-mode.js';
 import { disabledMachine } from '../machines/disabled.js';
 import type { GatewayContext } from './context.js';
-
-/**
- * A model named twice in one list is ambiguous: in model_limits the merged settings kept the last
- * entry while the access-mode statechart took the first (the log then disagreed with itself), and
- * in escrow_rotation.models the rotator would run the model twice per tick. Refused as a 400.
- */
-function refuseDuplicateModels(list: readonly { model_id: string }[] | undefined, param: string): void {
-  const seen = new Set<string>();
-  list?.forEach((item, i) => {
-    if (seen.has(item.model_id)) throw errors.badRequest(`Invalid '${param}': model '${item.model_id.slice(0, 256)}' is listed more than once.`, `${param}[${i}].model_id`, 'duplicate_model');
-    seen.add(item.model_id);
-  });
-}
-
-export function toPatch(body: SettingsBody): SettingsPatch {
-  refuseDuplicateModels(body.model_limits, 'model_limits');
-  refuseDuplicateModels(body.escrow_rotation?.models, 'escrow_rotation.models');
-  const patch: SettingsPatch = {};
-  if (body.default_request_max_tokens !== undefined) patch.default_request_max_tokens = body.default_request_max_tokens;
-  if (body.request_max_tokens_cap !== undefined) patch.request_max_tokens_cap = body.request_max_tokens_cap;
-  if (body.model_limits !== undefined) patch.model_limits = body.model_limits.map((l) => ({ model_id: l.model_id, access_mode: l.access_mode }));
-  if (body.disabled !== undefined) patch.disabled = { ...body.disabled };
-  if (body.escrow_rotation !== undefined) {
-    const r = body.escrow_rotation;
-    patch.escrow_rotation = {
-      ...(r.enabled !== undefined ? { enabled: r.enabled } : {}),
-      ...(r.pre_poc_blocks !== undefined ? { pre_poc_blocks: r.pre_poc_blocks } : {}),
-      ...(r.models !== undefined
-        ? {
-            models: r.models.map((m, i) => ({
-              model_id: m.model_id,
-              temp_count: m.temp_count,
-              target_count: m.target_count,
-              amount: parseAmount(m.amount, `escrow_rotation.models[${i}].amount`).toString(),
-              private_key_env: m.private_key_env,
-            })),
-          }
-        : {}),
-    };
-  }
-  return patch;
-}
 
 export function mergeSettings(base: GatewaySettings, patch: SettingsPatch): GatewaySettings {
   const limits = new Map(base.model_limits.map((l) => [l.model_id, l.access_mode]));
@@ -91,7 +47,7 @@ async function applyChange(ctx: SettingsContext, patch: SettingsPatch, metadata:
   // and raising it again brings the default back.
   const effective = mergeSettings(settings.asSet(), patch);
   if (effective.disabled.enabled && !effective.disabled.new_url) {
-    throw errors.badRequest('disabled.new_url is required when disabled.enabled is true: clients are redirected there.', 'disabled.new_url');
+    throw refuse.invalid('disabled.new_url is required when disabled.enabled is true: clients are redirected there.', 'disabled.new_url');
   }
   const events: NewEvent[] = [newEvent('SettingsChanged', { patch, effective }, metadata)];
   for (const l of patch.model_limits ?? []) {

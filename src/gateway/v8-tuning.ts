@@ -12,7 +12,7 @@ import v8 from 'node:v8';
  * their objects then died in old space. At 1,000 req/s that was about half of the old-space growth,
  * and the mark-compacts it caused (5–10 ms pauses plus incremental steps) set the fixed-rate p99.
  * With the flag those objects die in new space like the bare proxy's; measured in
- * docs/benchmarks.md (session 6). V8 reads the flag at each scavenge's pretenuring decision, so
+ * docs/lab/benchmarks-notebook.md (session 6). V8 reads the flag at each scavenge's pretenuring decision, so
  * setting it at run time, before the load, takes effect.
  */
 export function tuneV8ForServing(): void {

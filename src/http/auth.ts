@@ -8,7 +8,8 @@
  */
 import { hash, timingSafeEqual } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { ApiError, errors, sendApiError } from './errors.js';
+import { ApiError, errors } from './api-error.js';
+import { sendApiError } from './errors.js';
 
 export type AuthContext =
   | { kind: 'admin'; keyId: 'admin' }

@@ -1,112 +1,18 @@
 /**
  * One place for error answers. Every error the gateway sends (except the spec's bodiless 404 for
  * `/devshard//v1/finalize`) is an OpenAI-style body `{"error":{"message","type","param","code"}}`,
- * so OpenAI SDKs surface our messages unchanged (DESIGN.md principle 7: errors are answers).
+ * so OpenAI SDKs surface our messages unchanged (docs/architecture.md, principle "errors are
+ * answers"). A use case's GatewayError is mapped here too (gateway-answers.ts).
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { GatewayError } from '../gateway/errors.js';
+import { ApiError, errorBody } from './api-error.js';
+import { answerFor } from './gateway-answers.js';
 import { formatValidationError } from './validation-errors.js';
 
-export type ErrorType =
-  | 'invalid_request_error'
-  | 'authentication_error'
-  | 'permission_error'
-  | 'not_found_error'
-  | 'rate_limit_error'
-  | 'conflict_error'
-  | 'server_error'
-  | 'upstream_error'
-  | 'service_unavailable';
-
-export interface ErrorBody {
-  error: { message: string; type: string; param: string | null; code: string | null };
-}
-
-export interface ApiErrorOptions {
-  type?: ErrorType;
-  code?: string | null;
-  param?: string | null;
-  /** Extra response headers, e.g. `{ 'retry-after': '1' }` or `{ 'www-authenticate': 'Bearer' }`. */
-  headers?: Record<string, string>;
-  cause?: unknown;
-}
-
-const DEFAULT_TYPE: Record<number, ErrorType> = {
-  400: 'invalid_request_error',
-  401: 'invalid_request_error', // OpenAI answers a bad key with this type and code invalid_api_key
-  403: 'permission_error',
-  404: 'invalid_request_error',
-  409: 'conflict_error',
-  413: 'invalid_request_error',
-  415: 'invalid_request_error',
-  429: 'rate_limit_error',
-  502: 'upstream_error',
-  503: 'service_unavailable',
-};
-
-/** An error that is an answer: throw it from a handler (or return it) and the client gets it as is. */
-export class ApiError extends Error {
-  readonly status: number;
-  readonly type: string;
-  readonly code: string | null;
-  readonly param: string | null;
-  readonly headers: Record<string, string>;
-
-  constructor(status: number, message: string, options: ApiErrorOptions = {}) {
-    super(message, options.cause === undefined ? undefined : { cause: options.cause });
-    this.name = 'ApiError';
-    this.status = status;
-    this.type = options.type ?? DEFAULT_TYPE[status] ?? (status >= 500 ? 'server_error' : 'invalid_request_error');
-    this.code = options.code ?? null;
-    this.param = options.param ?? null;
-    this.headers = options.headers ?? {};
-  }
-
-  toBody(): ErrorBody {
-    return errorBody(this.message, this.type, this.code, this.param);
-  }
-}
-
-export function errorBody(message: string, type: string, code: string | null = null, param: string | null = null): ErrorBody {
-  return { error: { message, type, param, code } };
-}
-
-/**
- * A client-chosen string quoted in a message or a log line, cut to `max` characters: an unknown
- * model id of half a megabyte was echoed whole in the 404 and in the request's log line.
- */
-export function clip(value: string, max = 256): string {
-  return value.length > max ? `${value.slice(0, max)}...` : value;
-}
-
-/** Common answers, so the same condition reads the same everywhere. */
-export const errors = {
-  badRequest: (message: string, param: string | null = null, code = 'invalid_value') =>
-    new ApiError(400, message, { param, code }),
-  unauthorized: (message = 'Incorrect API key provided. Send it as `Authorization: Bearer <API_KEY>`.') =>
-    new ApiError(401, message, { code: 'invalid_api_key', headers: { 'www-authenticate': 'Bearer' } }),
-  /** The spec's admin_only refusal: the message must contain "requires an admin API key". */
-  adminOnlyModel: (model: string) =>
-    new ApiError(401, `Model '${model}' requires an admin API key; an operator can allow client keys by setting its access_mode to 'api_key' in POST /v1/admin/settings.`, {
-      code: 'invalid_api_key',
-      param: 'model',
-      headers: { 'www-authenticate': 'Bearer' },
-    }),
-  modelNotFound: (model: string) =>
-    new ApiError(404, `The model '${clip(model)}' does not exist. Model ids are case-sensitive; use one returned by GET /v1/models.`, {
-      param: 'model',
-      code: 'model_not_found',
-    }),
-  notFound: (message: string, code = 'not_found') => new ApiError(404, message, { code }),
-  conflict: (message: string, code = 'conflict') => new ApiError(409, message, { code }),
-  rateLimited: (message: string, retryAfterSeconds: number, code = 'rate_limit_exceeded') =>
-    new ApiError(429, message, { code, headers: { 'retry-after': String(Math.max(1, Math.ceil(retryAfterSeconds))) } }),
-  unavailable: (message: string, retryAfterSeconds: number, code = 'no_capacity') =>
-    new ApiError(503, message, { code, headers: { 'retry-after': String(Math.max(1, Math.ceil(retryAfterSeconds))) } }),
-  upstream: (message: string, code = 'upstream_error') => new ApiError(502, message, { code }),
-};
-
-/** Sends an ApiError on a fastify reply (headers included). */
-export function sendApiError(reply: FastifyReply, err: ApiError): FastifyReply {
+/** Sends an error answer on a fastify reply (headers included); a GatewayError is mapped first. */
+export function sendApiError(reply: FastifyReply, error: ApiError | GatewayError): FastifyReply {
+  const err = error instanceof GatewayError ? answerFor(error) : error;
   return reply.code(err.status).headers(err.headers).type('application/json; charset=utf-8').send(err.toBody());
 }
 
@@ -126,6 +32,7 @@ export function isEmptyEscrowPath(url: string): boolean {
 /** Maps fastify's own body/parse errors to client errors; everything unknown is a 500. */
 export function toApiError(err: FastifyError | Error): ApiError | undefined {
   if (err instanceof ApiError) return err;
+  if (err instanceof GatewayError) return answerFor(err);
   const e = err as FastifyError;
   if (e.validation) return formatValidationError(e.validation, e.validationContext);
   switch (e.code) {

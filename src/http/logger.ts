@@ -1,5 +1,5 @@
 /**
- * The process logger: pino JSON lines with secrets redacted (DESIGN.md principle 5). Redaction is
+ * The process logger: pino JSON lines with secrets redacted (docs/architecture.md, principle 5). Redaction is
  * by path, so anything logged under these names is censored even if a handler logs a whole body.
  */
 import { pino, type DestinationStream, type Logger } from 'pino';

@@ -3,7 +3,8 @@
  * offending parameter the way OpenAI does (`messages[0].role`, `temperature`). Messages never
  * contain the submitted value: a rejected `private_key` must not be echoed back or logged.
  */
-import { ApiError, clip } from './errors.js';
+import { clip } from '../gateway/errors.js';
+import { ApiError } from './api-error.js';
 
 /** The subset of an ajv ErrorObject we read. */
 export interface AjvErrorLike {

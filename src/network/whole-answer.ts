@@ -5,7 +5,7 @@
  * Why: `request()` wraps every answer in a Readable stream, a promise per consumption step and a
  * signal adapter. For a whole answer none of that is needed; on a zero-delay host this handler
  * costs ~20–30 µs less main-thread CPU per request than `request()` + `body.text()`
- * (docs/benchmarks.md, session 7). Streamed answers keep `request()`: their body is consumed as a
+ * (docs/lab/benchmarks-notebook.md, session 7). Streamed answers keep `request()`: their body is consumed as a
  * stream.
  */
 import type { Dispatcher } from 'undici';

@@ -5,5 +5,6 @@ export * from './status.js';
 export * from './rotation-debug.js';
 export * from './timeline.js';
 export * from './projections.js';
+export * from './from-store.js';
 export { actorLabel } from './actor.js';
 export * from './replay.js';

@@ -38,7 +38,7 @@ export interface PartitionJob {
  * events of folding). A count, not a share, since the head start does not grow with the log;
  * counted in events of one start or end (a log of InferencesRecorded: divided by foldWeight).
  * Measured on a 2M-event soak log: a lead of 40,000 left this thread waiting ~0.1 s for the worker
- * (73–207 ms), one of 100,000–120,000 ~35 ms (docs/benchmarks.md, session 7).
+ * (73–207 ms), one of 100,000–120,000 ~35 ms (docs/lab/benchmarks-notebook.md, session 7).
  */
 const THIS_THREAD_LEAD_EVENTS = 100_000;
 const WORKER_YOUNG_GENERATION_MB = 192;

@@ -3,7 +3,6 @@
  * its commit (store.onCommit), checkpoints now and then, and on start restores the checkpoint and
  * catches up from its position. Rebuilding from position 0 gives the same snapshot as live.
  */
-import { availableParallelism } from 'node:os';
 import { parseStreamId } from '../events/catalog.js';
 import type { RecordedEvent } from '../events/envelope.js';
 import type { PartitionableLog } from '../events/fold-partition.js';
@@ -12,17 +11,11 @@ import { EscrowPoolProjection, streamRefs, type EscrowPoolState, type StreamRef 
 import { RotationDebugProjection, type RotationDebugState } from './rotation-debug.js';
 import { SettingsProjection, type SettingsState } from './settings.js';
 import { StatusProjection } from './status.js';
-import { foldPartitioned, partitionWorker } from './partitioned-rebuild.js';
-import { foldWeight } from '../events/fold-partition.js';
 
 /** Bump when the checkpoint shape or a fold changes: an old checkpoint is then ignored (rebuild). */
 export const PROJECTIONS_CHECKPOINT_VERSION = 5;
 /** Checkpoint name in the store. */
 export const PROJECTIONS_CHECKPOINT = 'projections';
-/** Below this many events to fold, starting threads (~0.1 s) does not pay: one piece. */
-const PARTITION_MIN_EVENTS = 200_000;
-/** At most this many threads fold a split log. */
-const MAX_PARTITIONS = 8;
 
 export interface ProjectionsState {
   version: number;
@@ -144,55 +137,10 @@ export class Projections {
 
   /**
    * Rebuilt from the whole log (position 0). For a SQLite store pass `store.readAllForFold()`
-   * (or use `rebuildFrom`): the same records, read at less cost.
+   * (or use `rebuildProjectionsFrom`, from-store.ts): the same records, read at less cost.
    */
   static rebuild(records: Iterable<RecordedEvent>, options?: ProjectionsOptions): Projections {
     return new Projections(options).foldAll(records);
-  }
-
-  /**
-   * Rebuilt from a store's whole log: split by stream over the cores when the store offers it and
-   * the log is long (partitioned-rebuild.ts), else in one piece through its fold read path.
-   */
-  static rebuildFrom(store: Pick<CheckpointingStore, 'readAll' | 'readAllForFold' | 'foldPartitions'>, options?: ProjectionsOptions): Projections {
-    return Projections.catchUp(store, undefined, options);
-  }
-
-  /**
-   * The projections as of `checkpoint` (or empty) folded to the end of the store's log; how, as
-   * in `rebuildFrom`. `split` overrides when and how the fold is split (tests, benchmarks).
-   */
-  static catchUp(
-    store: Pick<CheckpointingStore, 'readAll' | 'readAllForFold' | 'foldPartitions'>,
-    checkpoint: ProjectionsCheckpoint | undefined,
-    options?: ProjectionsOptions,
-    split: { minEvents?: number; partitions?: number; worker?: URL | false } = {},
-  ): Projections {
-    const restored = checkpoint && Projections.fromCheckpoint(checkpoint, options);
-    const from = restored ? restored.position : 0;
-    const partitions = split.partitions ?? Math.min(availableParallelism(), MAX_PARTITIONS);
-    // Without the compiled worker (running from TypeScript sources) only an explicit `worker: false` splits.
-    const worker = split.worker ?? partitionWorker();
-    const log = partitions > 1 && worker !== undefined ? store.foldPartitions?.() : undefined;
-    // Counted in events of one start or end: a log of InferencesRecorded holds many per event.
-    if (log && worker !== undefined && (log.upTo - from) * foldWeight(log) >= (split.minEvents ?? PARTITION_MIN_EVENTS) && log.upTo > from) {
-      const folded = foldPartitioned(log, restored ? checkpoint : undefined, options, { partitions, worker });
-      if (folded) return folded;
-    }
-    const p = restored || new Projections(options);
-    return p.foldAll(store.readAllForFold ? store.readAllForFold(p.position) : store.readAll(p.position));
-  }
-
-  /**
-   * Restores the store's checkpoint (or starts empty), catches up (`catchUp`), then follows every
-   * commit. Catch-up and attach happen in one synchronous stretch, so no commit slips between them.
-   * @returns the projections and a `detach` function
-   */
-  static follow(store: CheckpointingStore, options?: ProjectionsOptions): { projections: Projections; detach: () => void } {
-    const cp = store.loadCheckpoint<ProjectionsState>(PROJECTIONS_CHECKPOINT);
-    const projections = Projections.catchUp(store, cp, options);
-    const detach = store.onCommit((records) => projections.applyAll(records));
-    return { projections, detach };
   }
 
   /**

@@ -5,7 +5,7 @@
  * Read from the log when asked, not kept as a projection. Why: kept, it held up to 1,000 entries
  * for every escrow the gateway ever had, in memory and in every projections checkpoint (7.7 MB
  * after a million requests over 53 escrows, 99% of the checkpoint), and writing that checkpoint
- * every 30 s is what made the serving process's RSS climb (docs/benchmarks.md, session 10). One
+ * every 30 s is what made the serving process's RSS climb (docs/lab/benchmarks-notebook.md, session 10). One
  * escrow's events are an indexed read, and its own machine is all that gives their states.
  */
 import { setImmediate as nextTurn } from 'node:timers/promises';

@@ -11,7 +11,7 @@ import { startDevnet, type Devnet } from '../../src/devnet/chain/index.js';
 import { generateKeys, loadConfig } from '../../src/config/index.js';
 import { escrowStream } from '../../src/events/catalog.js';
 import type { RecordedEvent } from '../../src/events/envelope.js';
-import { startGateway, type RunningGateway } from '../../src/gateway/gateway.js';
+import { startGateway, type RunningGateway } from '../../src/main/start.js';
 import { capturingLogger, httpCaller, testGatewayEnv, type TestGateway } from '../helpers/gateway.js';
 import { requestRecords } from '../helpers/request-records.js';
 

@@ -4,7 +4,9 @@
  * `events[i]` instead of an append (or a 500).
  */
 import { describe, expect, it } from 'vitest';
-import { ApiError } from '../../src/http/errors.js';
+import type { ApiError } from '../../src/http/api-error.js';
+import { GatewayError } from '../../src/gateway/errors.js';
+import { answerFor } from '../../src/http/gateway-answers.js';
 import { readExportedStream } from '../../src/gateway/escrows/exported-stream.js';
 import { exportedRows } from '../helpers/exported-stream.js';
 import { ev } from '../machines/events.js';
@@ -14,13 +16,13 @@ const slots = [0, 1, 2].map((slotId) => ({ slotId, host: `host${slotId}`, url: `
 const created = { type: 'EscrowCreated', data: { ...ev.created(ID, 'm1', '10000000').data, slots } };
 const served = [created, ev.registered(ID), ev.noncesReserved(8), ev.started('r1', 1), ev.finished('r1', 1, '500'), ev.started('r2', 2), ev.failed('r2', 2, '40')];
 
-/** The ApiError `f` throws. */
+/** The refusal `f` throws, as the HTTP client gets it. */
 function refusal(f: () => unknown): ApiError {
   try {
     f();
   } catch (err) {
-    expect(err).toBeInstanceOf(ApiError);
-    return err as ApiError;
+    expect(err).toBeInstanceOf(GatewayError);
+    return answerFor(err as GatewayError);
   }
   throw new Error('no refusal');
 }

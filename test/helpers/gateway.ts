@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { generateKeys, loadConfig } from '../../src/config/index.js';
-import { startGateway, type GatewayOptions, type RunningGateway } from '../../src/gateway/gateway.js';
+import { startGateway, type GatewayOptions, type RunningGateway } from '../../src/main/start.js';
 
 export const MODEL = 'Qwen/Qwen3-235B-A22B-Instruct-2507-FP8';
 

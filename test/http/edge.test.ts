@@ -1,7 +1,8 @@
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Limiter } from '../../src/http/limiter.js';
+import { Limiter } from '../../src/gateway/limiter.js';
+import { answerFor } from '../../src/http/gateway-answers.js';
 import { createGatewayMetrics, MetricsRegistry } from '../../src/http/metrics.js';
 import { openSse } from '../../src/http/sse.js';
 import { sendApiError } from '../../src/http/errors.js';
@@ -16,9 +17,10 @@ describe('limiter', () => {
     const c = limiter.tryAcquire(10);
     expect(c.ok).toBe(false);
     if (!c.ok) {
-      expect(c.error.status).toBe(429);
-      expect(c.error.headers['retry-after']).toBe('1');
-      expect(c.error.toBody().error.type).toBe('rate_limit_error');
+      const answer = answerFor(c.error);
+      expect(answer.status).toBe(429);
+      expect(answer.headers['retry-after']).toBe('1');
+      expect(answer.toBody().error.type).toBe('rate_limit_error');
     }
     expect(limiter.counts()).toMatchObject({ active_requests: 2, input_tokens_in_flight: 20, rejected_total: 1 });
     a();

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { escrowStream, newEvent } from '../../src/events/catalog.js';
 import { eventsFile, openSqliteEventStore } from '../../src/events/sqlite-store.js';
-import { Projections } from '../../src/projections/index.js';
+import { followProjections, Projections, rebuildProjectionsFrom } from '../../src/projections/index.js';
 import { ev } from '../machines/events.js';
 
 const meta = { actor: { kind: 'admin' as const } };
@@ -16,7 +16,7 @@ describe('projections following the SQLite store', () => {
     const dir = mkdtempSync(join(tmpdir(), 'sg-proj-'));
     dirs.push(dir);
     let store = openSqliteEventStore(eventsFile(dir));
-    const { projections, detach } = Projections.follow(store);
+    const { projections, detach } = followProjections(store);
     const e = ev.created('e1');
     await store.append(escrowStream('e1'), [newEvent(e.type, e.data, meta), newEvent('EscrowRegistered', ev.registered().data, meta)], { expectedVersion: 'no-stream' });
     expect(projections.pool.pick('m1')?.escrowId).toBe('e1');
@@ -27,7 +27,7 @@ describe('projections following the SQLite store', () => {
     await store.close();
 
     store = openSqliteEventStore(eventsFile(dir));
-    const resumed = Projections.follow(store);
+    const resumed = followProjections(store);
     expect(resumed.projections.snapshot()).toEqual(projections.snapshot());
     expect(Projections.rebuild(store.readAll(0)).snapshot()).toEqual(projections.snapshot());
     resumed.detach();
@@ -46,7 +46,7 @@ describe('projections following the SQLite store', () => {
     const plain = Projections.rebuild(store.readAll());
     expect(fold.snapshot()).toEqual(plain.snapshot());
     expect(Projections.rebuild(store.readAllForFold(0, { thread: true })).snapshot()).toEqual(plain.snapshot());
-    expect(Projections.rebuildFrom(store).snapshot()).toEqual(plain.snapshot());
+    expect(rebuildProjectionsFrom(store).snapshot()).toEqual(plain.snapshot());
     // A checkpoint taken from it restores to the same state.
     expect(Projections.fromCheckpoint(JSON.parse(JSON.stringify(fold.toCheckpoint())))!.snapshot()).toEqual(plain.snapshot());
     await store.close();

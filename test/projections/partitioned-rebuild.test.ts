@@ -16,7 +16,7 @@ import { DEFAULT_SETTINGS, createIntentStream, escrowStream, settingsStream, typ
 import type { EventMetadata } from '../../src/events/envelope.js';
 import { openSqliteEventStore, type SqliteEventStore } from '../../src/events/sqlite-store.js';
 import { foldPartitioned } from '../../src/projections/partitioned-rebuild.js';
-import { Projections, type ProjectionsOptions } from '../../src/projections/index.js';
+import { catchUpProjections, Projections, rebuildProjectionsFrom, type ProjectionsOptions } from '../../src/projections/index.js';
 import { ev } from '../machines/events.js';
 import { Prng } from '../../src/devnet/hosts/prng.js';
 
@@ -172,8 +172,8 @@ describe('partitioned rebuild', () => {
           expect(split).toBeDefined();
           expect(observed(split!)).toBe(expected);
         }
-        expect(observed(Projections.rebuildFrom(store, OPTIONS))).toBe(expected);
-        expect(observed(Projections.catchUp(store, undefined, OPTIONS, { minEvents: 0, partitions: 3, worker: false }))).toBe(expected);
+        expect(observed(rebuildProjectionsFrom(store, OPTIONS))).toBe(expected);
+        expect(observed(catchUpProjections(store, undefined, OPTIONS, { minEvents: 0, partitions: 3, worker: false }))).toBe(expected);
       } finally {
         await store.close();
       }
@@ -204,8 +204,8 @@ describe('partitioned rebuild', () => {
         const checkpoint = Projections.rebuild(all.slice(0, cut), OPTIONS).toCheckpoint();
         const expected = observed(Projections.fromCheckpoint(checkpoint, OPTIONS)!.foldAll(all.slice(cut)));
         const worker = existsSync(WORKER) ? WORKER : false;
-        expect(observed(Projections.catchUp(store, checkpoint, OPTIONS, { minEvents: 0, partitions: 2, worker }))).toBe(expected);
-        expect(observed(Projections.catchUp(store, checkpoint, OPTIONS, { minEvents: 0, partitions: 3, worker: false }))).toBe(expected);
+        expect(observed(catchUpProjections(store, checkpoint, OPTIONS, { minEvents: 0, partitions: 2, worker }))).toBe(expected);
+        expect(observed(catchUpProjections(store, checkpoint, OPTIONS, { minEvents: 0, partitions: 3, worker: false }))).toBe(expected);
       }
     } finally {
       await store.close();
@@ -223,7 +223,7 @@ describe('partitioned rebuild', () => {
     try {
       const expected = observed(Projections.rebuild(store.readAll(), OPTIONS));
       expect(foldPartitioned(store.foldPartitions()!, undefined, OPTIONS, { partitions: 3, worker: false })).toBeUndefined();
-      expect(observed(Projections.catchUp(store, undefined, OPTIONS, { minEvents: 0, partitions: 3, worker: false }))).toBe(expected);
+      expect(observed(catchUpProjections(store, undefined, OPTIONS, { minEvents: 0, partitions: 3, worker: false }))).toBe(expected);
     } finally {
       await store.close();
     }

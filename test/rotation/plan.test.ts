@@ -4,7 +4,7 @@ import { foldRotation, stateName, type RotationEvent } from '../../src/machines/
 import { planRotation, type PlanEscrow, type PlanIntent } from '../../src/gateway/rotation/plan.js';
 import { isTransientSettleFailure, settleRetryDelay } from '../../src/gateway/rotation/settle-retry.js';
 import { ChainError } from '../../src/chain/port.js';
-import { ApiError } from '../../src/http/errors.js';
+import { GatewayError } from '../../src/gateway/errors.js';
 
 const M = 'm1';
 const settings: RotationModelSettings = { model_id: M, temp_count: 2, target_count: 1, amount: '1000000000', private_key_env: 'KEY' };
@@ -160,10 +160,10 @@ describe('rotation plan', () => {
         expect(isTransientSettleFailure(new ChainError(kind, kind))).toBe(false);
       }
       // settleEscrow wraps chain errors in API errors that keep the kind as code
-      expect(isTransientSettleFailure(new ApiError(502, 'Preparing the settlement failed on chain: unreachable', { code: 'unreachable' }))).toBe(true);
-      expect(isTransientSettleFailure(new ApiError(502, 'Only 1 of 3 hosts signed', { code: 'host_signatures_missing' }))).toBe(true);
-      expect(isTransientSettleFailure(new ApiError(422, 'Settlement failed on chain: wrong_epoch', { code: 'wrong_epoch' }))).toBe(false);
-      expect(isTransientSettleFailure(new ApiError(400, 'key unset', { code: 'creator_key_unavailable' }))).toBe(false);
+      expect(isTransientSettleFailure(new GatewayError('upstream', 'unreachable', 'Preparing the settlement failed on chain: unreachable'))).toBe(true);
+      expect(isTransientSettleFailure(new GatewayError('upstream', 'host_signatures_missing', 'Only 1 of 3 hosts signed'))).toBe(true);
+      expect(isTransientSettleFailure(new GatewayError('chain_refused', 'wrong_epoch', 'Settlement failed on chain: wrong_epoch'))).toBe(false);
+      expect(isTransientSettleFailure(new GatewayError('invalid', 'creator_key_unavailable', 'key unset'))).toBe(false);
       expect(isTransientSettleFailure(new Error('disk I/O error'))).toBe(false);
     });
 

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ChainError } from '../../src/chain/port.js';
-import { ApiError } from '../../src/http/errors.js';
+import { GatewayError } from '../../src/gateway/errors.js';
 import { DRAINED_PENDING, drainedSettleRetries, dueSettleRetries, retryAfter, settleWindowClosedError, type RetryEscrow } from '../../src/gateway/rotation/settle-retry.js';
 import type { EscrowContext, EscrowState } from '../../src/machines/index.js';
 
@@ -44,9 +44,9 @@ describe('retryAfter', () => {
   it('a transient failure is retried after the block backoff from the height it was made at; a refusal or a local error is not', () => {
     expect(retryAfter(new ChainError('unreachable', 'down'), 1, 100)).toEqual({ attempt: 1, retryAtHeight: 102 });
     expect(retryAfter(new ChainError('timeout', 'slow'), 3, 100)).toEqual({ attempt: 3, retryAtHeight: 108 });
-    expect(retryAfter(new ApiError(502, 'only 1 of 3 hosts signed', { code: 'host_signatures_missing' }), 9, 100)).toEqual({ attempt: 9, retryAtHeight: 132 });
+    expect(retryAfter(new GatewayError('upstream', 'host_signatures_missing', 'only 1 of 3 hosts signed'), 9, 100)).toEqual({ attempt: 9, retryAtHeight: 132 });
     expect(retryAfter(new ChainError('wrong_epoch', 'too late'), 1, 100)).toEqual({ attempt: 1 });
-    expect(retryAfter(new ApiError(400, 'no key', { code: 'creator_key_unavailable' }), 2, 100)).toEqual({ attempt: 2 });
+    expect(retryAfter(new GatewayError('invalid', 'creator_key_unavailable', 'no key'), 2, 100)).toEqual({ attempt: 2 });
   });
 });
 

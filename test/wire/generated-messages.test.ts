@@ -46,7 +46,7 @@ function readFields(bytes: Uint8Array): Array<{ field: number; wire: number; val
 const MAX_U64 = (1n << 64n) - 1n;
 const EDGES = [0n, 1n, 127n, 128n, (1n << 31n) - 1n, 1n << 31n, 3_000_000_000n, (1n << 32n) - 1n, 1n << 32n, 1n << 53n, 1n << 63n, MAX_U64];
 
-describe('uint64 on the wire (real-network.md §2: cosmjs-types 0.11 mis-encodes [2^31, 2^32))', () => {
+describe('uint64 on the wire (cosmjs-types 0.11 mis-encodes [2^31, 2^32))', () => {
   const roundTrip = (amount: bigint) => {
     const bytes = MsgCreateDevshardEscrowType.encode({ creator: 'gonka1creator', amount, modelId: 'm' });
     const fields = readFields(bytes);
@@ -86,7 +86,7 @@ describe('uint64 on the wire (real-network.md §2: cosmjs-types 0.11 mis-encodes
   });
 
   it('the bytes cosmjs-types 0.11 writes for 3,000,000,000 (a field-0 tag) are refused, not read as a small amount', () => {
-    // Field 2 as cosmjs-types 0.11 wrote it: the low byte, then four zero bytes (real-network.md §2).
+    // Field 2 as cosmjs-types 0.11 wrote it: the low byte, then four zero bytes.
     const bad = Uint8Array.from([0x10, 0x80, 0x00, 0x00, 0x00, 0x00]);
     expect(() => MsgCreateDevshardEscrowType.decode(bad)).toThrow(/field no 0|illegal tag/i);
   });

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
 import { ConfigError, loadConfig } from '../../config/index.js';
-import { startGateway } from '../../gateway/gateway.js';
+import { startGateway } from '../../main/start.js';
 import { StorageInUseError } from '../../gateway/storage-lock.js';
 import { tuneV8ForServing } from '../../gateway/v8-tuning.js';
 import { runInit } from './init.js';

@@ -1,4 +1,6 @@
 /** Devnet settings: explicit options win over environment variables, which win over defaults. */
+import { DEVNET_MODEL_DEFAULT } from '../../config/variables.js';
+
 export interface DevnetOptions {
   /** 0 = ephemeral. Default DEVNET_PORT or 26657. */
   port?: number;
@@ -48,7 +50,7 @@ export interface DevnetConfig {
   logRequests: boolean;
 }
 
-export const DEFAULT_MODEL = 'Qwen/Qwen3-235B-A22B-Instruct-2507-FP8';
+export const DEFAULT_MODEL = DEVNET_MODEL_DEFAULT;
 
 function intFrom(value: string | undefined, name: string): number | undefined {
   if (value === undefined || value.trim() === '') return undefined;

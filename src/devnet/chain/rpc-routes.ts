@@ -1,7 +1,8 @@
 /**
  * CometBFT JSON-RPC (POST /) as CosmJS 0.39's Comet38Client reads it: status, abci_query (auth
  * Account, bank Balance), broadcast_tx_sync, tx_search, tx, block. Shapes, string-vs-number rules
- * and errors follow /work/shared/notes/cosmjs-wire.md. GET /status answers the same as the
+ * and errors follow what that client's parser accepts (@cosmjs/tendermint-rpc,
+ * build/comet38/adaptor/responses.js; docs/chain.md lists the routes). GET /status answers the same as the
  * JSON-RPC `status` (the operator's `{chain_rpc}status`).
  */
 import { fromBase64, fromHex, toBase64, toHex, toUtf8 } from '@cosmjs/encoding';

@@ -11,7 +11,7 @@ export type Amount = string;
 export type EscrowRole = 'regular' | 'temporary';
 
 /**
- * Where the creator key came from. The key itself never enters the log (DESIGN.md principle 5):
+ * Where the creator key came from. The key itself never enters the log (docs/architecture.md, principle 5):
  * either the name of the environment variable that holds it, or "it was in the request body".
  */
 export type KeySource = { kind: 'env'; name: string } | { kind: 'request' };

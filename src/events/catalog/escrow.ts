@@ -80,7 +80,7 @@ export interface EscrowEventData {
   };
   EscrowActivated: { escrowId: string };
   /**
-   * Nonces up to `upTo` may be used by requests (DESIGN.md principle 6): a request leaves only once a
+   * Nonces up to `upTo` may be used by requests (docs/architecture.md, principle 6): a request leaves only once a
    * reservation covering its nonce is durable, so a crash can never lead to a nonce being used twice.
    * Taken in blocks ahead of use, so a chat request does not wait for an fsync of its own.
    */
@@ -122,7 +122,7 @@ export interface EscrowEventData {
    * none: it is accepted when every entry is accepted in turn, and then leaves the state where they
    * leave it. Starts only where the escrow takes new chat; ends wherever requests drain.
    * One event per escrow and commit instead of two per request: the log's cost is then paid per
-   * escrow and batch (docs/benchmarks.md), while every request's start and end keep their fields.
+   * escrow and batch (docs/lab/benchmarks-notebook.md, session 9), while every request's start and end keep their fields.
    */
   InferencesRecorded: { entries: InferenceEntry[] };
   /** Usable balance fell below the threshold (1,000,000 in the reference). */

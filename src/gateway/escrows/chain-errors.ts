@@ -1,15 +1,15 @@
 /**
- * How a chain failure reads to an operator: a status and a code naming the chain's reason.
- * Rule failures (the chain said no) are 422 with the kind as code; an unknown outcome is 502/504.
+ * How a chain failure reads to an operator: a refusal whose rule names the chain's reason. Rule
+ * failures (the chain said no) are `chain_refused`; an unknown outcome is `upstream`/`upstream_timeout`.
  */
 import { ChainError, type ChainErrorKind } from '../../chain/port.js';
 import type { ChainErrorInfo } from '../../events/catalog.js';
-import { ApiError } from '../../http/errors.js';
+import { GatewayError, type RefusalKind } from '../errors.js';
 
-const STATUS: Partial<Record<ChainErrorKind, number>> = {
-  unreachable: 502,
-  timeout: 504,
-  not_found: 404,
+const KIND: Partial<Record<ChainErrorKind, RefusalKind>> = {
+  unreachable: 'upstream',
+  timeout: 'upstream_timeout',
+  not_found: 'not_found',
 };
 
 export function chainErrorInfo(err: unknown): ChainErrorInfo {
@@ -26,12 +26,9 @@ export function chainErrorInfo(err: unknown): ChainErrorInfo {
   return { kind: 'unreachable', message: (err instanceof Error ? err.message : String(err)).slice(0, 500) };
 }
 
-export function chainApiError(err: unknown, what: string): ApiError {
+export function chainRefusal(err: unknown, what: string): GatewayError {
   const info = chainErrorInfo(err);
-  const status = STATUS[info.kind] ?? 422;
-  return new ApiError(status, `${what} failed on chain: ${info.kind}: ${info.message}`, {
-    code: info.kind,
-    type: status >= 500 ? 'upstream_error' : 'invalid_request_error',
+  return new GatewayError(KIND[info.kind] ?? 'chain_refused', info.kind, `${what} failed on chain: ${info.kind}: ${info.message}`, {
     // Kept so a recorded failure (rotation) carries the chain's code and raw log, not only the kind.
     cause: err,
   });

@@ -14,7 +14,7 @@ import type { RecordedEvent } from '../../events/envelope.js';
 import { canonicalJson } from '../../events/canonical-json.js';
 import { escrowStream, type SlotTally } from '../../events/catalog.js';
 import { eventHash } from '../../events/hash.js';
-import { ApiError, errors } from '../../http/errors.js';
+import { GatewayError, refuse } from '../errors.js';
 import { stepEscrowFast } from '../../machines/escrow-fast.js';
 import { escrowMachine, initialSnapshot, stateName, type EscrowSnapshot } from '../../machines/index.js';
 import { slotTally } from './settlement.js';
@@ -58,7 +58,7 @@ export function readExportedStream(escrowId: string, events: readonly ExportedEv
   const streamId = escrowStream(escrowId);
   let snapshot = initialSnapshot(escrowMachine);
   events.forEach((e, i) => {
-    const bad = (member: string, why: string) => errors.badRequest(`events[${i}].${member} ${why}`, `events[${i}].${member}`);
+    const bad = (member: string, why: string) => refuse.invalid(`events[${i}].${member} ${why}`, `events[${i}].${member}`);
     const prev = events[i - 1];
     if (e.stream_version !== i) throw bad('stream_version', `is ${e.stream_version}, expected ${i}: an export holds the escrow's whole stream, in order.`);
     if (prev && e.position <= prev.position) throw bad('position', `(${e.position}) does not follow events[${i - 1}].position (${prev.position}).`);
@@ -73,8 +73,8 @@ export function readExportedStream(escrowId: string, events: readonly ExportedEv
       snapshot = next.snapshot;
     } catch (err) {
       // The schema should leave nothing for the fold to trip on; if it still does, it is this event's fault.
-      if (err instanceof ApiError) throw err;
-      throw errors.badRequest(`events[${i}] could not be applied: ${err instanceof Error ? err.message : String(err)}`, `events[${i}]`);
+      if (err instanceof GatewayError) throw err;
+      throw refuse.invalid(`events[${i}] could not be applied: ${err instanceof Error ? err.message : String(err)}`, `events[${i}]`);
     }
   });
   const hostStats = slotTally(events, snapshot.context.slots).map((s) => ({ slotId: s.slotId, cost: s.cost.toString(), requests: s.requests }));

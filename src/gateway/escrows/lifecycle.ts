@@ -5,19 +5,19 @@
  */
 import { newEvent, type CreateOrigin, type KeySource, type SlotInfo } from '../../events/catalog.js';
 import type { EventMetadata } from '../../events/envelope.js';
-import { ApiError, clip, errors } from '../../http/errors.js';
+import { clip, refuse } from '../errors.js';
 import type { ChainError, TxOutcome } from '../../chain/port.js';
 import { stateName } from '../../machines/index.js';
 import type { GatewayContext } from '../context.js';
 import { TransitionRefused } from '../engine.js';
 import { drainedFailureFields, type DrainedAttempt, type OwnerAttempt } from '../rotation/settle-retry.js';
 import { broadcastByHash } from './broadcast.js';
-import { chainApiError, chainErrorInfo, outcomeUnknown } from './chain-errors.js';
+import { chainRefusal, chainErrorInfo, outcomeUnknown } from './chain-errors.js';
 import { buildSettlement, settlementDocument, settlementStale, toChainSettlement } from './settlement.js';
 
 export function escrowOr404(ctx: GatewayContext, escrowId: string) {
   const s = ctx.engine.escrow(escrowId);
-  if (!s || s.value === 'removed') throw errors.notFound(`No devshard ${escrowId} is registered on this gateway.`, 'devshard_not_found');
+  if (!s || s.value === 'removed') throw refuse.notFound(`No devshard ${escrowId} is registered on this gateway.`, 'devshard_not_found');
   return s;
 }
 
@@ -27,7 +27,7 @@ export async function decided<T>(f: () => Promise<T>): Promise<T> {
     return await f();
   } catch (err) {
     if (err instanceof TransitionRefused) {
-      throw errors.conflict(`Devshard ${err.escrowId} is ${err.state}; ${err.eventType.replace(/^Escrow/, '').toLowerCase()} is not possible in that state.`, 'invalid_state');
+      throw refuse.conflict(`Devshard ${err.escrowId} is ${err.state}; ${err.eventType.replace(/^Escrow/, '').toLowerCase()} is not possible in that state.`, 'invalid_state');
     }
     throw err;
   }
@@ -41,18 +41,18 @@ export async function decided<T>(f: () => Promise<T>): Promise<T> {
 export async function registerEscrow(ctx: GatewayContext, escrowId: string, metadata: EventMetadata, expectedModel?: string) {
   const known = ctx.engine.escrow(escrowId);
   if (known && known.value !== 'created' && known.value !== 'imported') {
-    throw errors.conflict(`Devshard ${escrowId} is already known here (state ${stateName(known.value)}).`, 'already_registered');
+    throw refuse.conflict(`Devshard ${escrowId} is already known here (state ${stateName(known.value)}).`, 'already_registered');
   }
   const onChain = await ctx.chain.escrow(escrowId).catch((err) => {
-    throw chainApiError(err, 'Reading the escrow');
+    throw chainRefusal(err, 'Reading the escrow');
   });
-  if (!onChain) throw errors.notFound(`Escrow ${escrowId} does not exist on chain.`, 'escrow_not_found');
-  if (onChain.settled) throw errors.conflict(`Escrow ${escrowId} is already settled on chain; it cannot take traffic.`, 'already_settled');
+  if (!onChain) throw refuse.notFound(`Escrow ${escrowId} does not exist on chain.`, 'escrow_not_found');
+  if (onChain.settled) throw refuse.conflict(`Escrow ${escrowId} is already settled on chain; it cannot take traffic.`, 'already_settled');
   if (expectedModel !== undefined && onChain.modelId !== expectedModel) {
-    throw new ApiError(400, `Escrow ${escrowId} serves model '${onChain.modelId}' on chain, not '${clip(expectedModel)}'.`, { param: 'model_id', code: 'model_mismatch' });
+    throw refuse.invalid(`Escrow ${escrowId} serves model '${onChain.modelId}' on chain, not '${clip(expectedModel)}'.`, 'model_id', 'model_mismatch');
   }
   if (!ctx.keyring.has(onChain.creator)) {
-    throw new ApiError(400, `Escrow ${escrowId} was created by ${onChain.creator}, whose key this gateway does not hold; set DEVSHARD_PRIVATE_KEY to that creator's key.`, { code: 'creator_key_unavailable' });
+    throw refuse.invalid(`Escrow ${escrowId} was created by ${onChain.creator}, whose key this gateway does not hold; set DEVSHARD_PRIVATE_KEY to that creator's key.`, null, 'creator_key_unavailable');
   }
   const registered = newEvent('EscrowRegistered', { escrowId, model: onChain.modelId }, metadata);
   if (known) {
@@ -73,7 +73,7 @@ export async function finalizeEscrow(ctx: GatewayContext, escrowId: string, meta
   const s = escrowOr404(ctx, escrowId);
   const probe = { type: 'EscrowFinalized', data: { settlement: null } } as never;
   if (!ctx.engine.canEscrow(escrowId, probe)) {
-    throw errors.conflict(`Devshard ${escrowId} is ${stateName(s.value)}; it can no longer be finalized.`, 'invalid_state');
+    throw refuse.conflict(`Devshard ${escrowId} is ${stateName(s.value)}; it can no longer be finalized.`, 'invalid_state');
   }
   const built = await buildSettlement(ctx, escrowId);
   await decided(() => ctx.engine.decideEscrow('escrow', escrowId, [newEvent('EscrowFinalized', { settlement: built.settlement }, metadata)]));
@@ -111,15 +111,15 @@ export async function settleEscrow(ctx: GatewayContext, escrowId: string, cmd: S
   if (c.settled) return settledAnswer(ctx, escrowId, true);
   if (s.value === 'settling') return { status: 'settling', escrow_id: escrowId, settled: false, tx_hash: lastSettleTx(ctx, escrowId) ?? '' };
   if (s.value !== 'finalized' && s.value !== 'settleDeferred') {
-    throw errors.conflict(`Devshard ${escrowId} is ${stateName(s.value)}; finalize it first (POST /devshard/${escrowId}/v1/finalize).`, 'not_finalized');
+    throw refuse.conflict(`Devshard ${escrowId} is ${stateName(s.value)}; finalize it first (POST /devshard/${escrowId}/v1/finalize).`, 'not_finalized');
   }
   const key = await ctx.keyring.resolve(cmd.keySource, c.creator ?? '');
   if (!key) {
     const where = cmd.keySource.kind === 'env' ? `environment variable ${cmd.keySource.name} is unset or not a 64-hex key` : 'the creator key is not held by this process';
-    throw errors.badRequest(`Cannot sign the settlement: ${where}.`, cmd.keySource.kind === 'env' ? 'private_key_env' : null, 'creator_key_unavailable');
+    throw refuse.invalid(`Cannot sign the settlement: ${where}.`, cmd.keySource.kind === 'env' ? 'private_key_env' : null, 'creator_key_unavailable');
   }
   if ((await ctx.keyring.add(key)) !== c.creator) {
-    throw errors.badRequest(`The key in ${cmd.keySource.kind === 'env' ? cmd.keySource.name : 'the request'} is not the creator of devshard ${escrowId} (${c.creator}).`, 'private_key_env', 'wrong_settler');
+    throw refuse.invalid(`The key in ${cmd.keySource.kind === 'env' ? cmd.keySource.name : 'the request'} is not the creator of devshard ${escrowId} (${c.creator}).`, 'private_key_env', 'wrong_settler');
   }
   if (c.inFlight > 0) {
     if (s.value !== 'settleDeferred') {
@@ -142,14 +142,14 @@ async function broadcastSettle(ctx: GatewayContext, escrowId: string, key: strin
     c = ctx.engine.escrow(escrowId)!.context;
     if (built.settlement.signatures.length < required) {
       const why = built.failures.map((f) => `slot ${f.slotId}: ${f.message}`).join('; ');
-      throw errors.upstream(`Only ${built.settlement.signatures.length} of ${c.slots.length} hosts signed the settlement (${required} needed): ${why}`, 'host_signatures_missing');
+      throw refuse.upstream(`Only ${built.settlement.signatures.length} of ${c.slots.length} hosts signed the settlement (${required} needed): ${why}`, 'host_signatures_missing');
     }
   }
   let prepared;
   try {
     prepared = await ctx.chain.prepareSettleEscrow(key, toChainSettlement(c.settlement!));
   } catch (err) {
-    throw chainApiError(err, 'Preparing the settlement');
+    throw chainRefusal(err, 'Preparing the settlement');
   }
   await decided(() =>
     ctx.engine.decideEscrow('escrow', escrowId, [
@@ -163,9 +163,9 @@ async function broadcastSettle(ctx: GatewayContext, escrowId: string, key: strin
   } catch (err) {
     if (outcomeUnknown(err)) return { status: 'settling', escrow_id: escrowId, settled: false, tx_hash: prepared.txHash };
     if (ctx.engine.escrow(escrowId)?.value === 'settling') await recordSettleFailure(ctx, escrowId, prepared.txHash, err, cmd.metadata, cmd.drained);
-    throw chainApiError(err, 'Settlement');
+    throw chainRefusal(err, 'Settlement');
   }
-  if (failure) throw chainApiError(failure, 'Settlement');
+  if (failure) throw chainRefusal(failure, 'Settlement');
   return settledAnswer(ctx, escrowId, false);
 }
 
@@ -227,7 +227,7 @@ export async function deactivateEscrow(ctx: GatewayContext, escrowId: string, me
 export async function removeEscrow(ctx: GatewayContext, escrowId: string, metadata: EventMetadata) {
   const s = escrowOr404(ctx, escrowId);
   if (!s.context.settled) {
-    throw errors.conflict(`Devshard ${escrowId} is ${stateName(s.value)} and not settled; settle it before removing it (POST /v1/admin/devshards/${escrowId}/settle).`, 'not_settled');
+    throw refuse.conflict(`Devshard ${escrowId} is ${stateName(s.value)} and not settled; settle it before removing it (POST /v1/admin/devshards/${escrowId}/settle).`, 'not_settled');
   }
   await decided(() => ctx.engine.decideEscrow('escrow', escrowId, [newEvent('EscrowRemoved', {}, metadata)]));
   return { escrow_id: escrowId, removed: true };

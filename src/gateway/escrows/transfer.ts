@@ -8,10 +8,10 @@
  */
 import { escrowStream, newEvent, type SlotInfo } from '../../events/catalog.js';
 import type { EventMetadata } from '../../events/envelope.js';
-import { errors } from '../../http/errors.js';
+import { refuse } from '../errors.js';
 import { stateName } from '../../machines/index.js';
 import type { GatewayContext } from '../context.js';
-import { chainApiError } from './chain-errors.js';
+import { chainRefusal } from './chain-errors.js';
 import { readExportedStream, toExportedEvent, type ExportedEvent } from './exported-stream.js';
 import { decided, devshardView, escrowOr404 } from './lifecycle.js';
 
@@ -39,32 +39,32 @@ const SETTLING = new Set(['settleDeferred', 'settling', 'settled', 'removed']);
 /** Imports `body` as escrow `escrowId` (body.escrow.escrow_id in canonical form). */
 export async function importEscrow(ctx: GatewayContext, escrowId: string, body: ImportBody, metadata: EventMetadata) {
   const known = ctx.engine.escrow(escrowId);
-  if (known) throw errors.conflict(`Devshard ${escrowId} is already known here (state ${stateName(known.value)}).`, 'already_registered');
+  if (known) throw refuse.conflict(`Devshard ${escrowId} is already known here (state ${stateName(known.value)}).`, 'already_registered');
   const { snapshot, hostStats } = readExportedStream(escrowId, body.events);
   const c = snapshot.context;
-  if (c.escrowId !== escrowId) throw errors.badRequest(`events[0].data.escrowId '${c.escrowId}' is not escrow.escrow_id '${escrowId}'.`, 'events[0].data.escrowId');
+  if (c.escrowId !== escrowId) throw refuse.invalid(`events[0].data.escrowId '${c.escrowId}' is not escrow.escrow_id '${escrowId}'.`, 'events[0].data.escrowId');
   for (const [member, given, folded] of [['nonce', body.escrow.nonce, c.nonce], ['spent', body.escrow.spent, c.spent]] as const) {
     // They differ when the document was edited, or exported while requests were being recorded.
     if (given !== undefined && given !== folded) {
-      throw errors.badRequest(`escrow.${member} ${given} differs from the events' ${folded}; export again once the source's active_requests is 0.`, `escrow.${member}`);
+      throw refuse.invalid(`escrow.${member} ${given} differs from the events' ${folded}; export again once the source's active_requests is 0.`, `escrow.${member}`);
     }
   }
   const state = stateName(snapshot.value);
-  if (SETTLING.has(state)) throw errors.conflict(`Devshard ${escrowId} is ${state} at the source; finish its settlement there.`, 'settle_under_way');
+  if (SETTLING.has(state)) throw refuse.conflict(`Devshard ${escrowId} is ${state} at the source; finish its settlement there.`, 'settle_under_way');
   // What those requests cost is not in the export: importing now would let it be spent twice.
   if (c.inFlight > 0) {
-    throw errors.conflict(`${c.inFlight} request(s) were in flight on devshard ${escrowId} when it was exported; wait until the source's active_requests is 0 and export again.`, 'requests_in_flight');
+    throw refuse.conflict(`${c.inFlight} request(s) were in flight on devshard ${escrowId} when it was exported; wait until the source's active_requests is 0 and export again.`, 'requests_in_flight');
   }
   const onChain = await ctx.chain.escrow(escrowId).catch((err) => {
-    throw chainApiError(err, 'Reading the escrow');
+    throw chainRefusal(err, 'Reading the escrow');
   });
-  if (!onChain) throw errors.notFound(`Escrow ${escrowId} does not exist on chain.`, 'escrow_not_found');
-  if (onChain.settled) throw errors.conflict(`Escrow ${escrowId} is already settled on chain; there is nothing to import.`, 'already_settled');
+  if (!onChain) throw refuse.notFound(`Escrow ${escrowId} does not exist on chain.`, 'escrow_not_found');
+  if (onChain.settled) throw refuse.conflict(`Escrow ${escrowId} is already settled on chain; there is nothing to import.`, 'already_settled');
   if (body.escrow.model_id != null && body.escrow.model_id !== onChain.modelId) {
-    throw errors.badRequest(`escrow.model_id '${body.escrow.model_id}' differs from the chain's '${onChain.modelId}'.`, 'escrow.model_id');
+    throw refuse.invalid(`escrow.model_id '${body.escrow.model_id}' differs from the chain's '${onChain.modelId}'.`, 'escrow.model_id');
   }
   for (const [member, folded, chain] of [['model', c.model, onChain.modelId], ['creator', c.creator, onChain.creator], ['amount', c.deposit, onChain.amount.toString()]] as const) {
-    if (folded !== chain) throw errors.badRequest(`The events' ${member} '${folded}' differs from the chain's '${chain}'.`, `events[0].data.${member}`);
+    if (folded !== chain) throw refuse.invalid(`The events' ${member} '${folded}' differs from the chain's '${chain}'.`, `events[0].data.${member}`);
   }
   const slots: SlotInfo[] = onChain.slots.map((s) => ({ slotId: s.slotId, host: s.host, url: s.url }));
   const last = body.events.at(-1)!;
@@ -99,7 +99,7 @@ export async function importEscrow(ctx: GatewayContext, escrowId: string, body: 
 export async function activateEscrow(ctx: GatewayContext, escrowId: string, metadata: EventMetadata) {
   const s = escrowOr404(ctx, escrowId);
   if (s.context.creator && !ctx.keyring.has(s.context.creator)) {
-    throw errors.badRequest(`This gateway does not hold the key of creator ${s.context.creator}; set DEVSHARD_PRIVATE_KEY to it first.`, null, 'creator_key_unavailable');
+    throw refuse.invalid(`This gateway does not hold the key of creator ${s.context.creator}; set DEVSHARD_PRIVATE_KEY to it first.`, null, 'creator_key_unavailable');
   }
   await decided(() => ctx.engine.decideEscrow('escrow', escrowId, [newEvent('EscrowActivated', { escrowId }, metadata)]));
   return devshardView(ctx, escrowId);

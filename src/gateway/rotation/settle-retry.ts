@@ -8,7 +8,7 @@
  */
 import { ChainError } from '../../chain/port.js';
 import type { ChainErrorInfo, ChainInputs, ReplacementReason } from '../../events/catalog.js';
-import { ApiError } from '../../http/errors.js';
+import { GatewayError } from '../errors.js';
 import type { EscrowContext, EscrowState, SettleRetry } from '../../machines/index.js';
 
 /** Blocks after the first transient failure before the next attempt; doubles per failure. */
@@ -30,7 +30,7 @@ const TRANSIENT: ReadonlySet<string> = new Set(['unreachable', 'timeout', 'bad_s
 /** True for a settle failure worth another attempt; chain refusals and local errors are not. */
 export function isTransientSettleFailure(err: unknown): boolean {
   if (err instanceof ChainError) return TRANSIENT.has(err.kind);
-  if (err instanceof ApiError) return err.code !== null && TRANSIENT.has(err.code);
+  if (err instanceof GatewayError) return TRANSIENT.has(err.rule);
   return false;
 }
 

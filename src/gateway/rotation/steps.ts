@@ -7,7 +7,7 @@
 import { ChainError, type EpochInfo } from '../../chain/port.js';
 import { escrowStream, newEvent, rotationStream, type ChainErrorInfo, type ChainInputs, type EventDataMap, type ReplacementReason } from '../../events/catalog.js';
 import type { EventMetadata, RecordedEvent } from '../../events/envelope.js';
-import { ApiError } from '../../http/errors.js';
+import { GatewayError } from '../errors.js';
 import { rotationMachine, stateName, step, type RotationEventType } from '../../machines/index.js';
 import type { GatewayContext } from '../context.js';
 import { chainErrorInfo } from '../escrows/chain-errors.js';
@@ -72,14 +72,14 @@ export async function appendRotation<K extends RotationEventType>(
   return ctx.engine.append(rotationStream(model), [event]);
 }
 
-/** A failure as recorded: chain errors keep their kind; API errors keep their code when it names one. */
+/** A failure as recorded: chain errors keep their kind; refusals keep their rule when it names one. */
 export function errorInfo(err: unknown): ChainErrorInfo {
   if (err instanceof ChainError) return chainErrorInfo(err);
-  // A chain error answered as an API error (settleEscrow): record what the chain said.
-  if (err instanceof ApiError && err.cause instanceof ChainError) return chainErrorInfo(err.cause);
-  if (err instanceof ApiError) {
+  // A chain error raised as a refusal (settleEscrow): record what the chain said.
+  if (err instanceof GatewayError && err.cause instanceof ChainError) return chainErrorInfo(err.cause);
+  if (err instanceof GatewayError) {
     const kinds = ['not_allowlisted', 'below_min_amount', 'insufficient_funds', 'epoch_limit', 'already_settled', 'wrong_epoch', 'bad_signatures', 'wrong_settler', 'nonce_too_high', 'overspent', 'not_found', 'bad_sequence', 'unreachable', 'timeout'];
-    const kind = (err.code && kinds.includes(err.code) ? err.code : 'rejected') as ChainErrorInfo['kind'];
+    const kind = (kinds.includes(err.rule) ? err.rule : 'rejected') as ChainErrorInfo['kind'];
     return { kind, message: err.message.slice(0, 500) };
   }
   return chainErrorInfo(err);

@@ -1,26 +1,26 @@
 /**
  * The OpenAI-compatible surface: POST /v1/chat/completions (whole or streamed) and GET /v1/models.
  */
-import { doc } from '../openapi.js';
 import type { FastifyInstance } from 'fastify';
-import type { GatewayContext } from '../../gateway/context.js';
-import { openChat, hostFailure, type ChatSession } from '../../gateway/chat.js';
-import { servedModels } from '../../gateway/models.js';
+import { clip, GatewayError } from '../../gateway/errors.js';
+import type { ChatSession, GatewayPort } from '../../gateway/port.js';
 import { CallController } from '../../network/call-signal.js';
-import { HostError, type ChatChunk } from '../../network/port.js';
+import type { ChatChunk } from '../../network/port.js';
 import type { Authenticator } from '../auth.js';
-import { ApiError, clip } from '../errors.js';
+import { answerFor } from '../gateway-answers.js';
+import type { GatewayMetrics } from '../metrics.js';
+import { doc } from '../openapi.js';
 import { chatCompletionRequestSchema, normalizeChatRequest } from '../schemas/chat.js';
 import { openSse } from '../sse.js';
 
 const OWNED_BY = 'gonka';
 
-export function registerBrokerRoutes(app: FastifyInstance, ctx: GatewayContext, auth: Authenticator): void {
+export function registerBrokerRoutes(app: FastifyInstance, gateway: GatewayPort, metrics: GatewayMetrics, auth: Authenticator): void {
   const startedAt = Math.floor(Date.now() / 1000);
 
   app.get('/v1/models', { onRequest: auth.requireClientOrAdmin, config: { auth: 'client' as const }, schema: doc({ summary: 'List the models this gateway serves' }) }, async () => ({
     object: 'list',
-    data: servedModels(ctx).map((id) => ({ id, object: 'model', created: startedAt, owned_by: OWNED_BY })),
+    data: gateway.servedModels().map((id) => ({ id, object: 'model', created: startedAt, owned_by: OWNED_BY })),
   }));
 
   app.post(
@@ -28,7 +28,7 @@ export function registerBrokerRoutes(app: FastifyInstance, ctx: GatewayContext, 
     { onRequest: auth.requireClientOrAdmin, config: { auth: 'client' as const }, schema: doc({ body: chatCompletionRequestSchema, summary: 'Create a chat completion' }) },
     async (request, reply) => {
       const started = process.hrtime.bigint();
-      const req = normalizeChatRequest(request.body, ctx.projections.settings.current());
+      const req = normalizeChatRequest(request.body, gateway.chatSettings());
       request.logFields.model = clip(req.model);
       request.logFields.stream = req.stream;
       const caller = request.auth?.kind === 'admin' ? { kind: 'admin' as const } : { kind: 'client' as const, keyId: request.auth?.keyId ?? 'unknown' };
@@ -36,11 +36,11 @@ export function registerBrokerRoutes(app: FastifyInstance, ctx: GatewayContext, 
       const abort = new CallController();
       request.onClientGone = () => abort.abort(new Error('client disconnected'));
       const observe = (status: number, usage?: { prompt_tokens: number; completion_tokens: number }) => {
-        ctx.metrics.chatRequests.inc({ model: req.model, status });
-        ctx.metrics.chatLatency.observe({ model: req.model, stream: String(req.stream) }, Number(process.hrtime.bigint() - started) / 1e9);
+        metrics.chatRequests.inc({ model: req.model, status });
+        metrics.chatLatency.observe({ model: req.model, stream: String(req.stream) }, Number(process.hrtime.bigint() - started) / 1e9);
         if (usage) {
-          ctx.metrics.tokens.inc({ model: req.model, kind: 'prompt' }, usage.prompt_tokens);
-          ctx.metrics.tokens.inc({ model: req.model, kind: 'completion' }, usage.completion_tokens);
+          metrics.tokens.inc({ model: req.model, kind: 'prompt' }, usage.prompt_tokens);
+          metrics.tokens.inc({ model: req.model, kind: 'completion' }, usage.completion_tokens);
           request.logFields.prompt_tokens = usage.prompt_tokens;
           request.logFields.completion_tokens = usage.completion_tokens;
         }
@@ -48,11 +48,12 @@ export function registerBrokerRoutes(app: FastifyInstance, ctx: GatewayContext, 
 
       let session: ChatSession;
       try {
-        session = await openChat(ctx, { req, caller, requestId: request.id, signal: abort.signal, controller: abort });
+        session = await gateway.openChat({ req, caller, requestId: request.id, signal: abort.signal, controller: abort });
       } catch (err) {
-        if (err instanceof ApiError) {
-          ctx.metrics.errors.inc({ model: req.model, code: err.code ?? String(err.status) });
-          observe(err.status);
+        if (err instanceof GatewayError) {
+          const answer = answerFor(err);
+          metrics.errors.inc({ model: req.model, code: answer.code ?? String(answer.status) });
+          observe(answer.status);
         }
         throw err;
       }
@@ -79,10 +80,11 @@ export function registerBrokerRoutes(app: FastifyInstance, ctx: GatewayContext, 
           if (!(await sse.send({ ...chunk, model: req.model }))) break;
         }
       } catch (err) {
-        const usage = err instanceof HostError && err.usageSoFar ? err.usageSoFar : result.usage();
+        const failure = gateway.streamFailure(err, result.usage());
+        const usage = failure.usage;
         session.end({ usage, error: err instanceof Error ? err.message : String(err) });
-        const apiError = hostFailure(err);
-        ctx.metrics.errors.inc({ model: req.model, code: apiError.code ?? 'stream_error' });
+        const apiError = answerFor(failure.error);
+        metrics.errors.inc({ model: req.model, code: apiError.code ?? 'stream_error' });
         observe(apiError.status, usage);
         request.logFields.error_code = apiError.code ?? undefined;
         // Headers are gone already: the error travels as a last SSE frame, like OpenAI's.

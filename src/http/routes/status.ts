@@ -2,45 +2,28 @@
  * GET /v1/status (no auth; the container health check) and GET /metrics (admin), both served from
  * in-memory projections.
  */
-import { doc } from '../openapi.js';
 import type { FastifyInstance } from 'fastify';
-import type { GatewayContext } from '../../gateway/context.js';
+import type { GatewayPort } from '../../gateway/port.js';
 import type { Authenticator } from '../auth.js';
-import { PROMETHEUS_CONTENT_TYPE } from '../metrics.js';
+import { PROMETHEUS_CONTENT_TYPE, type GatewayMetrics } from '../metrics.js';
+import { doc } from '../openapi.js';
 
-export function registerStatusRoutes(app: FastifyInstance, ctx: GatewayContext, auth: Authenticator): void {
-  app.get('/v1/status', { config: { auth: 'none' as const }, schema: doc({ summary: 'Gateway status (health check)' }) }, async () => {
-    const doc = ctx.projections.status.snapshot();
-    const limiter = ctx.limiter.counts();
-    const base = {
-      ...doc,
-      // The limiter counts every admitted chat request, including those still reserving a nonce.
-      active_requests: Math.max(doc.active_requests, limiter.active_requests),
-      instance: ctx.config.server.instanceName,
-      chain_id: ctx.config.chain.chainId,
-      mode: ctx.config.mode.kind,
-    };
-    if (ctx.config.mode.kind === 'single') {
-      const { devshards: _omit, ...single } = base;
-      return { ...single, escrow_id: ctx.config.mode.escrowId };
-    }
-    return { ...base, limiter };
-  });
+export function registerStatusRoutes(app: FastifyInstance, gateway: GatewayPort, metrics: GatewayMetrics, auth: Authenticator): void {
+  app.get('/v1/status', { config: { auth: 'none' as const }, schema: doc({ summary: 'Gateway status (health check)' }) }, async () => gateway.status());
 
-  ctx.metrics.registry.onCollect?.(() => {
-    for (const e of ctx.projections.pool.all()) {
-      if (e.state === 'removed') continue;
+  metrics.registry.onCollect?.(() => {
+    for (const e of gateway.liveEscrows()) {
       const labels = { escrow_id: e.escrowId, model: e.model };
-      ctx.metrics.escrowBalance.set(labels, Number(BigInt(e.balance) - BigInt(e.reserved)));
-      ctx.metrics.escrowNonce.set(labels, e.nonce);
-      ctx.metrics.escrowInFlight.set(labels, e.inFlight);
+      metrics.escrowBalance.set(labels, Number(BigInt(e.balance) - BigInt(e.reserved)));
+      metrics.escrowNonce.set(labels, e.nonce);
+      metrics.escrowInFlight.set(labels, e.inFlight);
     }
-    const l = ctx.limiter.counts();
-    ctx.metrics.activeRequests.set({}, l.active_requests);
-    ctx.metrics.inputTokensInFlight.set({}, l.input_tokens_in_flight);
+    const l = gateway.admission();
+    metrics.activeRequests.set({}, l.active_requests);
+    metrics.inputTokensInFlight.set({}, l.input_tokens_in_flight);
   });
 
   app.get('/metrics', { onRequest: auth.requireAdmin, config: { auth: 'admin' as const }, schema: doc({ summary: 'Prometheus metrics' }) }, async (_request, reply) =>
-    reply.type(PROMETHEUS_CONTENT_TYPE).send(ctx.metrics.registry.render()),
+    reply.type(PROMETHEUS_CONTENT_TYPE).send(metrics.registry.render()),
   );
 }

@@ -5,7 +5,7 @@
  * Amounts are integers in the smallest coin unit; since deposits can exceed 2^53 they are also
  * accepted as decimal strings. Use `parseAmount` to get a bigint.
  */
-import { ApiError } from '../errors.js';
+import { ApiError } from '../api-error.js';
 
 /** Positive integer amount, as a JSON number or a decimal string (for values above 2^53). */
 export const amountSchema = {

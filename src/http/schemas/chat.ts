@@ -12,7 +12,8 @@
  * break clients, forwarding them could break hosts).
  */
 import { countPromptTokens } from '../../network/tokens.js';
-import { ApiError } from '../errors.js';
+import type { ChatRequest } from '../../gateway/chat.js';
+import { ApiError } from '../api-error.js';
 
 const nullableNumber = (minimum: number, maximum: number) => ({ type: ['number', 'null'], minimum, maximum }) as const;
 
@@ -143,15 +144,10 @@ export interface MaxTokensSettings {
   request_max_tokens_cap: number;
 }
 
-export interface NormalizedChatRequest {
+export interface NormalizedChatRequest extends ChatRequest {
   /** The body to forward: known fields only, `max_tokens` set, nulls dropped. */
-  body: Record<string, unknown> & { model: string; messages: ChatMessage[]; max_tokens: number; stream: boolean };
-  model: string;
-  stream: boolean;
+  body: ChatRequest['body'] & { messages: ChatMessage[] };
   includeUsage: boolean;
-  maxTokens: number;
-  /** Estimated prompt tokens (see estimateInputTokens). */
-  inputTokens: number;
   /** True when the client asked for more than the cap and got the cap. */
   maxTokensClamped: boolean;
 }

@@ -7,7 +7,7 @@
  * A single request larger than the token limit is admitted when nothing else is in flight,
  * otherwise it could never run.
  */
-import { ApiError, errors } from './errors.js';
+import { refuse, type GatewayError } from './errors.js';
 
 export interface LimiterOptions {
   maxConcurrentRequests: number;
@@ -28,7 +28,7 @@ export interface LimiterCounts {
 /** Call once when the request is done (success, error or client disconnect); extra calls are no-ops. */
 export type Release = () => void;
 
-export type Admission = { ok: true; release: Release } | { ok: false; error: ApiError };
+export type Admission = { ok: true; release: Release } | { ok: false; error: GatewayError };
 
 export class Limiter {
   private active = 0;
@@ -49,12 +49,12 @@ export class Limiter {
     const { maxConcurrentRequests, maxInputTokensInFlight, retryAfterSeconds } = this.options;
     if (this.active >= maxConcurrentRequests) {
       this.rejected++;
-      return { ok: false, error: errors.rateLimited(`Too many concurrent requests (limit ${maxConcurrentRequests}); retry shortly.`, retryAfterSeconds, 'concurrency_limit_exceeded') };
+      return { ok: false, error: refuse.rateLimited(`Too many concurrent requests (limit ${maxConcurrentRequests}); retry shortly.`, retryAfterSeconds, 'concurrency_limit_exceeded') };
     }
     const tokens = Math.max(0, Math.ceil(inputTokens));
     if (maxInputTokensInFlight > 0 && this.tokens > 0 && this.tokens + tokens > maxInputTokensInFlight) {
       this.rejected++;
-      return { ok: false, error: errors.rateLimited(`Too many input tokens in flight (limit ${maxInputTokensInFlight}); retry shortly.`, retryAfterSeconds, 'input_tokens_limit_exceeded') };
+      return { ok: false, error: refuse.rateLimited(`Too many input tokens in flight (limit ${maxInputTokensInFlight}); retry shortly.`, retryAfterSeconds, 'input_tokens_limit_exceeded') };
     }
     this.active++;
     this.tokens += tokens;
@@ -70,7 +70,7 @@ export class Limiter {
     };
   }
 
-  /** Like tryAcquire but throws the 429 ApiError (convenient in async handlers). */
+  /** Like tryAcquire but throws the refusal (a 429 over HTTP) (convenient in async handlers). */
   acquire(inputTokens: number): Release {
     const a = this.tryAcquire(inputTokens);
     if (!a.ok) throw a.error;

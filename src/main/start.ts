@@ -1,7 +1,8 @@
 /**
  * The composition root: opens the log, restores projections, connects the chain (a real node, or
  * the embedded devnet when NODE_RPC is unset) and the network, reconciles what was under way,
- * then serves HTTP. `stop()` stops accepting, drains in-flight requests, checkpoints and closes.
+ * then serves HTTP over the gateway's port. `stop()` stops accepting, drains in-flight requests,
+ * checkpoints and closes. The only module that knows every layer; src/cli calls it.
  */
 import { existsSync, mkdirSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
@@ -13,25 +14,26 @@ import type { ChainPort } from '../chain/port.js';
 import type { GatewayConfig } from '../config/index.js';
 import { eventsFile, openSqliteEventStore, type SqliteEventStore } from '../events/sqlite-store.js';
 import { createHttpApp } from '../http/app.js';
-import { Limiter } from '../http/limiter.js';
 import { createLogger } from '../http/logger.js';
 import { createGatewayMetrics } from '../http/metrics.js';
+import { registerRoutes } from '../http/routes/index.js';
 import { createHostTransport } from '../network/host-transport.js';
 import type { InferencePort } from '../network/port.js';
 import { createUpstreamPort } from '../network/upstream.js';
-import { Projections } from '../projections/index.js';
-import { registerRoutes } from '../http/routes/index.js';
-import { ChainInfo } from './chain-info.js';
-import type { GatewayContext } from './context.js';
-import { NonceLeases } from './nonce-lease.js';
-import { lockStorage } from './storage-lock.js';
-import { Engine } from './engine.js';
-import { Keyring } from './keyring.js';
-import { reconcile, releaseUnusedNonces, startIntentReconciler } from './reconcile.js';
-import { createDrainReactor, type DrainTask } from './reactors.js';
-import { bootstrap } from './bootstrap.js';
-import { disabledBootstrapRefusal, recordStartupSettings } from './startup-settings.js';
-import { onRequestEnded, startDepletionCheck, startRotation } from './rotation/index.js';
+import { followProjections } from '../projections/index.js';
+import { bootstrap } from '../gateway/bootstrap.js';
+import { ChainInfo } from '../gateway/chain-info.js';
+import type { GatewayContext } from '../gateway/context.js';
+import { Engine } from '../gateway/engine.js';
+import { Keyring } from '../gateway/keyring.js';
+import { Limiter } from '../gateway/limiter.js';
+import { NonceLeases } from '../gateway/nonce-lease.js';
+import { gatewayPort } from '../gateway/port.js';
+import { createDrainReactor, type DrainTask } from '../gateway/reactors.js';
+import { reconcile, releaseUnusedNonces, startIntentReconciler } from '../gateway/reconcile.js';
+import { onRequestEnded, startDepletionCheck, startRotation } from '../gateway/rotation/index.js';
+import { disabledBootstrapRefusal, recordStartupSettings } from '../gateway/startup-settings.js';
+import { lockStorage } from '../gateway/storage-lock.js';
 
 /** Spec: usable balance below 1,000,000 (smallest unit) makes an escrow depleted. */
 export const DEPLETION_THRESHOLD = 1_000_000n;
@@ -80,7 +82,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
     throw err;
   }
   const emptyLog = store.lastPosition() === 0;
-  const { projections, detach } = Projections.follow(store);
+  const { projections, detach } = followProjections(store);
   const engine = new Engine(store, projections);
   // Before the chain is reached: a first start that fails there (node unreachable) has created the
   // database, so the next start would no longer apply the bootstrap.
@@ -142,7 +144,6 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
     network,
     keyring,
     limiter,
-    metrics,
     logger,
     depletionThreshold: DEPLETION_THRESHOLD,
     afterRequest: (escrowId) => {
@@ -164,7 +165,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
   ctx.onSettingsChanged = () => rotation.reconfigure();
 
   const app = createHttpApp({ logger, metrics, fastify: { forceCloseConnections: 'idle' } });
-  registerRoutes(app, ctx);
+  registerRoutes(app, gatewayPort(ctx), { keys: { adminApiKey: config.keys.adminApiKey, apiKeys: config.keys.apiKeys }, metrics });
   await app.listen({ host: config.server.host, port: config.server.port });
   const { port } = app.server.address() as AddressInfo;
   const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host;

@@ -1,0 +1,53 @@
+/**
+ * POST /v1/admin/escrows as a use case: the checks an operator's create must pass before anything
+ * is signed (the key is a usable secp256k1 key, the chain id is ours, the amount meets the chain's
+ * min_amount), then the write-ahead create (create.ts). A refused or failed create is a refusal;
+ * a create whose outcome is not known yet comes back as pending (reconciled by hash).
+ */
+import { isPrivateKeyHex, PRIVATE_KEY_RULE } from '../../config/private-key.js';
+import type { EventMetadata } from '../../events/envelope.js';
+import type { GatewayContext } from '../context.js';
+import { refuse } from '../errors.js';
+import { chainRefusal } from './chain-errors.js';
+import { createEscrow, type CreateEscrowOutcome } from './create.js';
+
+export interface OperatorCreate {
+  privateKeyHex: string;
+  amount: bigint;
+  model: string;
+  /** Defaults to this gateway's chain. */
+  chainId?: string | undefined;
+  register: boolean;
+  metadata: EventMetadata;
+}
+
+export type OperatorCreateOutcome = Extract<CreateEscrowOutcome, { ok: true }> | { ok: false; pending: true; intentId: string; txHash?: string | undefined };
+
+export async function createEscrowForOperator(ctx: GatewayContext, cmd: OperatorCreate): Promise<OperatorCreateOutcome> {
+  // A zero key or one at/above the curve order has the 64-hex shape and used to throw in key
+  // derivation (a 500). The message never contains the key.
+  if (!isPrivateKeyHex(cmd.privateKeyHex)) throw refuse.invalid(`Invalid value for 'private_key': ${PRIVATE_KEY_RULE}.`, 'private_key');
+  const chainId = cmd.chainId ?? ctx.config.chain.chainId;
+  if (chainId !== ctx.config.chain.chainId) {
+    throw refuse.invalid(`chain_id '${chainId.slice(0, 128)}' is not this gateway's chain ('${ctx.config.chain.chainId}').`, 'chain_id', 'wrong_chain_id');
+  }
+  const params = await ctx.chain.params().catch((err) => {
+    throw chainRefusal(err, 'Reading chain params');
+  });
+  if (cmd.amount < params.minAmount) {
+    throw refuse.invalid(`amount ${cmd.amount} is below the chain's min_amount ${params.minAmount}.`, 'amount', 'below_min_amount');
+  }
+  const r = await createEscrow(ctx, {
+    privateKeyHex: cmd.privateKeyHex,
+    keySource: { kind: 'request' },
+    amount: cmd.amount,
+    model: cmd.model,
+    role: 'regular',
+    register: cmd.register,
+    origin: 'admin',
+    metadata: cmd.metadata,
+  });
+  if (r.ok) return r;
+  if (r.pending) return { ok: false, pending: true, intentId: r.intentId, txHash: r.txHash };
+  throw chainRefusal(r.error, 'Escrow creation');
+}

@@ -1,0 +1,133 @@
+/**
+ * The gateway as the HTTP layer sees it: every operation a route calls, and nothing else (no
+ * engine, store or chain client). Routes translate HTTP to these calls and answers back; the use
+ * cases behind them raise GatewayError, which src/http maps to statuses. Per-escrow commands run
+ * one at a time per escrow stream (engine.serial), here rather than in each route.
+ */
+import type { EventMetadata } from '../events/envelope.js';
+import { escrowStream, type GatewaySettings, type SettingsPatch } from '../events/catalog.js';
+import type { PoolEscrow } from '../projections/index.js';
+import type { StatusDocument } from '../projections/status.js';
+import { readEscrowTimeline, type Timeline } from '../projections/timeline.js';
+import { hostFailure, openChat, usageAtFailure, type ChatCommand, type ChatSession } from './chat.js';
+import type { GatewayContext } from './context.js';
+import { refuse, type GatewayError } from './errors.js';
+import { createEscrowForOperator, type OperatorCreate, type OperatorCreateOutcome } from './escrows/operator-create.js';
+import { deactivateEscrow, devshardView, escrowOr404, finalizeEscrow, registerEscrow, removeEscrow, settleEscrow, type SettleAnswer } from './escrows/lifecycle.js';
+import { activateEscrow, exportEscrow, importEscrow, type ImportBody } from './escrows/transfer.js';
+import type { LimiterCounts } from './limiter.js';
+import { servedModels } from './models.js';
+import { rotationDebugDocument, type RotationDebugDocument } from './rotation/index.js';
+import { changeSettings } from './settings.js';
+import type { Usage } from '../network/port.js';
+
+export type { ImportBody };
+export type { ChatSession };
+
+type Answer<F extends (...args: never[]) => unknown> = Awaited<ReturnType<F>>;
+
+export type DevshardView = ReturnType<typeof devshardView>;
+export type StatusAnswer = Omit<StatusDocument, 'devshards'> & { devshards?: StatusDocument['devshards']; instance: string; chain_id: string; mode: string; escrow_id?: string; limiter?: LimiterCounts };
+
+export interface GatewayPort {
+  // The OpenAI-compatible surface
+  servedModels(): string[];
+  /** The settings a chat request is normalized with (max_tokens default and cap). */
+  chatSettings(): Readonly<GatewaySettings>;
+  openChat(cmd: ChatCommand): Promise<ChatSession>;
+  /** A failure while streaming, as the client sees it, and the usage it bills. */
+  streamFailure(err: unknown, usageSoFar: Usage): { error: GatewayError; usage: Usage };
+
+  // Operator: escrows
+  createEscrow(cmd: OperatorCreate): Promise<OperatorCreateOutcome>;
+  devshards(): DevshardView[];
+  devshard(id: string): DevshardView;
+  registerEscrow(id: string, metadata: EventMetadata, expectedModel?: string): Promise<Answer<typeof registerEscrow>>;
+  importEscrow(id: string, body: ImportBody, metadata: EventMetadata): Promise<Answer<typeof importEscrow>>;
+  exportEscrow(id: string): Answer<typeof exportEscrow>;
+  timeline(id: string): Promise<{ escrow_id: string } & Partial<Timeline>>;
+  activateEscrow(id: string, metadata: EventMetadata): Promise<Answer<typeof activateEscrow>>;
+  settleEscrow(id: string, keyEnvName: string, metadata: EventMetadata): Promise<SettleAnswer>;
+  deactivateEscrow(id: string, metadata: EventMetadata): Promise<Answer<typeof deactivateEscrow>>;
+  removeEscrow(id: string, metadata: EventMetadata): Promise<Answer<typeof removeEscrow>>;
+  finalizeEscrow(id: string, metadata: EventMetadata): Promise<Answer<typeof finalizeEscrow>>;
+  /** POST /v1/finalize: the only configured escrow; refused when there is not exactly one. */
+  finalizeOnlyEscrow(metadata: EventMetadata): Promise<Answer<typeof finalizeEscrow>>;
+
+  // Operator: settings, status, debug
+  settings(): GatewaySettings;
+  changeSettings(patch: SettingsPatch, metadata: EventMetadata): Promise<GatewaySettings>;
+  /** The kill switch as HTTP serves it (read per request, in memory). */
+  disabled(): GatewaySettings['disabled'];
+  status(): StatusAnswer;
+  /** Escrows not removed (metrics gauges). */
+  liveEscrows(): PoolEscrow[];
+  admission(): LimiterCounts;
+  rotationDebug(): Promise<RotationDebugDocument>;
+}
+
+export function gatewayPort(ctx: GatewayContext): GatewayPort {
+  const perEscrow = <T>(id: string, f: () => Promise<T>) => ctx.engine.serial(escrowStream(id), f);
+  const live = () => ctx.projections.pool.all().filter((e) => e.state !== 'removed');
+  return {
+    servedModels: () => servedModels(ctx),
+    chatSettings: () => ctx.projections.settings.current(),
+    openChat: (cmd) => openChat(ctx, cmd),
+    streamFailure: (err, usageSoFar) => ({ error: hostFailure(err), usage: usageAtFailure(err, usageSoFar) }),
+
+    createEscrow: (cmd) => createEscrowForOperator(ctx, cmd),
+    devshards: () => live().map((e) => devshardView(ctx, e.escrowId)),
+    devshard: (id) => {
+      escrowOr404(ctx, id);
+      return devshardView(ctx, id);
+    },
+    registerEscrow: (id, metadata, expectedModel) => perEscrow(id, () => registerEscrow(ctx, id, metadata, expectedModel)),
+    importEscrow: (id, body, metadata) => perEscrow(id, () => importEscrow(ctx, id, body, metadata)),
+    exportEscrow: (id) => exportEscrow(ctx, id),
+    timeline: async (id) => {
+      escrowOr404(ctx, id);
+      return { escrow_id: id, ...(await readEscrowTimeline((stream, from, limit) => ctx.engine.store.readStream(stream, from, limit), id)) };
+    },
+    activateEscrow: (id, metadata) => perEscrow(id, () => activateEscrow(ctx, id, metadata)),
+    settleEscrow: (id, keyEnvName, metadata) => perEscrow(id, () => settleEscrow(ctx, id, { keySource: { kind: 'env', name: keyEnvName }, origin: 'admin', metadata })),
+    deactivateEscrow: (id, metadata) => perEscrow(id, () => deactivateEscrow(ctx, id, metadata)),
+    removeEscrow: (id, metadata) => perEscrow(id, () => removeEscrow(ctx, id, metadata)),
+    finalizeEscrow: (id, metadata) => perEscrow(id, () => finalizeEscrow(ctx, id, metadata)),
+    finalizeOnlyEscrow: (metadata) => {
+      const escrows = live();
+      if (escrows.length !== 1) {
+        throw refuse.conflict(`POST /v1/finalize works only with exactly one configured devshard (this gateway has ${escrows.length}); use POST /devshard/{id}/v1/finalize.`, 'not_single_escrow');
+      }
+      const id = escrows[0]!.escrowId;
+      return perEscrow(id, () => finalizeEscrow(ctx, id, metadata));
+    },
+
+    settings: () => ctx.projections.settings.effective(),
+    changeSettings: async (patch, metadata) => {
+      const effective = await changeSettings(ctx, patch, metadata);
+      ctx.onSettingsChanged?.();
+      return effective;
+    },
+    disabled: () => ctx.projections.settings.current().disabled,
+    status: () => {
+      const doc = ctx.projections.status.snapshot();
+      const limiter = ctx.limiter.counts();
+      const base = {
+        ...doc,
+        // The limiter counts every admitted chat request, including those still reserving a nonce.
+        active_requests: Math.max(doc.active_requests, limiter.active_requests),
+        instance: ctx.config.server.instanceName,
+        chain_id: ctx.config.chain.chainId,
+        mode: ctx.config.mode.kind,
+      };
+      if (ctx.config.mode.kind === 'single') {
+        const { devshards: _omit, ...single } = base;
+        return { ...single, escrow_id: ctx.config.mode.escrowId };
+      }
+      return { ...base, limiter };
+    },
+    liveEscrows: live,
+    admission: () => ctx.limiter.counts(),
+    rotationDebug: () => rotationDebugDocument(ctx),
+  };
+}
