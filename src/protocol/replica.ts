@@ -55,6 +55,11 @@ export interface Diff {
 export interface ApplyOptions {
   /** Answers warm-key questions (none: warm keys are refused unless already bound). */
   warmKeys?: WarmKeyResolver;
+  /**
+   * applyDiff only: check the user's signature (default true). Replaying our own recorded diffs
+   * may skip it; the root comparison still runs.
+   */
+  checkUserSig?: boolean;
 }
 
 export interface ApplyResult {
@@ -178,6 +183,11 @@ export class Replica {
    * leaves the state unchanged on any refusal.
    */
   applyDiff(diff: Diff, opts: ApplyOptions = {}): ApplyResult {
+    if (opts.checkUserSig !== false) this.checkUserSig(diff);
+    return this.applyCore(diff.nonce, diff.txs, diff.postStateRoot, opts);
+  }
+
+  private checkUserSig(diff: Diff): void {
     const signed = diffSignedBytes(this.state.escrowId, diff.nonce, diff.txs, diff.postStateRoot);
     let recovered: string;
     try {
@@ -187,7 +197,6 @@ export class Replica {
       throw e;
     }
     if (recovered !== this.params.userAddress) throw refuse('InvalidUserSig', `expected ${this.params.userAddress}, got ${recovered}`);
-    return this.applyCore(diff.nonce, diff.txs, diff.postStateRoot, opts);
   }
 
   /** `ApplyLocal` (user side): no signature, no root comparison; the root to sign. */
