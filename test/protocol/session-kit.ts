@@ -97,6 +97,11 @@ export class Kit {
     return create(DevshardTxSchema, { tx: { case: 'startInference', value: { inferenceId: id, ...s } } });
   }
 
+  /** Replaces the prompt hash a later receipt signs for `id`. */
+  setPromptHash(id: bigint, promptHash: Uint8Array): void {
+    this.starts.set(id, { ...this.starts.get(id)!, promptHash });
+  }
+
   executorSlot(id: bigint): number {
     return Number(id % BigInt(this.slotKeys.length));
   }
