@@ -105,7 +105,7 @@ describe('signatures (signing/secp256k1.go)', () => {
   it('private key 1: the well-known hash160 751e76e8…3bd6 as a gonka address', () => {
     const priv = new Uint8Array(32);
     priv[31] = 1;
-    const decoded = fromBech32(addressFromPrivateKey(priv));
+    const decoded = fromBech32(addressFromPrivateKey(priv), 90);
     expect(decoded.prefix).toBe('gonka');
     expect(toHex(decoded.data)).toBe('751e76e8199196d454941c45d1b3a323f1433bd6');
   });
