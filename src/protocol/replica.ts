@@ -68,6 +68,8 @@ export interface ApplyResult {
   warmKeyBindings: WarmKeyBinding[];
   /** Ids this diff sealed (auto-seal or settlement drain), ascending. */
   sealed: bigint[];
+  /** The records as they were sealed (they leave the live set; keep them for observability). */
+  sealedRecords: InferenceRecord[];
 }
 
 export interface BestEffortResult extends ApplyResult {
@@ -212,14 +214,15 @@ export class Replica {
     const ctx = this.context(opts.warmKeys);
     try {
       for (const tx of txs) applyTx(ctx, tx);
-      const sealed = this.finishNonce(nonce);
+      const sealedRecords = this.finishNonce(nonce);
+      const sealed = sealedRecords.map((r) => r.id);
       const root = this.stateRoot();
       if (postStateRoot.length > 0 && !bytesEqual(root, postStateRoot)) {
         throw refuse('PostStateRootMismatch', `diff ${toHex(postStateRoot)}, computed ${toHex(root)}`);
       }
       const warmKeyBindings = newBindings(snap.warmKeys, st.warmKeys);
       st.commit();
-      return { root, warmKeyBindings, sealed };
+      return { root, warmKeyBindings, sealed, sealedRecords };
     } catch (e) {
       st.rollback(snap);
       throw e;
@@ -249,11 +252,11 @@ export class Replica {
           skipped.push({ tx, error: e });
         }
       }
-      const sealed = this.finishNonce(nonce);
+      const sealedRecords = this.finishNonce(nonce);
       const root = this.stateRoot();
       const warmKeyBindings = newBindings(snap.warmKeys, st.warmKeys);
       st.commit();
-      return { root, warmKeyBindings, sealed, applied, skipped };
+      return { root, warmKeyBindings, sealed: sealedRecords.map((r) => r.id), sealedRecords, applied, skipped };
     } catch (e) {
       st.rollback(snap);
       throw e;
@@ -278,7 +281,7 @@ export class Replica {
    * Steps 5–6b: the per-nonce fee while still Active (the finalize diff is free), the nonce, the
    * Finalizing → Settlement deadline (FinalizeNonce + N) with the drain, the auto-seal.
    */
-  private finishNonce(nonce: bigint): bigint[] {
+  private finishNonce(nonce: bigint): InferenceRecord[] {
     const st = this.state;
     if (st.phase === Phase.Active) {
       if (st.balance < st.config.feePerNonce) throw refuse('InsufficientBalance');

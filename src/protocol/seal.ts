@@ -33,7 +33,7 @@ export function stateClock(state: SessionState): bigint | undefined {
 const sealEligible = (s: InferenceStatus): boolean => s === InferenceStatus.Finished || s === InferenceStatus.Validated || s === InferenceStatus.Invalidated || s === InferenceStatus.TimedOut;
 const terminal = (s: InferenceStatus): boolean => s === InferenceStatus.Validated || s === InferenceStatus.Invalidated || s === InferenceStatus.TimedOut;
 
-function fold(state: SessionState, records: readonly InferenceRecord[], sealNonce: bigint): bigint[] {
+function fold(state: SessionState, records: readonly InferenceRecord[], sealNonce: bigint): InferenceRecord[] {
   let acc = state.sealedAcc;
   for (const rec of records) {
     acc = foldSealedAcc(acc, sealNonce, rec.id, inferenceEntry(rec));
@@ -43,15 +43,15 @@ function fold(state: SessionState, records: readonly InferenceRecord[], sealNonc
     state.sealedAcc = acc;
     state.sealedAny = true;
   }
-  return records.map((r) => r.id);
+  return [...records];
 }
 
 /**
  * `autoSealLocked` at `sealNonce`: folds, in ascending id, every live record that passed
  * `sealNonce >= id + grace_nonces` and, when Finished, `grace_seconds - (clock - confirmed_at) <= 0`.
- * Returns the sealed ids.
+ * Returns the sealed records (as they were sealed).
  */
-export function autoSeal(state: SessionState, sealNonce: bigint): bigint[] {
+export function autoSeal(state: SessionState, sealNonce: bigint): InferenceRecord[] {
   if (state.liveCount === 0) return [];
   const clock = stateClock(state);
   if (clock === undefined || clock === 0n) return [];
@@ -67,4 +67,4 @@ export function autoSeal(state: SessionState, sealNonce: bigint): bigint[] {
 }
 
 /** `drainLiveIntoSealedAccLocked`: every live record, ascending id, at `sealNonce`. */
-export const drainLive = (state: SessionState, sealNonce: bigint): bigint[] => fold(state, [...state.liveRecords()], sealNonce);
+export const drainLive = (state: SessionState, sealNonce: bigint): InferenceRecord[] => fold(state, [...state.liveRecords()], sealNonce);
