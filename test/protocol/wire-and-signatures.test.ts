@@ -126,6 +126,19 @@ describe('signatures (signing/secp256k1.go)', () => {
     );
   });
 
+  it('a high-S signature still recovers (libsecp256k1 recovery does not enforce low S)', () => {
+    const priv = sha256(utf8('k'));
+    const msg = utf8('hello');
+    const sig = signMessage(msg, priv);
+    const n = secp256k1.Point.CURVE().n;
+    const s = BigInt(`0x${toHex(sig.subarray(32, 64))}`);
+    const high = new Uint8Array(65);
+    high.set(sig.subarray(0, 32));
+    high.set(fromHex((n - s).toString(16).padStart(64, '0')), 32);
+    high[64] = sig[64]! ^ 1;
+    expect(recoverAddress(msg, high)).toBe(addressFromPrivateKey(priv));
+  });
+
   it('recovery errors carry Go texts', () => {
     expect(() => recoverAddress(utf8('x'), new Uint8Array(64))).toThrow('invalid signature length: 64');
     const sig = signMessage(utf8('x'), sha256(utf8('k')));
