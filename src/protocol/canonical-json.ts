@@ -84,10 +84,54 @@ function parseGo(text: string): unknown {
   return value;
 }
 
+/**
+ * UTF-8 bytes to text as Go reads them (`utf8.DecodeRune`): each byte that does not start a valid
+ * sequence becomes one U+FFFD (a truncated 3-byte sequence is two, where TextDecoder makes one).
+ */
+export function decodeUtf8AsGo(b: Uint8Array): string {
+  let out = '';
+  let i = 0;
+  const cont = (k: number) => i + k < b.length && (b[i + k]! & 0xc0) === 0x80;
+  while (i < b.length) {
+    const c = b[i]!;
+    if (c < 0x80) {
+      out += String.fromCharCode(c);
+      i++;
+      continue;
+    }
+    let cp = -1;
+    let n = 1;
+    if (c >= 0xc2 && c <= 0xdf && cont(1)) {
+      cp = ((c & 0x1f) << 6) | (b[i + 1]! & 0x3f);
+      n = 2;
+    } else if (c >= 0xe0 && c <= 0xef && cont(1) && cont(2)) {
+      const c1 = b[i + 1]!;
+      if ((c !== 0xe0 || c1 >= 0xa0) && (c !== 0xed || c1 <= 0x9f)) {
+        cp = ((c & 0x0f) << 12) | ((c1 & 0x3f) << 6) | (b[i + 2]! & 0x3f);
+        n = 3;
+      }
+    } else if (c >= 0xf0 && c <= 0xf4 && cont(1) && cont(2) && cont(3)) {
+      const c1 = b[i + 1]!;
+      if ((c !== 0xf0 || c1 >= 0x90) && (c !== 0xf4 || c1 <= 0x8f)) {
+        cp = ((c & 0x07) << 18) | ((c1 & 0x3f) << 12) | ((b[i + 2]! & 0x3f) << 6) | (b[i + 3]! & 0x3f);
+        n = 4;
+      }
+    }
+    if (cp < 0) {
+      out += '\ufffd';
+      i++;
+    } else {
+      out += String.fromCodePoint(cp);
+      i += n;
+    }
+  }
+  return out;
+}
+
 /** Canonical JSON text (devshard/json.go `CanonicalizeJSON`) of JSON bytes or text. */
 export function canonicalizeJson(input: Uint8Array | string): string {
-  // Go reads bytes: invalid UTF-8 becomes U+FFFD inside strings (TextDecoder does the same).
-  const text = typeof input === 'string' ? input : new TextDecoder('utf-8', { fatal: false, ignoreBOM: true }).decode(input);
+  // Go reads bytes: inside strings an invalid byte becomes U+FFFD (outside strings it is a syntax error either way).
+  const text = typeof input === 'string' ? input : decodeUtf8AsGo(input);
   return encodeValue(parseGo(text));
 }
 

@@ -20,12 +20,15 @@ export interface Settlement {
   stateRoot: Uint8Array;
 }
 
-/** `BuildSettlement` of the replica's current state at its latest nonce. */
-export function buildSettlement(replica: Replica): Settlement {
+/**
+ * `BuildSettlement` of the replica's current state. `nonce` is the nonce the hosts signed at
+ * (the latest by default; Settlement is reached at FinalizeNonce + N and never changes after).
+ */
+export function buildSettlement(replica: Replica, nonce: bigint = replica.latestNonce): Settlement {
   return {
     escrowId: replica.escrowId,
     version: replica.version,
-    nonce: replica.latestNonce,
+    nonce,
     fees: replica.fees,
     restHash: replica.restHash(),
     hostStats: replica.hostStats(),

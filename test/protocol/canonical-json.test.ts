@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { canonicalizeJson, canonicalPromptHash, CanonicalJsonError } from '../../src/protocol/canonical-json.js';
+import { canonicalizeJson, canonicalPromptHash, CanonicalJsonError, decodeUtf8AsGo } from '../../src/protocol/canonical-json.js';
 import { toHex, utf8 } from '../../src/protocol/bytes.js';
 
 describe('canonical JSON (devshard/json.go)', () => {
@@ -39,6 +39,16 @@ describe('canonical JSON (devshard/json.go)', () => {
     expect(canonicalizeJson('"\\u0001\\b\\f\\n\\r\\t\\u001f\\u007f\\/"')).toBe('"\\u0001\\b\\f\\n\\r\\t\\u001f\u007f/"');
     expect(canonicalizeJson('"\\ud800x"')).toBe('"\ufffdx"'); // a lone surrogate decodes to U+FFFD
     expect(JSON.stringify('\u2028')).not.toBe(canonicalizeJson('"\\u2028"')); // why JSON.stringify will not do
+  });
+
+  it('invalid UTF-8 in a string: one U+FFFD per bad byte, as Go decodes (not TextDecoder)', () => {
+    const bytes = (...parts: Array<string | number[]>) => Uint8Array.from(parts.flatMap((p) => (typeof p === 'string' ? [...utf8(p)] : p)));
+    expect(canonicalizeJson(bytes('"a', [0xe2, 0x82], 'b"'))).toBe('"a\ufffd\ufffdb"');
+    expect(canonicalizeJson(bytes('"', [0xc0, 0x80], '"'))).toBe('"\ufffd\ufffd"');
+    expect(canonicalizeJson(bytes('"', [0xed, 0xa0, 0x80], '"'))).toBe('"\ufffd\ufffd\ufffd"');
+    expect(canonicalizeJson(bytes('"', [0xf0, 0x9f, 0x98, 0x80], '"'))).toBe('"😀"');
+    expect(decodeUtf8AsGo(bytes([0xe2, 0x82, 0xac]))).toBe('€');
+    expect(() => canonicalizeJson(bytes([0xef, 0xbb, 0xbf], '{}'))).toThrow(CanonicalJsonError); // a BOM is not JSON to Go
   });
 
   it('keys are ordered by their UTF-8 bytes, at every depth (not by UTF-16 units)', () => {
