@@ -64,3 +64,55 @@ export const defaultSessionConfig = (groupSize: number): SessionConfig =>
     },
     groupSize,
   );
+
+/** Per-escrow values frozen on the escrow at create; 0 means "the compiled default" (`EscrowSessionFields`). */
+export interface EscrowSessionFields {
+  tokenPrice?: bigint;
+  createDevshardFee?: bigint;
+  feePerNonce?: bigint;
+  inferenceSealGraceNonces?: number;
+  inferenceSealGraceSeconds?: number;
+  autoSealEveryNNonces?: number;
+}
+
+/** Chain params read once at bind; 0 means "not provided" except as noted (`LiveSessionBindParams`). */
+export interface ChainBindParams {
+  refusalTimeout?: bigint;
+  executionTimeout?: bigint;
+  /** Taken as is, 0 included (0 disables validator sampling). */
+  validationRate?: number;
+  /** Percent; 0 falls back to n / 2. */
+  voteThresholdFactor?: number;
+}
+
+/** `SessionConfigFromEscrow`: the compiled defaults overlaid with the escrow's non-zero values. */
+export function sessionConfigFromEscrow(groupSize: number, f: EscrowSessionFields): SessionConfig {
+  const cfg = defaultSessionConfig(groupSize);
+  const pos = <T extends bigint | number>(v: T | undefined, d: T): T => (v !== undefined && v > 0 ? v : d);
+  return normalizeSessionConfig(
+    {
+      ...cfg,
+      tokenPrice: pos(f.tokenPrice, cfg.tokenPrice),
+      createDevshardFee: pos(f.createDevshardFee, cfg.createDevshardFee),
+      feePerNonce: pos(f.feePerNonce, cfg.feePerNonce),
+      inferenceSealGraceNonces: pos(f.inferenceSealGraceNonces, cfg.inferenceSealGraceNonces),
+      inferenceSealGraceSeconds: pos(f.inferenceSealGraceSeconds, cfg.inferenceSealGraceSeconds),
+      autoSealEveryNNonces: pos(f.autoSealEveryNNonces, cfg.autoSealEveryNNonces),
+    },
+    groupSize,
+  );
+}
+
+/** `ApplyChainSessionBindParams`: the chain's governance values frozen into the config at bind. */
+export function applyChainBindParams(cfg: SessionConfig, groupSize: number, p: ChainBindParams): SessionConfig {
+  return normalizeSessionConfig(
+    {
+      ...cfg,
+      validationRate: p.validationRate ?? 0,
+      voteThreshold: computeVoteThreshold(groupSize, p.voteThresholdFactor ?? 0),
+      refusalTimeout: p.refusalTimeout !== undefined && p.refusalTimeout > 0n ? p.refusalTimeout : cfg.refusalTimeout,
+      executionTimeout: p.executionTimeout !== undefined && p.executionTimeout > 0n ? p.executionTimeout : cfg.executionTimeout,
+    },
+    groupSize,
+  );
+}

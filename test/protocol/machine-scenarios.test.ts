@@ -10,7 +10,7 @@ import { orderCandidates, composeDiff } from '../../src/protocol/compose.js';
 import { Phase, warmKeysHash, hostStatsHash, restHashV2, stateRoot, liveHash } from '../../src/protocol/hashes.js';
 import { InferenceStatus, bitmapIsSet } from '../../src/protocol/inference-record.js';
 import { Replica } from '../../src/protocol/replica.js';
-import { computeVoteThreshold, defaultSealGraceNonces, defaultSessionConfig, normalizeSessionConfig } from '../../src/protocol/session-config.js';
+import { applyChainBindParams, computeVoteThreshold, defaultSealGraceNonces, defaultSessionConfig, normalizeSessionConfig, sessionConfigFromEscrow } from '../../src/protocol/session-config.js';
 import { shouldAutoSealAtNonce } from '../../src/protocol/seal.js';
 import { Kit, keyOf, TimeoutReason } from './session-kit.js';
 
@@ -38,6 +38,21 @@ describe('session config (devshard/types/config.go)', () => {
     expect(computeVoteThreshold(16, 67)).toBe(10);
     expect(computeVoteThreshold(5, 0)).toBe(2);
     expect(computeVoteThreshold(3, 50)).toBe(1);
+  });
+
+  it('TestNewStateMachine_BindVoteThreshold_GovernanceFactor67: 6 slots × 67 % = 4', () => {
+    const cfg = applyChainBindParams(sessionConfigFromEscrow(6, {}), 6, { voteThresholdFactor: 67 });
+    expect(cfg.voteThreshold).toBe(4);
+    expect(new Kit({ hosts: 6, config: cfg }).replica.config.voteThreshold).toBe(4);
+  });
+
+  it('TestSessionConfigFromEscrow_ZeroFallback / _PerFieldOverride; TestApplyChainSessionBindParams_HonorsZeroValidationRate', () => {
+    const d = sessionConfigFromEscrow(16, {});
+    expect([d.tokenPrice, d.createDevshardFee, d.feePerNonce, d.inferenceSealGraceNonces, d.inferenceSealGraceSeconds, d.autoSealEveryNNonces]).toEqual([1n, 10_000n, 1_000n, 20, 3600, 150]);
+    const o = sessionConfigFromEscrow(16, { tokenPrice: 3n, feePerNonce: 7n, inferenceSealGraceNonces: 160 });
+    expect([o.tokenPrice, o.createDevshardFee, o.feePerNonce, o.inferenceSealGraceNonces]).toEqual([3n, 10_000n, 7n, 160]);
+    const bound = applyChainBindParams(o, 16, { validationRate: 0, voteThresholdFactor: 50, refusalTimeout: 0n, executionTimeout: 900n });
+    expect([bound.validationRate, bound.voteThreshold, bound.refusalTimeout, bound.executionTimeout]).toEqual([0, 8, 60n, 900n]);
   });
 
   it('TestNewStateMachine_NormalizesInferenceSealGraceNonces: a zero grace is normalised at bind', () => {
@@ -524,6 +539,45 @@ describe('hashes (hash.go)', () => {
     k.apply([]);
     k.apply([k.start(4n)]);
     k.refused([k.confirm(4n, 1000n, keyOf('warm-2'))], 'InvalidExecutorSig');
+  });
+
+  it('TestWarmKey_FinishInferenceWithWarmKey / _ValidationWithWarmKey / _TimeoutVoteWithWarmKey', () => {
+    const warm1 = keyOf('warm-1');
+    const warm2 = keyOf('warm-2');
+    const k = new Kit({ hosts: 5, warmKeys: (w, c) => (w === warm1.address && c === keyOf('host-1').address) || (w === warm2.address && c === keyOf('host-2').address) });
+    k.apply([k.start(1n)]);
+    k.apply([k.confirm(1n)]);
+    expect(k.apply([k.finish(1n, { signer: warm1 })]).warmKeyBindings).toEqual([{ slot: 1, warm: warm1.address }]);
+    expect(k.apply([k.validation(1n, 2, true, warm2)]).warmKeyBindings).toEqual([{ slot: 2, warm: warm2.address }]);
+    k.apply([k.start(5n)]);
+    const t = k.timeout(5n, TimeoutReason.REFUSED, [0, 3]);
+    (t.tx.value as { votes: unknown[] }).votes.push(k.timeoutVote(5n, 2, TimeoutReason.REFUSED, true, warm2));
+    k.apply([t]);
+    expect(k.replica.inference(5n)!.status).toBe(InferenceStatus.TimedOut);
+    expect([...k.replica.warmKeys]).toEqual([
+      [1, warm1.address],
+      [2, warm2.address],
+    ]);
+  });
+
+  it('TestApplyDiff_RevealSeed_NoNewWarmKeyBinding: a reveal seed binds nothing', () => {
+    const k = new Kit({ warmKeys: () => true });
+    k.apply([k.finalize()]);
+    expect(k.apply([k.revealSeed(0)]).warmKeyBindings).toEqual([]);
+    expect(k.replica.warmKeys.size).toBe(0);
+  });
+
+  it('best effort keeps a warm key bound by a tx it then skips (MACHINE.md rule 10); a strict apply rolls it back', () => {
+    const warm = keyOf('warm-1');
+    const k = new Kit({ warmKeys: (w) => w === warm.address });
+    k.apply([k.start(1n)]);
+    k.apply([k.confirm(1n)]);
+    const bad = k.finish(1n, { signer: warm, escrowId: 'other' }); // signature fine (binds), escrow id refused
+    k.refused([bad], 'EscrowIDMismatch');
+    expect(k.replica.warmKeys.size).toBe(0);
+    const c = composeDiff(k.replica, { pending: [bad], extra: [], warmKeys: k.warmKeys });
+    expect(c.applied).toEqual([]);
+    expect(c.warmKeyBindings).toEqual([{ slot: 1, warm: warm.address }]);
   });
 
   it('TestWarmKey_ConfirmStartRejectsUnauthorizedKey / _NoResolver', () => {
