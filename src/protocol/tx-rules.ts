@@ -195,7 +195,7 @@ function applyValidationVote(ctx: RuleContext, msg: MsgValidationVote): void {
   const threshold = st.config.voteThreshold;
   if (next.votesInvalid > threshold) {
     next = { ...next, status: InferenceStatus.Invalidated };
-    // The executor is refunded nothing more: its cost is taken back (floored at 0) and the user repaid.
+    // The executor loses the cost (its host cost floored at 0) and the balance gets it back.
     updateStats(ctx, rec.executorSlot, (s) => ({ ...s, invalid: u32(s.invalid + 1), cost: s.cost < rec.actualCost ? 0n : s.cost - rec.actualCost }));
     st.balance = u64(st.balance + rec.actualCost);
   } else if (next.votesValid > threshold) {
