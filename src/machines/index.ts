@@ -5,12 +5,14 @@
 import type { SnapshotFrom } from 'xstate';
 import type { RecordedEvent } from '../events/envelope.js';
 import { accessModeMachine, type AccessModeEvent } from './access-mode.js';
+import { devshardSessionPhaseMachine } from './devshard-session-phase.js';
 import { disabledMachine, type DisabledEvent } from './disabled.js';
 import { escrowMachine, type EscrowEvent, type EscrowInput } from './escrow.js';
 import { foldMachine } from './fold.js';
 import { rotationMachine, type RotationEvent } from './rotation.js';
 
 export * from './access-mode.js';
+export * from './devshard-session-phase.js';
 export * from './disabled.js';
 export * from './escrow.js';
 export * from './rotation.js';
@@ -22,6 +24,7 @@ export const machines = {
   accessMode: accessModeMachine,
   disabled: disabledMachine,
   rotation: rotationMachine,
+  devshardSessionPhase: devshardSessionPhaseMachine,
 } as const;
 
 export type MachineName = keyof typeof machines;

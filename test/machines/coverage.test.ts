@@ -94,6 +94,10 @@ const plans: Record<keyof typeof machines, { events: (s: any) => readonly any[];
     events: () => [ev.disabled(), ev.enabled()],
     serialize: (s) => JSON.stringify(s.value),
   },
+  devshardSessionPhase: {
+    events: () => [{ type: 'FinalizeRoundApplied' }, { type: 'FinalizeDeadlineReached' }],
+    serialize: (s) => JSON.stringify(s.value),
+  },
   rotation: {
     events: rotationEvents,
     // Whether a settle awaits its retry: settle failures are accepted anywhere only then.

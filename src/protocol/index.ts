@@ -1,0 +1,18 @@
+/**
+ * src/protocol: devshard protocol v2, pure. The host state machine replica (one per escrow), its
+ * roots and settlement, the user-side composition of a diff, signatures and their preimages, the
+ * Go-canonical prompt hash. See docs/protocol.md.
+ */
+export * from './errors.js';
+export * from './bytes.js';
+export * from './signatures.js';
+export * from './preimages.js';
+export * from './canonical-json.js';
+export * from './session-config.js';
+export * from './inference-record.js';
+export * from './hashes.js';
+export * from './seal.js';
+export * from './replica.js';
+export * from './compose.js';
+export * from './replay.js';
+export * from './settlement.js';
