@@ -8,8 +8,7 @@
  */
 import OpenAI, { AuthenticationError, BadRequestError, NotFoundError, RateLimitError } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { disposeTestGateway } from '../helpers/gateway.js';
-import { createEscrowViaApi } from '../helpers/gateway.js';
+import { createEscrowViaApi, disposeTestGateway } from '../helpers/gateway.js';
 import { expectBooksBalanced, expectRequestIds, longPrompt, MODEL, recordingFetch, startClientGateway, timeTool, weatherTool, type ClientGateway, type Seen } from './helpers.js';
 
 const messages: OpenAI.ChatCompletionMessageParam[] = [
@@ -230,7 +229,7 @@ describe('openai SDK: retries wait what Retry-After says', () => {
   let cg: ClientGateway;
   beforeAll(async () => {
     // One request at a time, and no escrow yet.
-    cg = await startClientGateway({ env: { GATEWAY_MAX_CONCURRENT_REQUESTS: '1' }, escrow: false });
+    cg = await startClientGateway({ env: { GATEWAY_MAX_CONCURRENT_REQUESTS: '1' }, escrow: false, tokenDelayMs: 10 });
   });
   afterAll(() => disposeTestGateway(cg?.gw));
 
@@ -253,28 +252,33 @@ describe('openai SDK: retries wait what Retry-After says', () => {
   });
 
   it('429 at the concurrency limit with Retry-After: without retries a RateLimitError, with one the SDK waits and succeeds', async () => {
+    cg.escrowId ||= await createEscrowViaApi(cg.gw); // made by the 503 case when it ran first
     const busy = new OpenAI({ baseURL: cg.gw.url + '/v1', apiKey: cg.gw.keys.apiKey, maxRetries: 0 });
+    // Takes the one slot with a stream (10 ms between tokens, 40 or more tokens); `release` cuts it off.
     const hold = async () => {
       const stream = await busy.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: longPrompt(40) }], stream: true });
       const it = stream[Symbol.asyncIterator]();
-      await it.next(); // the slot is taken while the stream is open
-      return async () => {
-        for (let n = await it.next(); !n.done; n = await it.next());
+      await it.next();
+      return {
+        drain: async () => {
+          for (let n = await it.next(); !n.done; n = await it.next());
+        },
+        release: () => stream.controller.abort(),
       };
     };
-    let drain = await hold();
+    const first = await hold();
     const e = await caught(busy.chat.completions.create({ model: MODEL, messages, max_completion_tokens: 5 }));
     expect(e).toBeInstanceOf(RateLimitError);
     expect((e as RateLimitError).code).toBe('concurrency_limit_exceeded');
     expect((e as RateLimitError).headers?.get('retry-after')).toBe('1');
-    await drain();
+    await first.drain();
 
-    drain = await hold();
+    const second = await hold();
     const rec = recordingFetch();
     const patient = new OpenAI({ baseURL: cg.gw.url + '/v1', apiKey: cg.gw.keys.apiKey, maxRetries: 2, fetch: rec.fetch });
     const answer = patient.chat.completions.create({ model: MODEL, messages, max_completion_tokens: 5 });
     while (rec.seen.length === 0) await new Promise((r) => setTimeout(r, 5));
-    await drain();
+    second.release();
     const r = await answer;
     expect(r.choices[0]!.message.content).toBeTruthy();
     expect(rec.seen.map((s) => s.status)).toEqual([429, 200]);
