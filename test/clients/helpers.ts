@@ -38,16 +38,18 @@ export interface Seen {
   at: number;
   requestId: string | null;
   retryAfter: string | null;
+  /** The response body as sent (a copy read beside the client's), when asked for. */
+  body?: Promise<string>;
 }
 
 /** A fetch for a client library that records what came back (status, x-request-id, time). */
-export function recordingFetch(): { fetch: typeof fetch; seen: Seen[] } {
+export function recordingFetch(opts: { bodies?: boolean } = {}): { fetch: typeof fetch; seen: Seen[] } {
   const seen: Seen[] = [];
   const f: typeof fetch = async (input, init) => {
     const sentAt = Date.now();
     const res = await fetch(input, init);
     const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
-    seen.push({ url, method: init?.method ?? 'GET', status: res.status, sentAt, at: Date.now(), requestId: res.headers.get('x-request-id'), retryAfter: res.headers.get('retry-after') });
+    seen.push({ url, method: init?.method ?? 'GET', status: res.status, sentAt, at: Date.now(), requestId: res.headers.get('x-request-id'), retryAfter: res.headers.get('retry-after'), ...(opts.bodies ? { body: res.clone().text() } : {}) });
     return res;
   };
   return { fetch: f, seen };
@@ -110,3 +112,13 @@ export const timeTool = {
   description: 'Local time in a city',
   parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
 } as const;
+
+/** The `data:` frames of an SSE body, JSON-parsed, without the final [DONE] (which must be there). */
+export function sseFrames(body: string): Record<string, any>[] {
+  const data = body
+    .split('\n\n')
+    .map((f) => f.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('\n'))
+    .filter((d) => d !== '');
+  expect(data.at(-1)).toBe('[DONE]');
+  return data.slice(0, -1).map((d) => JSON.parse(d) as Record<string, any>);
+}

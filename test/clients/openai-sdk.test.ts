@@ -24,10 +24,12 @@ describe('openai SDK: chat through the gateway', () => {
   let cg: ClientGateway;
   let client: OpenAI;
   let seen: Seen[];
+  let recording: typeof fetch;
   beforeAll(async () => {
     cg = await startClientGateway();
     const rec = recordingFetch();
     seen = rec.seen;
+    recording = rec.fetch;
     client = new OpenAI({ baseURL: cg.gw.url + '/v1', apiKey: cg.gw.keys.apiKey, maxRetries: 0, fetch: rec.fetch });
   });
   afterAll(async () => {
@@ -201,7 +203,7 @@ describe('openai SDK: chat through the gateway', () => {
   }
 
   it("errors are the SDK's own classes with the gateway's message: 401, 400, 404", async () => {
-    const bad = new OpenAI({ baseURL: cg.gw.url + '/v1', apiKey: 'sk-not-a-key', maxRetries: 0 });
+    const bad = new OpenAI({ baseURL: cg.gw.url + '/v1', apiKey: 'sk-not-a-key', maxRetries: 0, fetch: recording });
     const e401 = await caught(bad.chat.completions.create({ model: MODEL, messages }));
     expect(e401).toBeInstanceOf(AuthenticationError);
     expect((e401 as AuthenticationError).code).toBe('invalid_api_key');
