@@ -17,7 +17,7 @@ function parsePrometheus(text: string): { samples: Sample[]; types: Map<string, 
   const helps = new Set<string>();
   const samples: Sample[] = [];
   const NAME = '[a-zA-Z_:][a-zA-Z0-9_:]*';
-  const sampleRe = new RegExp(`^(${NAME})(?:\\{(.*)\\})? (-?(?:[0-9.]+(?:e[+-]?[0-9]+)?|\\+Inf|-Inf|NaN))(?: -?[0-9]+)?$`);
+  const sampleRe = new RegExp(`^(${NAME})(?:\\{(.*)\\})? (-?(?:[0-9.]+(?:e[+-]?[0-9]+)?|\\+Inf|-Inf|NaN|Nan))(?: -?[0-9]+)?$`);
   const labelRe = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\[\\"n])*)"(?:,|$)/gy;
   expect(text.endsWith('\n')).toBe(true);
   for (const line of text.split('\n')) {

@@ -5,7 +5,7 @@ import { doc } from '../openapi.js';
 import type { FastifyInstance } from 'fastify';
 import type { GatewayContext } from '../../gateway/context.js';
 import { openChat, hostFailure, type ChatSession } from '../../gateway/chat.js';
-import { servedModels } from '../../gateway/models.js';
+import { isServedModel, servedModels } from '../../gateway/models.js';
 import { CallController } from '../../network/call-signal.js';
 import { HostError, type ChatChunk } from '../../network/port.js';
 import type { Authenticator } from '../auth.js';
@@ -14,6 +14,7 @@ import { chatCompletionRequestSchema, normalizeChatRequest } from '../schemas/ch
 import { openSse } from '../sse.js';
 
 const OWNED_BY = 'gonka';
+const UNKNOWN_MODEL = '(unknown)';
 
 export function registerBrokerRoutes(app: FastifyInstance, ctx: GatewayContext, auth: Authenticator): void {
   const startedAt = Math.floor(Date.now() / 1000);
@@ -35,12 +36,15 @@ export function registerBrokerRoutes(app: FastifyInstance, ctx: GatewayContext, 
       // The client leaving cancels the host request; usage delivered so far is still billed.
       const abort = new CallController();
       request.onClientGone = () => abort.abort(new Error('client disconnected'));
+      // A metric label is a served model id or '(unknown)': a client's made-up model names must not
+      // make series without bound.
+      const model = isServedModel(ctx, req.model) ? req.model : UNKNOWN_MODEL;
       const observe = (status: number, usage?: { prompt_tokens: number; completion_tokens: number }) => {
-        ctx.metrics.chatRequests.inc({ model: req.model, status });
-        ctx.metrics.chatLatency.observe({ model: req.model, stream: String(req.stream) }, Number(process.hrtime.bigint() - started) / 1e9);
+        ctx.metrics.chatRequests.inc({ model, status });
+        ctx.metrics.chatLatency.observe({ model, stream: String(req.stream) }, Number(process.hrtime.bigint() - started) / 1e9);
         if (usage) {
-          ctx.metrics.tokens.inc({ model: req.model, kind: 'prompt' }, usage.prompt_tokens);
-          ctx.metrics.tokens.inc({ model: req.model, kind: 'completion' }, usage.completion_tokens);
+          ctx.metrics.tokens.inc({ model, kind: 'prompt' }, usage.prompt_tokens);
+          ctx.metrics.tokens.inc({ model, kind: 'completion' }, usage.completion_tokens);
           request.logFields.prompt_tokens = usage.prompt_tokens;
           request.logFields.completion_tokens = usage.completion_tokens;
         }
@@ -51,7 +55,7 @@ export function registerBrokerRoutes(app: FastifyInstance, ctx: GatewayContext, 
         session = await openChat(ctx, { req, caller, requestId: request.id, signal: abort.signal, controller: abort });
       } catch (err) {
         if (err instanceof ApiError) {
-          ctx.metrics.errors.inc({ model: req.model, code: err.code ?? String(err.status) });
+          ctx.metrics.errors.inc({ model, code: err.code ?? String(err.status) });
           observe(err.status);
         }
         throw err;
@@ -82,7 +86,7 @@ export function registerBrokerRoutes(app: FastifyInstance, ctx: GatewayContext, 
         const usage = err instanceof HostError && err.usageSoFar ? err.usageSoFar : result.usage();
         session.end({ usage, error: err instanceof Error ? err.message : String(err) });
         const apiError = hostFailure(err);
-        ctx.metrics.errors.inc({ model: req.model, code: apiError.code ?? 'stream_error' });
+        ctx.metrics.errors.inc({ model, code: apiError.code ?? 'stream_error' });
         observe(apiError.status, usage);
         request.logFields.error_code = apiError.code ?? undefined;
         // Headers are gone already: the error travels as a last SSE frame, like OpenAI's.

@@ -27,7 +27,11 @@ export function registerStatusRoutes(app: FastifyInstance, ctx: GatewayContext, 
     return { ...base, limiter };
   });
 
-  ctx.metrics.registry.onCollect?.(() => {
+  ctx.metrics.registry.onCollect(() => {
+    // From scratch each scrape: an escrow removed since the last one leaves no stale series.
+    ctx.metrics.escrowBalance.reset();
+    ctx.metrics.escrowNonce.reset();
+    ctx.metrics.escrowInFlight.reset();
     for (const e of ctx.projections.pool.all()) {
       if (e.state === 'removed') continue;
       const labels = { escrow_id: e.escrowId, model: e.model };
@@ -41,6 +45,6 @@ export function registerStatusRoutes(app: FastifyInstance, ctx: GatewayContext, 
   });
 
   app.get('/metrics', { onRequest: auth.requireAdmin, config: { auth: 'admin' as const }, schema: doc({ summary: 'Prometheus metrics' }) }, async (_request, reply) =>
-    reply.type(PROMETHEUS_CONTENT_TYPE).send(ctx.metrics.registry.render()),
+    reply.type(PROMETHEUS_CONTENT_TYPE).send(await ctx.metrics.registry.render()),
   );
 }
