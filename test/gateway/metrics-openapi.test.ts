@@ -103,6 +103,19 @@ describe('metrics and OpenAPI', () => {
     expect(find('shardgate_http_requests_total', { method: 'POST', route: '/v1/chat/completions', status: '401' })?.value).toBe(1);
   });
 
+  it("a model the gateway does not serve is counted as '(unknown)', never under the client's made-up name", async () => {
+    for (const model of ['made-up/one', 'made-up/two']) {
+      expect((await gw.call('/v1/chat/completions', { body: { model, messages: [{ role: 'user', content: 'x' }] } })).status).toBe(404);
+    }
+    const text = (await gw.call('/metrics')).text;
+    expect(text).not.toContain('made-up');
+    const { samples } = parsePrometheus(text);
+    expect(samples.find((s) => s.name === 'shardgate_errors_total' && s.labels.model === '(unknown)' && s.labels.code === 'model_not_found')?.value).toBe(2);
+    expect(samples.find((s) => s.name === 'shardgate_chat_requests_total' && s.labels.model === '(unknown)' && s.labels.status === '404')?.value).toBe(2);
+    // Node's process metrics are served beside ours.
+    expect(samples.some((s) => s.name === 'process_resident_memory_bytes')).toBe(true);
+  });
+
   it('GET /openapi.json is an OpenAPI 3 document listing every route', async () => {
     const res = await gw.call('/openapi.json', { key: 'none' });
     expect(res.status).toBe(200);
