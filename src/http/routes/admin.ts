@@ -36,6 +36,7 @@ import {
   type SettingsBody,
 } from '../schemas/admin.js';
 import { IMPORT_BODY_LIMIT, importBodySchema } from '../schemas/import.js';
+import { statusDocument } from './status.js';
 
 type IdParams = { id: string };
 
@@ -93,13 +94,7 @@ export function registerAdminRoutes(app: FastifyInstance, ctx: GatewayContext, a
     throw chainApiError(r.error, 'Escrow creation');
   });
 
-  app.get('/v1/admin/devshards', { ...admin, schema: doc({ summary: 'List registered devshards' }) }, async () => ({
-    object: 'list',
-    data: ctx.projections.pool
-      .all()
-      .filter((e) => e.state !== 'removed')
-      .map((e) => devshardView(ctx, e.escrowId)),
-  }));
+  app.get('/v1/admin/devshards', { ...admin, schema: doc({ summary: 'List registered devshards' }) }, async () => devshardListDocument(ctx));
 
   app.post('/v1/admin/devshards', { ...admin, schema: doc({ body: registerBodySchema, summary: 'Register an on-chain escrow for routing' }) }, async (request) => {
     const body = request.body as { escrow_id: string | number; model_id?: string };
@@ -178,4 +173,36 @@ export function registerAdminRoutes(app: FastifyInstance, ctx: GatewayContext, a
     ctx.onSettingsChanged?.();
     return effective;
   });
+}
+
+/**
+ * GET /v1/admin/devshards: devshardctl's admin state (gonka devshard/cmd/devshardctl gateway.go
+ * handleAdminState: `settings`, `devshards` each a GatewayDevshardState of gateway_store.go with its
+ * `runtime` status, `limiter`, `capacity`), with ours beside it (`object: 'list'`, `data`: our
+ * devshard views). Never a private key (devshardctl returns `private_key`; we do not hold one per
+ * devshard to give, and would not).
+ */
+export function devshardListDocument(ctx: GatewayContext) {
+  const status = statusDocument(ctx);
+  const runtimeOf = new Map(status.devshards.map((d) => [d.id, d]));
+  const listed = ctx.projections.pool.all().filter((e) => e.state !== 'removed');
+  return {
+    object: 'list' as const,
+    data: listed.map((e) => devshardView(ctx, e.escrowId)),
+    settings: ctx.projections.settings.effective(),
+    devshards: listed.map((e) => {
+      const c = ctx.engine.escrow(e.escrowId)?.context;
+      const runtime = runtimeOf.get(e.escrowId);
+      return {
+        id: e.escrowId,
+        model: e.model,
+        active: e.state === 'active',
+        rotation_role: e.role,
+        ...(c && c.epoch !== undefined && c.epoch !== null ? { rotation_epoch: c.epoch } : {}),
+        ...(runtime ? { runtime } : {}),
+      };
+    }),
+    limiter: status.limiter,
+    capacity: status.capacity,
+  };
 }

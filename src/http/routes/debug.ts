@@ -1,10 +1,64 @@
-/** GET /v1/debug/rotation (admin): rotation timing, settings and the latest per-model results. */
+/**
+ * GET /v1/debug/rotation (admin): rotation timing, settings and the latest results, in
+ * devshardctl's shape (gonka devshard/cmd/devshardctl gateway.go handleDebugRotation) with ours
+ * beside it: `latest` is devshardctl's array of the newest rotation statuses, one per model and
+ * step (gateway_store.go GatewayRotationStatus, the last 100); our per-model document is
+ * `latest_by_model`; `enabled` is at the top level as the spec names it, and in `settings`.
+ */
 import { doc } from '../openapi.js';
 import type { FastifyInstance } from 'fastify';
 import type { GatewayContext } from '../../gateway/context.js';
 import type { Authenticator } from '../auth.js';
 import { rotationDebugDocument } from '../../gateway/rotation/index.js';
+import type { RotationHistoryEntry } from '../../gateway/rotation/debug.js';
+
+/** How many statuses `latest` lists (devshardctl: LoadRotationStatuses(100)). */
+export const LATEST_STATUSES = 100;
+
+/** Stages in which nothing of a rotation step is under way. */
+const RESTING_STAGES = new Set(['idle', 'waitingPoc']);
+
+/** devshardctl's GatewayRotationStatus of one model and step: the last history entry of each, newest first. */
+export function rotationStatuses(history: readonly RotationHistoryEntry[]) {
+  const last = new Map<string, RotationHistoryEntry>();
+  for (const e of history) {
+    const key = JSON.stringify([e.model, e.stage, e.epoch]);
+    last.delete(key); // re-inserted: the map's order is the order of each step's last entry
+    last.set(key, e);
+  }
+  return [...last.values()]
+    .reverse()
+    .slice(0, LATEST_STATUSES)
+    .map((e) => ({
+      model_id: e.model,
+      stage: e.stage,
+      epoch: e.epoch ?? 0,
+      ...(e.role ? { role: e.role } : {}),
+      target_count: e.target,
+      existing_count: e.existing,
+      created_count: e.created,
+      promoted_count: e.promoted,
+      settled_count: e.settled,
+      settle_failed_count: e.settle_failed,
+      ...(e.last_error ? { create_error: e.last_error.message } : {}),
+      completed: RESTING_STAGES.has(e.stage),
+      updated_at: e.time,
+    }));
+}
 
 export function registerDebugRoutes(app: FastifyInstance, ctx: GatewayContext, auth: Authenticator): void {
-  app.get('/v1/debug/rotation', { onRequest: auth.requireAdmin, config: { auth: 'admin' as const }, schema: doc({ summary: 'Rotation debug' }) }, async () => rotationDebugDocument(ctx));
+  app.get('/v1/debug/rotation', { onRequest: auth.requireAdmin, config: { auth: 'admin' as const }, schema: doc({ summary: 'Rotation debug' }) }, async () => {
+    const { latest, ...d } = await rotationDebugDocument(ctx);
+    return {
+      ...d,
+      chain: {
+        ...d.chain,
+        // devshardctl's names for the same two numbers.
+        epoch_switch_block_height: d.chain.next_boundary_height,
+        blocks_to_epoch_switch: d.chain.blocks_until_boundary,
+      },
+      latest: rotationStatuses(d.history),
+      latest_by_model: latest,
+    };
+  });
 }

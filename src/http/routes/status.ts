@@ -8,24 +8,51 @@ import type { GatewayContext } from '../../gateway/context.js';
 import type { Authenticator } from '../auth.js';
 import { PROMETHEUS_CONTENT_TYPE } from '../metrics.js';
 
+/**
+ * devshardctl's two /v1/status shapes in one (gonka devshard/cmd/devshardctl): the pooled one
+ * always (gateway.go handlePooledStatus: mode, devshards, limiter, capacity, runtimes), and, with
+ * exactly one devshard loaded, also that runtime's own top-level fields (proxy.go handleStatus,
+ * statusResponse: escrow_id, nonce, phase, balance, requests_blocked, block_reason, config), so
+ * scripts written for either work. Ours beside them.
+ */
+export function statusDocument(ctx: GatewayContext) {
+  const doc = ctx.projections.status.snapshot();
+  const limiter = ctx.limiter.counts();
+  const price = ctx.chainInfo.tokenPrice;
+  const devshards = doc.devshards.map((d) => ({
+    ...d,
+    // devshardctl counts reserved prompt + max tokens; ours reserves their cost at the token price.
+    reserved_tokens: price > 0n ? Number(BigInt(d.reserved) / price) : 0,
+  }));
+  const base = {
+    ...doc,
+    devshards,
+    // The limiter counts every admitted chat request, including those still reserving a nonce.
+    active_requests: Math.max(doc.active_requests, limiter.active_requests),
+    instance: ctx.config.server.instanceName,
+    chain_id: ctx.config.chain.chainId,
+    mode: ctx.config.mode.kind,
+    limiter,
+  };
+  const only = devshards.length === 1 ? devshards[0]! : undefined;
+  const singleId = ctx.config.mode.kind === 'single' ? ctx.config.mode.escrowId : only?.id;
+  if (!only || singleId !== only.id) return singleId === undefined ? base : { ...base, escrow_id: singleId };
+  return {
+    ...base,
+    // proxy.go statusResponse: escrow_id is a string there.
+    escrow_id: only.id,
+    nonce: only.nonce,
+    phase: only.phase ?? 'active',
+    balance: only.balance,
+    requests_blocked: only.requests_blocked,
+    ...(only.block_reason ? { block_reason: only.block_reason } : {}),
+    // statusSessionConfig: the session's chain parameters this gateway knows.
+    config: { token_price: Number(price) },
+  };
+}
+
 export function registerStatusRoutes(app: FastifyInstance, ctx: GatewayContext, auth: Authenticator): void {
-  app.get('/v1/status', { config: { auth: 'none' as const }, schema: doc({ summary: 'Gateway status (health check)' }) }, async () => {
-    const doc = ctx.projections.status.snapshot();
-    const limiter = ctx.limiter.counts();
-    const base = {
-      ...doc,
-      // The limiter counts every admitted chat request, including those still reserving a nonce.
-      active_requests: Math.max(doc.active_requests, limiter.active_requests),
-      instance: ctx.config.server.instanceName,
-      chain_id: ctx.config.chain.chainId,
-      mode: ctx.config.mode.kind,
-    };
-    if (ctx.config.mode.kind === 'single') {
-      const { devshards: _omit, ...single } = base;
-      return { ...single, escrow_id: ctx.config.mode.escrowId };
-    }
-    return { ...base, limiter };
-  });
+  app.get('/v1/status', { config: { auth: 'none' as const }, schema: doc({ summary: 'Gateway status (health check)' }) }, async () => statusDocument(ctx));
 
   ctx.metrics.registry.onCollect(() => {
     // From scratch each scrape: an escrow removed since the last one leaves no stale series.
