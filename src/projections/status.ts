@@ -45,6 +45,8 @@ export interface StatusDocument {
     nonce: number;
     balance: number;
     active_requests: number;
+    /** Reserved prompt + max tokens: our reserved amount at the token price (0 when no price is given). */
+    reserved_tokens: number;
     requests_blocked: boolean;
     block_reason?: string;
     /** Ours: the same escrow in our words; `balance_exact` is the balance as an exact decimal string. */
@@ -94,7 +96,8 @@ export class StatusProjection {
   /** Nothing to fold: pool and settings are applied by the aggregate. */
   apply(): void {}
 
-  snapshot(): StatusDocument {
+  /** `tokenPrice` (the chain's, smallest coin unit per token) turns reserved amounts into reserved_tokens. */
+  snapshot(tokenPrice = 0n): StatusDocument {
     const escrows = this.pool.all().filter((e) => e.state !== 'removed' && e.model);
     const models = [...new Set([...escrows.map((e) => e.model), ...this.settings.accessModels()])].sort();
     const capacity: StatusDocument['capacity']['models'] = {};
@@ -136,6 +139,7 @@ export class StatusProjection {
           nonce: e.nonce,
           balance: Number(e.balance),
           active_requests: e.inFlight,
+          reserved_tokens: tokenPrice > 0n ? Number(BigInt(e.reserved) / tokenPrice) : 0,
           requests_blocked: blocked !== undefined,
           ...(blocked ? { block_reason: blocked } : {}),
           escrow_id: e.escrowId,

@@ -90,6 +90,11 @@ describe('projections', () => {
     expect(s.devshards.map((d) => [d.escrow_id, d.state])).toEqual([['e1', 'active'], ['e2', 'settled']]);
     expect(s.model_runtimes).toEqual([{ model: 'm1', mode: 'pool', escrows: 2, routable: 1 }]);
     expect(s.runtimes).toBe(2);
+    // reserved_tokens: the reserved amount at the token price the caller knows.
+    const priced = Projections.rebuild(scenario()).status.snapshot(2n).devshards[0]!;
+    expect(BigInt(priced.reserved)).toBeGreaterThan(0n);
+    expect(priced.reserved_tokens).toBe(Number(BigInt(priced.reserved) / 2n));
+    expect(s.devshards[0]!.reserved_tokens).toBe(0);
     expect(s.devshards.map((d) => [d.id, d.active, d.phase, d.active_requests, d.requests_blocked, d.block_reason])).toEqual([
       ['e1', true, 'active', 1, false, undefined],
       ['e2', false, 'settlement', 0, true, 'settled'],

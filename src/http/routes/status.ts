@@ -16,17 +16,12 @@ import { PROMETHEUS_CONTENT_TYPE } from '../metrics.js';
  * scripts written for either work. Ours beside them.
  */
 export function statusDocument(ctx: GatewayContext) {
-  const doc = ctx.projections.status.snapshot();
-  const limiter = ctx.limiter.counts();
   const price = ctx.chainInfo.tokenPrice;
-  const devshards = doc.devshards.map((d) => ({
-    ...d,
-    // devshardctl counts reserved prompt + max tokens; ours reserves their cost at the token price.
-    reserved_tokens: price > 0n ? Number(BigInt(d.reserved) / price) : 0,
-  }));
+  const doc = ctx.projections.status.snapshot(price);
+  const limiter = ctx.limiter.counts();
+  const devshards = doc.devshards;
   const base = {
     ...doc,
-    devshards,
     // The limiter counts every admitted chat request, including those still reserving a nonce.
     active_requests: Math.max(doc.active_requests, limiter.active_requests),
     instance: ctx.config.server.instanceName,
