@@ -9,6 +9,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createEscrowViaApi, disposeTestGateway, MODEL, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { eventsFile } from '../../src/events/storage-path.js';
 import { longPrompt, startClientGateway } from '../clients/helpers.js';
 
 /** `jq '[.devshards[].active_requests]'`: null where jq would fail on a missing array. */
@@ -107,6 +108,11 @@ describe('devshardctl shapes: two devshards (pooled)', () => {
       // GatewayDevshardState: id string, model string, active bool, rotation_role string, rotation_epoch number.
       expect(d).toMatchObject({ model: MODEL, active: true, rotation_role: 'regular' });
       expect(isUint(d.rotation_epoch)).toBe(true);
+      // created_at / updated_at: RFC 3339 times (the stream's first and last commits); storage_path
+      // a path (ours: the one event log every escrow is kept in).
+      expect(Date.parse(d.created_at)).toBeGreaterThan(0);
+      expect(Date.parse(d.updated_at)).toBeGreaterThanOrEqual(Date.parse(d.created_at));
+      expect(d.storage_path).toBe(eventsFile(gw.storageDir));
       // adminDevshardView.runtime: the runtimeStatus of /v1/status, with active_requests.
       expect(d.runtime).toMatchObject({ id: d.id, model: MODEL, active: true, active_requests: 0 });
       expect(d.private_key).toBeUndefined();

@@ -37,6 +37,7 @@ import {
 } from '../schemas/admin.js';
 import { IMPORT_BODY_LIMIT, importBodySchema } from '../schemas/import.js';
 import { statusDocument } from './status.js';
+import { eventsFile } from '../../events/storage-path.js';
 
 type IdParams = { id: string };
 
@@ -186,6 +187,8 @@ export function devshardListDocument(ctx: GatewayContext) {
   const status = statusDocument(ctx);
   const runtimeOf = new Map(status.devshards.map((d) => [d.id, d]));
   const listed = ctx.projections.pool.all().filter((e) => e.state !== 'removed');
+  const store = ctx.engine.store;
+  const storagePath = eventsFile(ctx.config.server.storageDir);
   return {
     object: 'list' as const,
     data: listed.map((e) => devshardView(ctx, e.escrowId)),
@@ -193,12 +196,21 @@ export function devshardListDocument(ctx: GatewayContext) {
     devshards: listed.map((e) => {
       const c = ctx.engine.escrow(e.escrowId)?.context;
       const runtime = runtimeOf.get(e.escrowId);
+      // created_at / updated_at: the commit times of the escrow stream's first and last events.
+      const stream = escrowStream(e.escrowId);
+      const last = store.streamVersion(stream);
+      const first = last >= 0 ? store.readStream(stream, 0, 1)[0] : undefined;
+      const latest = last >= 0 ? store.readStream(stream, last, 1)[0] : undefined;
       return {
         id: e.escrowId,
         model: e.model,
+        // Where its state is kept: every escrow's events are in the gateway's one event log.
+        storage_path: storagePath,
         active: e.state === 'active',
         rotation_role: e.role,
         ...(c && c.epoch !== undefined && c.epoch !== null ? { rotation_epoch: c.epoch } : {}),
+        ...(first ? { created_at: first.time } : {}),
+        ...(latest ? { updated_at: latest.time } : {}),
         ...(runtime ? { runtime } : {}),
       };
     }),
