@@ -7,7 +7,6 @@
 import type { EventMetadata } from '../events/envelope.js';
 import { escrowStream, type GatewaySettings, type SettingsPatch } from '../events/catalog.js';
 import type { PoolEscrow } from '../projections/index.js';
-import type { StatusDocument } from '../projections/status.js';
 import { readEscrowTimeline, type Timeline } from '../projections/timeline.js';
 import { hostFailure, openChat, usageAtFailure, type ChatCommand, type ChatSession } from './chat.js';
 import type { GatewayContext } from './context.js';
@@ -16,8 +15,9 @@ import { createEscrowForOperator, type OperatorCreate, type OperatorCreateOutcom
 import { deactivateEscrow, devshardView, escrowOr404, finalizeEscrow, registerEscrow, removeEscrow, settleEscrow, type SettleAnswer } from './escrows/lifecycle.js';
 import { activateEscrow, exportEscrow, importEscrow, type ImportBody } from './escrows/transfer.js';
 import type { LimiterCounts } from './limiter.js';
-import { servedModels } from './models.js';
-import { rotationDebugDocument, type RotationDebugDocument } from './rotation/index.js';
+import { isServedModel, servedModels } from './models.js';
+import { rotationDebugAnswer } from './rotation/statuses.js';
+import { devshardListDocument, statusDocument, type StatusAnswer } from './status-document.js';
 import { changeSettings } from './settings.js';
 import type { Usage } from '../network/port.js';
 
@@ -27,11 +27,13 @@ export type { ChatSession };
 type Answer<F extends (...args: never[]) => unknown> = Awaited<ReturnType<F>>;
 
 export type DevshardView = ReturnType<typeof devshardView>;
-export type StatusAnswer = Omit<StatusDocument, 'devshards'> & { devshards?: StatusDocument['devshards']; instance: string; chain_id: string; mode: string; escrow_id?: string; limiter?: LimiterCounts };
+export type { StatusAnswer };
 
 export interface GatewayPort {
   // The OpenAI-compatible surface
   servedModels(): string[];
+  /** Whether a model id is one this gateway serves (bounds metric labels). */
+  isServedModel(model: string): boolean;
   /** The settings a chat request is normalized with (max_tokens default and cap). */
   chatSettings(): Readonly<GatewaySettings>;
   openChat(cmd: ChatCommand): Promise<ChatSession>;
@@ -60,10 +62,12 @@ export interface GatewayPort {
   /** The kill switch as HTTP serves it (read per request, in memory). */
   disabled(): GatewaySettings['disabled'];
   status(): StatusAnswer;
+  /** GET /v1/admin/devshards: devshardctl's admin state with our views beside it. */
+  devshardList(): ReturnType<typeof devshardListDocument>;
   /** Escrows not removed (metrics gauges). */
   liveEscrows(): PoolEscrow[];
   admission(): LimiterCounts;
-  rotationDebug(): Promise<RotationDebugDocument>;
+  rotationDebug(): ReturnType<typeof rotationDebugAnswer>;
 }
 
 export function gatewayPort(ctx: GatewayContext): GatewayPort {
@@ -71,6 +75,7 @@ export function gatewayPort(ctx: GatewayContext): GatewayPort {
   const live = () => ctx.projections.pool.all().filter((e) => e.state !== 'removed');
   return {
     servedModels: () => servedModels(ctx),
+    isServedModel: (model) => isServedModel(ctx, model),
     chatSettings: () => ctx.projections.settings.current(),
     openChat: (cmd) => openChat(ctx, cmd),
     streamFailure: (err, usageSoFar) => ({ error: hostFailure(err), usage: usageAtFailure(err, usageSoFar) }),
@@ -109,25 +114,10 @@ export function gatewayPort(ctx: GatewayContext): GatewayPort {
       return effective;
     },
     disabled: () => ctx.projections.settings.current().disabled,
-    status: () => {
-      const doc = ctx.projections.status.snapshot();
-      const limiter = ctx.limiter.counts();
-      const base = {
-        ...doc,
-        // The limiter counts every admitted chat request, including those still reserving a nonce.
-        active_requests: Math.max(doc.active_requests, limiter.active_requests),
-        instance: ctx.config.server.instanceName,
-        chain_id: ctx.config.chain.chainId,
-        mode: ctx.config.mode.kind,
-      };
-      if (ctx.config.mode.kind === 'single') {
-        const { devshards: _omit, ...single } = base;
-        return { ...single, escrow_id: ctx.config.mode.escrowId };
-      }
-      return { ...base, limiter };
-    },
+    status: () => statusDocument(ctx),
+    devshardList: () => devshardListDocument(ctx),
     liveEscrows: live,
     admission: () => ctx.limiter.counts(),
-    rotationDebug: () => rotationDebugDocument(ctx),
+    rotationDebug: () => rotationDebugAnswer(ctx),
   };
 }

@@ -19,7 +19,7 @@ import { handleClientError, installErrorHandlers, isEmptyEscrowPath, sendApiErro
 import { lazyChildLoggerFactory } from './lazy-child-logger.js';
 import { createLogger } from './logger.js';
 import type { GatewayMetrics } from './metrics.js';
-import { OpenApiCollector, type FastifySchemaWithDocs } from './openapi.js';
+import { installOpenApi } from './openapi.js';
 
 /** Fields a handler attaches for the request's log line (and nothing secret). */
 export interface RequestLogFields {
@@ -106,12 +106,6 @@ export function createHttpApp(options: HttpAppOptions = {}): FastifyInstance {
 
   installErrorHandlers(app);
 
-  const collector = new OpenApiCollector({
-    title: options.openapi?.title ?? 'shardgate',
-    version: options.openapi?.version ?? '1.0.0',
-    ...(options.openapi?.description ? { description: options.openapi.description } : {}),
-  });
-  app.addHook('onRoute', collector.onRoute);
 
   // JSON with any charset; an empty body is "no body" (curl -X POST -H 'Content-Type: application/json'
   // on finalize/deactivate), which then fails only if the route requires one.
@@ -167,7 +161,12 @@ export function createHttpApp(options: HttpAppOptions = {}): FastifyInstance {
     else done();
   });
 
-  app.get('/openapi.json', { schema: { hide: true } as FastifySchemaWithDocs }, async () => collector.document());
+  // The OpenAPI document (GET /openapi.json) and Swagger UI (/docs) of every route declared from here on.
+  installOpenApi(app, {
+    title: options.openapi?.title ?? 'shardgate',
+    version: options.openapi?.version ?? '1.0.0',
+    ...(options.openapi?.description ? { description: options.openapi.description } : {}),
+  });
 
   return app;
 }

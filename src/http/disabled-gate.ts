@@ -4,7 +4,7 @@
  * operator can turn it off again.
  *
  * Exempt (keep working while disabled): /v1/admin/*, /v1/debug/*, /devshard/*, /v1/finalize
- * (the spec's admin routes), plus /metrics and /openapi.json: a monitoring scraper following a
+ * (the spec's admin routes), plus /metrics, /openapi.json and Swagger UI (/docs): a monitoring scraper following a
  * redirect to another gateway would report the wrong instance, and the API description is not
  * traffic. /v1/status is NOT exempt (the spec lists it as a non-admin route); operators read the
  * admin routes while disabled.
@@ -19,7 +19,9 @@ export interface DisabledState {
 
 const ADMIN_PREFIXES = ['/v1/admin/', '/v1/debug/', '/devshard/'];
 const ADMIN_EXACT = ['/v1/admin', '/v1/debug', '/v1/finalize'];
-const OPERATOR_EXACT = ['/metrics', '/openapi.json'];
+const OPERATOR_EXACT = ['/metrics', '/openapi.json', '/docs'];
+/** Swagger UI's pages and assets (src/http/openapi.ts DOCS_PREFIX). */
+const OPERATOR_PREFIXES = ['/docs/'];
 
 /** True for the spec's admin routes (path or route pattern, query string ignored). */
 export function isAdminPath(url: string): boolean {
@@ -29,7 +31,7 @@ export function isAdminPath(url: string): boolean {
 
 export function isExemptFromDisabled(url: string): boolean {
   const path = url.split('?')[0] ?? '';
-  return isAdminPath(path) || OPERATOR_EXACT.includes(path);
+  return isAdminPath(path) || OPERATOR_EXACT.includes(path) || OPERATOR_PREFIXES.some((p) => path.startsWith(p));
 }
 
 export const DEFAULT_DISABLED_MESSAGE = 'This gateway is disabled; use the new URL.';

@@ -195,6 +195,23 @@ describe('simulated hosts: what they answer', () => {
     expect(required.choices[0].finish_reason).toBe('tool_calls');
   });
 
+
+  it('answers in JSON mode: json_object -> a JSON object, json_schema -> a value valid for the schema; max_tokens cuts it', async () => {
+    const obj = (await ask(chatBody({ response_format: { type: 'json_object' } }))).json();
+    expect(obj.choices[0].finish_reason).toBe('stop');
+    const parsed = JSON.parse(obj.choices[0].message.content);
+    expect(typeof parsed).toBe('object');
+    expect(typeof parsed.answer).toBe('string');
+    expect(obj.usage.completion_tokens).toBe(Math.ceil(obj.choices[0].message.content.length / 4));
+
+    const schema = { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer', minimum: 1, maximum: 7 } }, required: ['city', 'days'] };
+    const typed = (await ask(chatBody({ response_format: { type: 'json_schema', json_schema: { name: 'w', schema } } }))).json();
+    expect(violations(JSON.parse(typed.choices[0].message.content), schema)).toEqual([]);
+
+    const cut = (await ask(chatBody({ response_format: { type: 'json_object' }, max_tokens: 2 }))).json();
+    expect(cut.choices[0].finish_reason).toBe('length');
+    expect(cut.choices[0].message.content).toBe(obj.choices[0].message.content.slice(0, 8));
+  });
   it('answers 400 with an OpenAI error for a body it cannot serve', async () => {
     const wrongModel = await ask(chatBody({ model: 'qwen/test-model' }));
     expect(wrongModel.status).toBe(400);

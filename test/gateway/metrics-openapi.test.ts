@@ -17,7 +17,7 @@ function parsePrometheus(text: string): { samples: Sample[]; types: Map<string, 
   const helps = new Set<string>();
   const samples: Sample[] = [];
   const NAME = '[a-zA-Z_:][a-zA-Z0-9_:]*';
-  const sampleRe = new RegExp(`^(${NAME})(?:\\{(.*)\\})? (-?(?:[0-9.]+(?:e[+-]?[0-9]+)?|\\+Inf|-Inf|NaN))(?: -?[0-9]+)?$`);
+  const sampleRe = new RegExp(`^(${NAME})(?:\\{(.*)\\})? (-?(?:[0-9.]+(?:e[+-]?[0-9]+)?|\\+Inf|-Inf|NaN|Nan))(?: -?[0-9]+)?$`);
   const labelRe = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\[\\"n])*)"(?:,|$)/gy;
   expect(text.endsWith('\n')).toBe(true);
   for (const line of text.split('\n')) {
@@ -103,6 +103,19 @@ describe('metrics and OpenAPI', () => {
     expect(find('shardgate_http_requests_total', { method: 'POST', route: '/v1/chat/completions', status: '401' })?.value).toBe(1);
   });
 
+  it("a model the gateway does not serve is counted as '(unknown)', never under the client's made-up name", async () => {
+    for (const model of ['made-up/one', 'made-up/two']) {
+      expect((await gw.call('/v1/chat/completions', { body: { model, messages: [{ role: 'user', content: 'x' }] } })).status).toBe(404);
+    }
+    const text = (await gw.call('/metrics')).text;
+    expect(text).not.toContain('made-up');
+    const { samples } = parsePrometheus(text);
+    expect(samples.find((s) => s.name === 'shardgate_errors_total' && s.labels.model === '(unknown)' && s.labels.code === 'model_not_found')?.value).toBe(2);
+    expect(samples.find((s) => s.name === 'shardgate_chat_requests_total' && s.labels.model === '(unknown)' && s.labels.status === '404')?.value).toBe(2);
+    // Node's process metrics are served beside ours.
+    expect(samples.some((s) => s.name === 'process_resident_memory_bytes')).toBe(true);
+  });
+
   it('GET /openapi.json is an OpenAPI 3 document listing every route', async () => {
     const res = await gw.call('/openapi.json', { key: 'none' });
     expect(res.status).toBe(200);
@@ -132,11 +145,11 @@ describe('metrics and OpenAPI', () => {
       'GET /v1/debug/rotation',
     ];
     expect(expected.filter((e) => !listed.has(e))).toEqual([]);
-    // Every route fastify serves (but the docs themselves, HEAD twins and the hidden empty-id
+    // Every route fastify serves (but the docs themselves, /openapi.json and Swagger UI's /docs, HEAD twins and the hidden empty-id
     // finalize) is in the document.
     const routes = routeList(gw);
     for (const r of routes) {
-      if (r.method === 'HEAD' || r.url === '/openapi.json' || r.url === '/devshard//v1/finalize') continue;
+      if (r.method === 'HEAD' || r.url === '/openapi.json' || r.url === '/docs' || r.url.startsWith('/docs/') || r.url === '/devshard//v1/finalize') continue;
       const path = r.url.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
       expect(listed.has(`${r.method} ${path}`), `${r.method} ${path} missing from /openapi.json`).toBe(true);
     }
@@ -144,6 +157,29 @@ describe('metrics and OpenAPI', () => {
     // Bodies are described where a route takes one.
     const chat = doc.paths['/v1/chat/completions']!.post as { requestBody?: { content?: Record<string, { schema?: { required?: string[] } }> } };
     expect(chat.requestBody?.content?.['application/json']?.schema?.required).toEqual(expect.arrayContaining(['model', 'messages']));
+  });
+});
+
+describe('Swagger UI', () => {
+  let gw: TestGateway;
+  beforeAll(async () => ({ gw } = await startGatewayWithEscrow()));
+  afterAll(() => disposeTestGateway(gw));
+
+  it('GET /docs serves Swagger UI (no key, as devshardctl) over the same document as /openapi.json', async () => {
+    const page = await fetch(gw.url + '/docs/', { redirect: 'follow' });
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-type')).toMatch(/^text\/html/);
+    expect(await page.text()).toContain('swagger-ui');
+    const viaUi = await gw.call('/docs/json', { key: 'none' });
+    expect(viaUi.status).toBe(200);
+    expect(viaUi.json).toEqual((await gw.call('/openapi.json', { key: 'none' })).json);
+  });
+
+  it('keeps serving while the gateway is disabled (an operator reads the docs during a migration)', async () => {
+    expect((await gw.call('/v1/admin/settings', { body: { disabled: { enabled: true, new_url: 'https://new.example' } } })).status).toBe(200);
+    expect((await gw.call('/v1/models', { key: 'client' })).status).toBe(308);
+    expect((await fetch(gw.url + '/docs/json')).status).toBe(200);
+    expect((await gw.call('/v1/admin/settings', { body: { disabled: { enabled: false } } })).status).toBe(200);
   });
 });
 

@@ -45,7 +45,9 @@ describe('operator procedure', () => {
     const r = await gw.call('/v1/status', { key: 'none' });
     expect(r.status).toBe(200);
     expect(r.headers.get('content-type')).toMatch(/application\/json/);
-    expect(Array.isArray(r.json.runtimes)).toBe(true);
+    // devshardctl's `runtimes` is an integer (the devshards loaded); ours per model is `model_runtimes`.
+    expect(r.json.runtimes).toBe(0);
+    expect(Array.isArray(r.json.model_runtimes)).toBe(true);
     expect(typeof r.json.capacity.models).toBe('object');
     expect(r.json.active_requests).toBe(0);
   });
@@ -85,7 +87,8 @@ describe('operator procedure', () => {
     expect(onChain.amount).toBe(AMOUNT.toString());
     expect(before - (await balanceOf(gw, creator))).toBeGreaterThanOrEqual(AMOUNT);
     const status = await gw.call('/v1/status', { key: 'none' });
-    expect(status.json.capacity.models[MODEL].routable_devshards).toEqual([a]);
+    expect(status.json.capacity.models[MODEL].routable_devshard_ids).toEqual([a]);
+    expect(status.json.capacity.models[MODEL].routable_devshards).toBe(1);
     expect(status.json.capacity.models[MODEL].access_mode).toBe('admin_only');
     // DELETE before settlement is refused.
     const del = await gw.call(`/v1/admin/devshards/${a}`, { method: 'DELETE' });

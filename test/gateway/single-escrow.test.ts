@@ -34,7 +34,9 @@ describe('single-escrow mode (DEVSHARD_ESCROW_ID)', () => {
     const status = await gw.call('/v1/status', { key: 'none' });
     expect(status.status).toBe(200);
     expect(status.json).toMatchObject({ mode: 'single', escrow_id: escrowId, active_requests: 0 });
-    expect(status.json.devshards).toBeUndefined();
+    // The pooled shape always (devshardctl's scripts read `.devshards[]`), with the one escrow's fields on top.
+    expect(status.json.devshards.map((d: { id: string }) => d.id)).toEqual([escrowId]);
+    expect(status.json.runtimes).toBe(1);
     expect(status.json.capacity.models[MODEL]).toBeDefined();
     const list = (await gw.call('/v1/admin/devshards')).json.data as { escrow_id: string; routable: boolean }[];
     expect(list.map((d) => [d.escrow_id, d.routable])).toEqual([[escrowId, true]]);

@@ -77,9 +77,28 @@ describe('projections', () => {
   it('status: capacity per model, access mode, active requests and devshards', () => {
     const s = Projections.rebuild(scenario()).status.snapshot();
     expect(s.active_requests).toBe(1);
-    expect(s.capacity.models.m1).toEqual({ active: 1, routable_devshards: ['e1'], access_mode: 'api_key', in_flight: 1 });
+    expect(s.capacity.models.m1).toEqual({
+      active: 1,
+      routable_devshard_ids: ['e1'],
+      access_mode: 'api_key',
+      in_flight: 1,
+      active_devshards: 1,
+      routable_devshards: 1,
+      routable: true,
+      access_enabled: true,
+    });
     expect(s.devshards.map((d) => [d.escrow_id, d.state])).toEqual([['e1', 'active'], ['e2', 'settled']]);
-    expect(s.runtimes).toEqual([{ model: 'm1', mode: 'pool', escrows: 2, routable: 1 }]);
+    expect(s.model_runtimes).toEqual([{ model: 'm1', mode: 'pool', escrows: 2, routable: 1 }]);
+    expect(s.runtimes).toBe(2);
+    // reserved_tokens: the reserved amount at the token price the caller knows.
+    const priced = Projections.rebuild(scenario()).status.snapshot(2n).devshards[0]!;
+    expect(BigInt(priced.reserved)).toBeGreaterThan(0n);
+    expect(priced.reserved_tokens).toBe(Number(BigInt(priced.reserved) / 2n));
+    expect(s.devshards[0]!.reserved_tokens).toBe(0);
+    expect(s.devshards.map((d) => [d.id, d.active, d.phase, d.active_requests, d.requests_blocked, d.block_reason])).toEqual([
+      ['e1', true, 'active', 1, false, undefined],
+      ['e2', false, 'settlement', 0, true, 'settled'],
+    ]);
   });
 
   it('settings: defaults, then the effective document with access modes and the kill switch', () => {

@@ -20,7 +20,7 @@ const EPOCH = 200;
 
 const settleFailures = depletionSettleFailures;
 
-const depletionRetries = async (g: RotationGateway) => (await g.call('/v1/debug/rotation')).json.latest[MODEL].depletion_settle_retries;
+const depletionRetries = async (g: RotationGateway) => (await g.call('/v1/debug/rotation')).json.latest_by_model[MODEL].depletion_settle_retries;
 
 describe('depletion replacement settle retries on a devnet with faults', () => {
   let gw: RotationGateway | undefined;
@@ -157,8 +157,8 @@ describe('depletion replacement settle retries on a devnet with faults', () => {
     expect(marked(g, 'escrow_depletion_settle_window_closed', old)).toEqual([expect.objectContaining({ escrow_epoch: 0, attempts: 1 })]);
 
     const debug = (await g.call('/v1/debug/rotation')).json;
-    expect(debug.latest[MODEL].depletion_settle_retries).toEqual([]);
-    expect(debug.latest[MODEL].last_error.message).toMatch(new RegExp(`^settle window closed: escrow ${old}`));
+    expect(debug.latest_by_model[MODEL].depletion_settle_retries).toEqual([]);
+    expect(debug.latest_by_model[MODEL].last_error.message).toMatch(new RegExp(`^settle window closed: escrow ${old}`));
     expect(explainText(g)).toContain(`GAVE UP settle of escrow ${old}: settle window closed`);
   }, 60_000);
 });

@@ -196,7 +196,7 @@ describe('drained settle retries on a devnet with faults', () => {
       const [failure] = settleFailures(g, id);
       expect(failure!.metadata.actor).toEqual({ kind: 'depletion-check' });
       expect(failure!.data).toMatchObject({ attempt: 1, retryAtHeight: expect.any(Number), error: { kind: 'unreachable' } });
-      const debug = (await g.call('/v1/debug/rotation')).json.latest[MODEL];
+      const debug = (await g.call('/v1/debug/rotation')).json.latest_by_model[MODEL];
       expect(debug.drained_settle_retries).toEqual([{ escrow_id: id, failed_attempts: 1, retry_at_height: failure!.data.retryAtHeight }]);
       expect(debug.depletion_settle_retries).toEqual([]);
       const text = explainText(g);
@@ -212,7 +212,7 @@ describe('drained settle retries on a devnet with faults', () => {
     expect(settleTxsOnChain(g.devnet!, id)).toBe(1);
     expect((await g.ctx.chain.escrow(id))?.settled).toBe(true);
     expect(marked(g, 'escrow_drain_settled', id)).toEqual([expect.objectContaining({ attempt: 2, status: 'settled' })]);
-    expect((await g.call('/v1/debug/rotation')).json.latest[MODEL].drained_settle_retries).toEqual([]);
+    expect((await g.call('/v1/debug/rotation')).json.latest_by_model[MODEL].drained_settle_retries).toEqual([]);
     const settled = g.store.readStream(escrowStream(id)).find((r) => r.type === 'EscrowSettled')!;
     expect(explainText(g)).toContain(`replaced by escrow ${replacement}; escrow ${id} settled on chain at height ${(settled.data as { height: number }).height} after 1 failed settle attempt(s)`);
   }, 60_000);

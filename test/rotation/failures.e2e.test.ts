@@ -66,7 +66,7 @@ describe('rotation failures on a fast devnet', () => {
     // The spec's "per-model errors appear in the latest field": each refused create, once.
     const debug = await g.call('/v1/debug/rotation');
     expect(debug.status).toBe(200);
-    const latest = debug.json.latest[MODEL];
+    const latest = debug.json.latest_by_model[MODEL];
     expect(latest.stage).toBeTypeOf('string');
     expect(latest.counts).toMatchObject({ target: 2, existing: 1 });
     expect(latest.errors.length).toBeGreaterThanOrEqual(3);

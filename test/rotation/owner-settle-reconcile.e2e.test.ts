@@ -67,7 +67,7 @@ describe("a depletion replacement's direct settle of unknown outcome, refused wh
     expect(failure!.data).toMatchObject({ reason: 'depleted', suppress: false, attempt: 1, retryAtHeight: expect.any(Number), error: { kind: 'bad_sequence' } });
     expectBackoff([{ attempt: 1, height: settleRequests(g, id)[0]!.data.height!, retryAtHeight: failure!.data.retryAtHeight }]);
     expect(g.ctx.engine.escrow(id)?.value).toBe('finalized');
-    expect((await g.call('/v1/debug/rotation')).json.latest[MODEL].depletion_settle_retries).toEqual([{ escrow_id: id, failed_attempts: 1, retry_at_height: failure!.data.retryAtHeight }]);
+    expect((await g.call('/v1/debug/rotation')).json.latest_by_model[MODEL].depletion_settle_retries).toEqual([{ escrow_id: id, failed_attempts: 1, retry_at_height: failure!.data.retryAtHeight }]);
     expect(marked(g, 'escrow_depletion_settle_retry_scheduled', id)).toEqual([expect.objectContaining({ component: 'reconcile', attempt: 1, retry_at_height: failure!.data.retryAtHeight })]);
 
     await tickUntilSettled(g, id, () => g.depletion.tick());

@@ -58,7 +58,7 @@ describe('rotation settle retries on a devnet with faults', () => {
         return settleFailures(g, first).length >= 3;
       }, 20_000, 20);
       const debug = await g.call('/v1/debug/rotation');
-      expect(debug.json.latest[MODEL].settle_retries).toEqual([{ escrow_id: first, failed_attempts: 3, retry_at_height: settleFailures(g, first)[2]!.data.retryAtHeight }]);
+      expect(debug.json.latest_by_model[MODEL].settle_retries).toEqual([{ escrow_id: first, failed_attempts: 3, retry_at_height: settleFailures(g, first)[2]!.data.retryAtHeight }]);
       expect(g.ctx.engine.escrow(first)?.value).toBe('finalized');
     } finally {
       faults.rpcDown = false;
@@ -127,7 +127,7 @@ describe('rotation settle retries on a devnet with faults', () => {
     const text = explainText(g);
     expect(text).toContain(`FAILED settle of escrow ${first} (attempt 1)`);
     expect(text).toContain('its settle window has closed, so the unused deposit can no longer be settled on chain; not retried');
-    expect((await g.call('/v1/debug/rotation')).json.latest[MODEL].settle_retries).toEqual([]);
+    expect((await g.call('/v1/debug/rotation')).json.latest_by_model[MODEL].settle_retries).toEqual([]);
   }, 60_000);
 
   it('node down until the settle window closed: the retry is given up without a tx, recorded and explained', async () => {
@@ -151,9 +151,9 @@ describe('rotation settle retries on a devnet with faults', () => {
     expect(marked(g, 'escrow_rotation_settle_window_closed', first)).toEqual([expect.objectContaining({ escrow_epoch: 0, attempts: 1 })]);
 
     const debug = (await g.call('/v1/debug/rotation')).json;
-    expect(debug.latest[MODEL].settle_retries).toEqual([]);
+    expect(debug.latest_by_model[MODEL].settle_retries).toEqual([]);
     expect(debug.history.some((e: { last_error: { message: string } | null }) => e.last_error?.message.startsWith(`settle window closed: escrow ${first}`))).toBe(true);
-    expect(debug.latest[MODEL].errors.some((e: { error: { message: string } }) => e.error.message.startsWith(`settle window closed: escrow ${first}`))).toBe(true);
+    expect(debug.latest_by_model[MODEL].errors.some((e: { error: { message: string } }) => e.error.message.startsWith(`settle window closed: escrow ${first}`))).toBe(true);
     expect(explainText(g)).toContain(`GAVE UP settle of escrow ${first}`);
   }, 60_000);
 });

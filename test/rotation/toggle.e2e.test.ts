@@ -27,6 +27,12 @@ describe('turning rotation on and off on a running gateway', () => {
     expect(doc.history.length).toBeGreaterThan(2);
     expect(doc.history.at(-1)).toMatchObject({ model: MODEL, stage: 'waitingPoc', created: 1 });
     expect(doc.latest[MODEL]).toMatchObject({ stage: 'waitingPoc', counts: { created: 1 }, errors: [] });
+    // Over HTTP: devshardctl's `latest` array (newest status per model and step first), ours as latest_by_model.
+    const served = (await g.call('/v1/debug/rotation')).json;
+    expect(served.enabled).toBe(true);
+    expect(served.latest_by_model[MODEL]).toMatchObject({ stage: 'waitingPoc', counts: { created: 1 } });
+    expect(served.latest[0]).toMatchObject({ model_id: MODEL, stage: 'waitingPoc', created_count: 1, completed: true, updated_at: expect.any(String) });
+    expect(served.chain.blocks_to_epoch_switch).toBe(served.chain.blocks_until_boundary);
 
     await enableRotation(g, { enabled: false, temp_count: 1, target_count: 1, pre_poc_blocks: 30 });
     const before = rotationEvents(g);

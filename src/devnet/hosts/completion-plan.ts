@@ -17,6 +17,10 @@
  *   `auto` (or no tool_choice) a conversation whose last message is a tool result gets a text answer
  *   instead, like a real model closing a tool loop. Tool-call tokens are ceil((name + arguments)/4);
  *   if that exceeds max_tokens the arguments are cut and finish_reason is `length`.
+ * - response_format: `json_object` makes the text answer a JSON object (`{"answer":"<text>"}`),
+ *   `json_schema` a JSON value valid for `json_schema.schema` (as tool arguments are made), like a
+ *   model in JSON mode. It is sent in 4-character pieces; max_tokens cuts it (then it is not valid
+ *   JSON, finish_reason `length`, as with a real model).
  */
 import { countCompletionTokens, countPromptTokens } from '../../network/tokens.js';
 import { Prng, stableJson } from './prng.js';
@@ -131,6 +135,24 @@ function chooseTool(body: Record<string, unknown>, tools: ToolDef[], rng: Prng):
   return rng.pick(tools);
 }
 
+function chunked(text: string): string[] {
+  const pieces: string[] = [];
+  for (let i = 0; i < text.length; i += CHUNK_CHARS) pieces.push(text.slice(i, i + CHUNK_CHARS));
+  return pieces;
+}
+
+/** The JSON text a JSON-mode answer is, or undefined for a plain text answer. */
+function jsonAnswer(format: unknown, rng: Prng): string | undefined {
+  if (format === undefined || format === null) return undefined;
+  const type = (format as { type?: unknown }).type;
+  if (type === 'json_object') return JSON.stringify({ answer: textPieces(rng, rng.int(3, 20)).join('') });
+  if (type === 'json_schema') {
+    const schema = (format as { json_schema?: { schema?: unknown } }).json_schema?.schema;
+    return JSON.stringify(generateFromSchema(schema ?? { type: 'object', properties: {} }, rng));
+  }
+  return undefined;
+}
+
 export function planCompletion(body: Record<string, unknown>): CompletionPlan {
   if (!Array.isArray(body.messages)) throw new PlanError('messages must be an array', 'messages');
   const maxTokens = maxTokensOf(body);
@@ -163,10 +185,8 @@ export function planCompletion(body: Record<string, unknown>): CompletionPlan {
       args = args.slice(0, Math.max(0, maxTokens * CHUNK_CHARS - tool.name.length));
       finishReason = 'length';
     }
-    const pieces: string[] = [];
-    for (let i = 0; i < args.length; i += CHUNK_CHARS) pieces.push(args.slice(i, i + CHUNK_CHARS));
     return {
-      pieces,
+      pieces: chunked(args),
       content: '',
       toolCall: { id: `call_${rng.hex(24)}`, name: tool.name, arguments: args },
       finishReason,
@@ -175,7 +195,8 @@ export function planCompletion(body: Record<string, unknown>): CompletionPlan {
     };
   }
 
-  let pieces = textPieces(rng, rng.int(5, 60));
+  const json = jsonAnswer(body.response_format, rng);
+  let pieces = json === undefined ? textPieces(rng, rng.int(5, 60)) : chunked(json);
   let finishReason: FinishReason = 'stop';
   if (pieces.length > maxTokens) {
     pieces = pieces.slice(0, maxTokens);

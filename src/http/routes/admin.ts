@@ -58,10 +58,7 @@ export function registerAdminRoutes(app: FastifyInstance, gateway: GatewayPort, 
     return reply.code(202).send({ status: 'pending', intent_id: r.intentId, tx_hash: r.txHash, message: 'The chain did not confirm the transaction yet; it is reconciled by hash.' });
   });
 
-  app.get('/v1/admin/devshards', { ...admin, schema: doc({ summary: 'List registered devshards' }) }, async () => ({
-    object: 'list',
-    data: gateway.devshards(),
-  }));
+  app.get('/v1/admin/devshards', { ...admin, schema: doc({ summary: 'List registered devshards' }) }, async () => gateway.devshardList());
 
   app.post('/v1/admin/devshards', { ...admin, schema: doc({ body: registerBodySchema, summary: 'Register an on-chain escrow for routing' }) }, async (request) => {
     const body = request.body as { escrow_id: string | number; model_id?: string };

@@ -14,6 +14,7 @@ import { chatCompletionRequestSchema, normalizeChatRequest } from '../schemas/ch
 import { openSse } from '../sse.js';
 
 const OWNED_BY = 'gonka';
+const UNKNOWN_MODEL = '(unknown)';
 
 export function registerBrokerRoutes(app: FastifyInstance, gateway: GatewayPort, metrics: GatewayMetrics, auth: Authenticator): void {
   const startedAt = Math.floor(Date.now() / 1000);
@@ -35,12 +36,15 @@ export function registerBrokerRoutes(app: FastifyInstance, gateway: GatewayPort,
       // The client leaving cancels the host request; usage delivered so far is still billed.
       const abort = new CallController();
       request.onClientGone = () => abort.abort(new Error('client disconnected'));
+      // A metric label is a served model id or '(unknown)': a client's made-up model names must not
+      // make series without bound.
+      const model = gateway.isServedModel(req.model) ? req.model : UNKNOWN_MODEL;
       const observe = (status: number, usage?: { prompt_tokens: number; completion_tokens: number }) => {
-        metrics.chatRequests.inc({ model: req.model, status });
-        metrics.chatLatency.observe({ model: req.model, stream: String(req.stream) }, Number(process.hrtime.bigint() - started) / 1e9);
+        metrics.chatRequests.inc({ model, status });
+        metrics.chatLatency.observe({ model, stream: String(req.stream) }, Number(process.hrtime.bigint() - started) / 1e9);
         if (usage) {
-          metrics.tokens.inc({ model: req.model, kind: 'prompt' }, usage.prompt_tokens);
-          metrics.tokens.inc({ model: req.model, kind: 'completion' }, usage.completion_tokens);
+          metrics.tokens.inc({ model, kind: 'prompt' }, usage.prompt_tokens);
+          metrics.tokens.inc({ model, kind: 'completion' }, usage.completion_tokens);
           request.logFields.prompt_tokens = usage.prompt_tokens;
           request.logFields.completion_tokens = usage.completion_tokens;
         }
@@ -52,7 +56,7 @@ export function registerBrokerRoutes(app: FastifyInstance, gateway: GatewayPort,
       } catch (err) {
         if (err instanceof GatewayError) {
           const answer = answerFor(err);
-          metrics.errors.inc({ model: req.model, code: answer.code ?? String(answer.status) });
+          metrics.errors.inc({ model, code: answer.code ?? String(answer.status) });
           observe(answer.status);
         }
         throw err;
@@ -84,7 +88,7 @@ export function registerBrokerRoutes(app: FastifyInstance, gateway: GatewayPort,
         const usage = failure.usage;
         session.end({ usage, error: err instanceof Error ? err.message : String(err) });
         const apiError = answerFor(failure.error);
-        metrics.errors.inc({ model: req.model, code: apiError.code ?? 'stream_error' });
+        metrics.errors.inc({ model, code: apiError.code ?? 'stream_error' });
         observe(apiError.status, usage);
         request.logFields.error_code = apiError.code ?? undefined;
         // Headers are gone already: the error travels as a last SSE frame, like OpenAI's.

@@ -11,7 +11,11 @@ import { doc } from '../openapi.js';
 export function registerStatusRoutes(app: FastifyInstance, gateway: GatewayPort, metrics: GatewayMetrics, auth: Authenticator): void {
   app.get('/v1/status', { config: { auth: 'none' as const }, schema: doc({ summary: 'Gateway status (health check)' }) }, async () => gateway.status());
 
-  metrics.registry.onCollect?.(() => {
+  metrics.registry.onCollect(() => {
+    // From scratch each scrape: an escrow removed since the last one leaves no stale series.
+    metrics.escrowBalance.reset();
+    metrics.escrowNonce.reset();
+    metrics.escrowInFlight.reset();
     for (const e of gateway.liveEscrows()) {
       const labels = { escrow_id: e.escrowId, model: e.model };
       metrics.escrowBalance.set(labels, Number(BigInt(e.balance) - BigInt(e.reserved)));
@@ -24,6 +28,6 @@ export function registerStatusRoutes(app: FastifyInstance, gateway: GatewayPort,
   });
 
   app.get('/metrics', { onRequest: auth.requireAdmin, config: { auth: 'admin' as const }, schema: doc({ summary: 'Prometheus metrics' }) }, async (_request, reply) =>
-    reply.type(PROMETHEUS_CONTENT_TYPE).send(metrics.registry.render()),
+    reply.type(PROMETHEUS_CONTENT_TYPE).send(await metrics.registry.render()),
   );
 }

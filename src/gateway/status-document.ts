@@ -1,0 +1,90 @@
+/**
+ * GET /v1/status and GET /v1/admin/devshards as documents: devshardctl's shapes with ours beside
+ * them, so operators' scripts written for devshardctl work unchanged (gonka devshard/cmd/devshardctl
+ * at 8a35022; docs/http.md lists the fields and their sources).
+ */
+import { escrowStream } from '../events/catalog.js';
+import { eventsFile } from '../events/storage-path.js';
+import type { GatewayContext } from './context.js';
+import { devshardView } from './escrows/lifecycle.js';
+
+/**
+ * devshardctl's two /v1/status shapes in one: the pooled one always (gateway.go
+ * handlePooledStatus: mode, devshards, limiter, capacity, runtimes), and, with exactly one devshard
+ * loaded, also that runtime's own top-level fields (proxy.go handleStatus, statusResponse:
+ * escrow_id, nonce, phase, balance, requests_blocked, block_reason, config).
+ */
+export function statusDocument(ctx: GatewayContext) {
+  const price = ctx.chainInfo.tokenPrice;
+  const doc = ctx.projections.status.snapshot(price);
+  const limiter = ctx.limiter.counts();
+  const devshards = doc.devshards;
+  const base = {
+    ...doc,
+    // The limiter counts every admitted chat request, including those still reserving a nonce.
+    active_requests: Math.max(doc.active_requests, limiter.active_requests),
+    instance: ctx.config.server.instanceName,
+    chain_id: ctx.config.chain.chainId,
+    mode: ctx.config.mode.kind,
+    limiter,
+  };
+  const only = devshards.length === 1 ? devshards[0]! : undefined;
+  const singleId = ctx.config.mode.kind === 'single' ? ctx.config.mode.escrowId : only?.id;
+  if (!only || singleId !== only.id) return singleId === undefined ? base : { ...base, escrow_id: singleId };
+  return {
+    ...base,
+    // proxy.go statusResponse: escrow_id is a string there.
+    escrow_id: only.id,
+    nonce: only.nonce,
+    phase: only.phase ?? 'active',
+    balance: only.balance,
+    requests_blocked: only.requests_blocked,
+    ...(only.block_reason ? { block_reason: only.block_reason } : {}),
+    // statusSessionConfig: the session's chain parameters this gateway knows.
+    config: { token_price: Number(price) },
+  };
+}
+
+export type StatusAnswer = ReturnType<typeof statusDocument>;
+
+/**
+ * GET /v1/admin/devshards: devshardctl's admin state (gateway.go handleAdminState: `settings`,
+ * `devshards` each a GatewayDevshardState of gateway_store.go with its `runtime` status, `limiter`,
+ * `capacity`), with ours beside it (`object: 'list'`, `data`: our devshard views). Never a private
+ * key (devshardctl returns `private_key`; we hold none per devshard to give, and would not).
+ */
+export function devshardListDocument(ctx: GatewayContext) {
+  const status = statusDocument(ctx);
+  const runtimeOf = new Map(status.devshards.map((d) => [d.id, d]));
+  const listed = ctx.projections.pool.all().filter((e) => e.state !== 'removed');
+  const store = ctx.engine.store;
+  const storagePath = eventsFile(ctx.config.server.storageDir);
+  return {
+    object: 'list' as const,
+    data: listed.map((e) => devshardView(ctx, e.escrowId)),
+    settings: ctx.projections.settings.effective(),
+    devshards: listed.map((e) => {
+      const c = ctx.engine.escrow(e.escrowId)?.context;
+      const runtime = runtimeOf.get(e.escrowId);
+      // created_at / updated_at: the commit times of the escrow stream's first and last events.
+      const stream = escrowStream(e.escrowId);
+      const last = store.streamVersion(stream);
+      const first = last >= 0 ? store.readStream(stream, 0, 1)[0] : undefined;
+      const latest = last >= 0 ? store.readStream(stream, last, 1)[0] : undefined;
+      return {
+        id: e.escrowId,
+        model: e.model,
+        // Where its state is kept: every escrow's events are in the gateway's one event log.
+        storage_path: storagePath,
+        active: e.state === 'active',
+        rotation_role: e.role,
+        ...(c && c.epoch !== undefined && c.epoch !== null ? { rotation_epoch: c.epoch } : {}),
+        ...(first ? { created_at: first.time } : {}),
+        ...(latest ? { updated_at: latest.time } : {}),
+        ...(runtime ? { runtime } : {}),
+      };
+    }),
+    limiter: status.limiter,
+    capacity: status.capacity,
+  };
+}
