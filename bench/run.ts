@@ -20,6 +20,8 @@ import { fileURLToPath } from 'node:url';
 import type { GatewayBenchOptions, GatewayBenchResult, HostApartResult, SoakResult } from './gateway-bench.js';
 import { benchProjections, type ProjectionsBenchResult } from './projections-bench.js';
 import { benchStore, type StoreBenchResult } from './store-bench.js';
+import { benchCrypto, type CryptoBenchRow } from './crypto-bench.js';
+import { benchWrk, type WrkBenchResult } from './wrk-bench.js';
 
 const args = new Set(process.argv.slice(2));
 const quick = args.has('--quick');
@@ -49,7 +51,39 @@ async function section<T>(title: string, run: () => Promise<T> | T): Promise<{ r
   }
 }
 
-function markdown(date: Date, m: string, store?: StoreBenchResult, proj?: ProjectionsBenchResult, gw?: GatewayBenchResult, errors: string[] = []): string {
+function wrkAndCrypto(wrk?: WrkBenchResult, crypto?: CryptoBenchRow[]): string[] {
+  const lines: string[] = [];
+  if (wrk) {
+    const cpu = (t: string) => wrk.cpu.find((c) => c.target === t)?.cpuMicrosPerRequest ?? NaN;
+    lines.push(
+      '## Upstream mode measured with wrk (each target in a process of its own)',
+      '',
+      `wrk (C, one thread, ${wrk.connections} connections, ${wrk.seconds} s rounds) against the bare proxy and the gateway, each in its own process, in front of the same zero-delay host in a third; baseline and gateway rounds interleaved. \`node dist/bench/wrk-bench.js\`.`,
+      '',
+      '| pair | baseline req/s | baseline p99 ms | gateway req/s | gateway p99 ms | ratio |',
+      '|---:|---:|---:|---:|---:|---:|',
+      ...wrk.pairs.map((p, i) => `| ${i + 1} | ${fmt(Math.round(p.baseline.requestsPerSec))} | ${p.baseline.p99Ms.toFixed(2)} | ${fmt(Math.round(p.gateway.requestsPerSec))} | ${p.gateway.p99Ms.toFixed(2)} | ${p.ratio.toFixed(2)} |`),
+      '',
+      `Median ratio **${wrk.medianRatio.toFixed(2)}x** (target ≥ 0.8x: ${wrk.medianRatio >= 0.8 ? 'met' : 'NOT met'}). CPU per request (whole process, all threads, closed loop at 8 connections): baseline ${cpu('baseline').toFixed(0)} µs, gateway ${cpu('gateway').toFixed(0)} µs (${(cpu('gateway') / cpu('baseline')).toFixed(2)}x).`,
+      '',
+    );
+  }
+  if (crypto) {
+    lines.push(
+      '## Protocol crypto primitives (µs per call, median of 5 interleaved rounds)',
+      '',
+      '`node dist/bench/crypto-bench.js`. The protocol signs with libsecp256k1 (src/protocol/signatures.ts).',
+      '',
+      '| µs | primitive |',
+      '|---:|---|',
+      ...crypto.map((r) => `| ${r.microseconds.toFixed(1)} | ${r.name} |`),
+      '',
+    );
+  }
+  return lines;
+}
+
+function markdown(date: Date, m: string, store?: StoreBenchResult, proj?: ProjectionsBenchResult, gw?: GatewayBenchResult, errors: string[] = [], extra: string[] = []): string {
   const lines = [
     '# Benchmarks',
     '',
@@ -201,6 +235,7 @@ function markdown(date: Date, m: string, store?: StoreBenchResult, proj?: Projec
       '',
     );
   }
+  lines.push(...extra);
   if (errors.length) lines.push('## Failures', '', ...errors.map((e) => '```\n' + e + '\n```'), '');
   return lines.join('\n');
 }
@@ -233,6 +268,10 @@ const store = await section('event store', () =>
 const proj = await section('projections', () => benchProjections({ log, ...(quick ? { events: 100_000, foldEvents: 20_000, repeats: 1 } : {}) }));
 const gw = await section('request path', () => benchGatewayApart({ soak, ...(quick ? { seconds: 1, levels: [1, 64], fixedRateSeconds: 2, ttfbRequests: 100, soakRequests: 50_000 } : {}) }));
 
+const wrk = await section('upstream mode with wrk, targets in processes of their own', () => benchWrk({ log, ...(quick ? { pairs: 1, seconds: 2 } : {}) }));
+const crypto = await section('protocol crypto primitives', () => benchCrypto(quick ? 100 : 400));
+for (const r of crypto.result ?? []) log(`${r.microseconds.toFixed(1).padStart(9)} µs  ${r.name}`);
+
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const out = join(root, 'docs', 'benchmarks.md');
 mkdirSync(dirname(out), { recursive: true });
@@ -246,5 +285,5 @@ try {
 } catch {
   /* first run */
 }
-writeFileSync(out, markdown(date, m, store.result, proj.result, gw.result, [store.error, proj.error, gw.error].filter((e): e is string => !!e)) + (kept ? `\n${kept}` : ''));
-console.log(`\nwrote ${out} (total ${(store.seconds + proj.seconds + gw.seconds).toFixed(0)} s)`);
+writeFileSync(out, markdown(date, m, store.result, proj.result, gw.result, [store.error, proj.error, gw.error, wrk.error, crypto.error].filter((e): e is string => !!e), wrkAndCrypto(wrk.result, crypto.result)) + (kept ? `\n${kept}` : ''));
+console.log(`\nwrote ${out} (total ${(store.seconds + proj.seconds + gw.seconds + wrk.seconds + crypto.seconds).toFixed(0)} s)`);
