@@ -16,6 +16,8 @@ export interface HostFaults {
   /** Stream: close the response after this many chunks, without `data: [DONE]`.
    *  Non-stream: send half the JSON body, then drop the connection. */
   truncateAfterChunks?: number;
+  /** Real host protocol (protocol/): answer with no `state_sig` and store no signature for the nonce. */
+  withholdSignature?: boolean;
   /** Extra delay before answering, ms. */
   latencyMs?: number;
   /** Apply to this many more matching requests, then stop (undefined = until changed). */
@@ -30,6 +32,7 @@ export function faultFor(faults: HostFaults | undefined, hostIndex: number): Hos
     faults.failStatus !== undefined ||
     faults.stallAfterChunks !== undefined ||
     faults.truncateAfterChunks !== undefined ||
+    faults.withholdSignature === true ||
     (faults.latencyMs !== undefined && faults.latencyMs > 0);
   if (!any) return undefined;
   if (faults.remaining !== undefined) {
