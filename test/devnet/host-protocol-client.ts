@@ -43,6 +43,8 @@ export interface TestNet {
   faults: HostFaults;
   escrow: DevnetEscrowView;
   bind: ChainBindParams;
+  /** The hosts' clock is Date.now() + offsetMs (the client signs with the same clock). */
+  clock: { offsetMs: number };
   hostUrl(i: number): string;
   close(): Promise<void>;
 }
@@ -58,7 +60,8 @@ export async function startTestNet(opts: { hosts?: number; slotsOf?: number[]; t
   const escrows = new Map<string, DevnetEscrowView>();
   const chain: DevnetChainView = { escrow: (id) => escrows.get(id), pubKeyOf: () => undefined, tokenPrice: () => 3n, sessionBindParams: () => BIND };
   const faults: HostFaults = {};
-  const sim = registerSimulatedHosts(app, { chain, hosts, tokenDelayMs: opts.tokenDelayMs ?? 0, faults });
+  const clock = { offsetMs: 0 };
+  const sim = registerSimulatedHosts(app, { chain, hosts, tokenDelayMs: opts.tokenDelayMs ?? 0, faults, now: () => Date.now() + clock.offsetMs });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const addr = app.server.address();
   if (!addr || typeof addr === 'string') throw new Error('no address');
@@ -76,7 +79,7 @@ export async function startTestNet(opts: { hosts?: number; slotsOf?: number[]; t
     session: SESSION,
   };
   escrows.set(escrow.id, escrow);
-  return { app, base, creator, hosts, sim, faults, escrow, bind: BIND, hostUrl, close: () => app.close() };
+  return { app, base, creator, hosts, sim, faults, escrow, bind: BIND, clock, hostUrl, close: () => app.close() };
 }
 
 /** One captured request (for the realnet capture and for inspection). */
@@ -121,6 +124,10 @@ export class ProtocolClient {
     this.replica = Replica.create({ escrowId: net.escrow.id, slots: net.escrow.slots.map((s) => s.host), amount: net.escrow.amount!, userAddress: net.escrow.creator, config });
   }
 
+  now(): number {
+    return Date.now() + this.net.clock.offsetMs;
+  }
+
   get escrowId(): string {
     return this.net.escrow.id;
   }
@@ -153,7 +160,7 @@ export class ProtocolClient {
   /** Signs and POSTs a body to host `i` (timestamp offset and signing key adjustable for refusals). */
   async post(i: number, route: string, body: string, o: { tsOffset?: number; key?: Key; headers?: Record<string, string> } = {}): Promise<{ status: number; text: string }> {
     const url = sessionUrl(this.net.hostUrl(i), this.escrowId, route);
-    const ts = BigInt(Math.floor(Date.now() / 1000) + (o.tsOffset ?? 0));
+    const ts = BigInt(Math.floor(this.now() / 1000) + (o.tsOffset ?? 0));
     const bytes = new TextEncoder().encode(body);
     const sig = signMessage(requestHeaderMessage(this.escrowId, bytes, ts), (o.key ?? this.key).privateKey);
     const headers = o.headers ?? { 'content-type': 'application/json', 'x-devshard-signature': Buffer.from(sig).toString('hex'), 'x-devshard-timestamp': String(ts) };
@@ -199,7 +206,7 @@ export class ProtocolClient {
   async infer(chat: Record<string, unknown>, o: { payload?: (p: InferencePayload) => InferencePayload; startedAt?: bigint } = {}): Promise<HostAnswer & { nonce: bigint; host: number }> {
     const prompt = new TextEncoder().encode(JSON.stringify(chat));
     const nonce = this.replica.latestNonce + 1n;
-    const startedAt = o.startedAt ?? BigInt(Math.floor(Date.now() / 1000));
+    const startedAt = o.startedAt ?? BigInt(Math.floor(this.now() / 1000));
     const maxTokens = BigInt((chat.max_tokens as number | undefined) ?? 256);
     const start = create(MsgStartInferenceSchema, { inferenceId: nonce, promptHash: canonicalPromptHash(prompt), model: String(chat.model), inputLength: BigInt(prompt.length), maxTokens, startedAt });
     this.next([create(DevshardTxSchema, { tx: { case: 'startInference', value: start } })]);
@@ -208,6 +215,49 @@ export class ProtocolClient {
     if (o.payload) payload = o.payload(payload);
     const r = await this.post(host, 'chat/completions', inferenceRequestJson(this.catchUp(host), nonce, payload));
     return { ...this.absorb(host, r.status, r.text), nonce, host };
+  }
+
+  /**
+   * Like infer, but reads the stream as it comes and gives up `waitMs` after the last byte (a stalled
+   * or dead executor): what arrived is absorbed.
+   */
+  async inferPartial(chat: Record<string, unknown>, waitMs: number): Promise<HostAnswer & { nonce: bigint; host: number; aborted: boolean }> {
+    const prompt = new TextEncoder().encode(JSON.stringify(chat));
+    const nonce = this.replica.latestNonce + 1n;
+    const startedAt = BigInt(Math.floor(this.now() / 1000));
+    const maxTokens = BigInt((chat.max_tokens as number | undefined) ?? 256);
+    const start = create(MsgStartInferenceSchema, { inferenceId: nonce, promptHash: canonicalPromptHash(prompt), model: String(chat.model), inputLength: BigInt(prompt.length), maxTokens, startedAt });
+    this.next([create(DevshardTxSchema, { tx: { case: 'startInference', value: start } })]);
+    const host = this.executorHost(nonce);
+    const payload: InferencePayload = { prompt, model: String(chat.model), inputLength: BigInt(prompt.length), maxTokens, startedAt };
+    const body = inferenceRequestJson(this.catchUp(host), nonce, payload);
+    const ts = BigInt(Math.floor(this.now() / 1000));
+    const sig = signMessage(requestHeaderMessage(this.escrowId, new TextEncoder().encode(body), ts), this.key.privateKey);
+    const ac = new AbortController();
+    const res = await fetch(sessionUrl(this.net.hostUrl(host), this.escrowId, 'chat/completions'), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-devshard-signature': Buffer.from(sig).toString('hex'), 'x-devshard-timestamp': String(ts) },
+      body,
+      signal: ac.signal,
+    });
+    let text = '';
+    let aborted = false;
+    const reader = res.body!.getReader();
+    const decoder = new TextDecoder();
+    for (;;) {
+      let timer: NodeJS.Timeout | undefined;
+      const idle = new Promise<'idle'>((resolve) => (timer = setTimeout(() => resolve('idle'), waitMs)));
+      const r = await Promise.race([reader.read().catch(() => ({ done: true, value: undefined })), idle]);
+      clearTimeout(timer);
+      if (r === 'idle') {
+        aborted = true;
+        ac.abort();
+        break;
+      }
+      if (r.done) break;
+      text += decoder.decode(r.value, { stream: true });
+    }
+    return { ...this.absorb(host, res.status, text), nonce, host, aborted };
   }
 
   /** Brings host `i` to our latest nonce (diffs only, no payload). */

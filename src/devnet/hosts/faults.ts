@@ -2,6 +2,11 @@
  * Faults the simulated hosts can be told to show (tests and the devnet mutate the object at any
  * time; each request reads it when it arrives). "Chunks" are SSE data events, the role chunk
  * included: `stallAfterChunks: 1` sends the role chunk and then nothing.
+ * Under the real host protocol (protocol/routes.ts) the same switches mean: `failStatus` refuses
+ * before any diff is applied (`{"message": failMessage}`); `latencyMs` delays the answer;
+ * `stallAfterChunks` / `truncateAfterChunks` count the executor's output events after the receipt:
+ * stall holds the connection silent, truncate cuts it (the host dies mid-stream); either way no
+ * `[DONE]`, no meta, no MsgFinishInference; `withholdSignature` answers without `state_sig`.
  */
 export interface HostFaults {
   /** Host indexes (HostIdentity.index) the faults apply to; undefined = every host. */
