@@ -89,6 +89,8 @@ export interface Captured {
   body: string;
   status: number;
   response: string;
+  /** When it was sent, ms (the hosts' clock). */
+  at: number;
 }
 
 export interface HostAnswer {
@@ -164,9 +166,10 @@ export class ProtocolClient {
     const bytes = new TextEncoder().encode(body);
     const sig = signMessage(requestHeaderMessage(this.escrowId, bytes, ts), (o.key ?? this.key).privateKey);
     const headers = o.headers ?? { 'content-type': 'application/json', 'x-devshard-signature': Buffer.from(sig).toString('hex'), 'x-devshard-timestamp': String(ts) };
+    const at = this.now();
     const res = await fetch(url, { method: 'POST', headers, body });
     const text = await res.text();
-    this.captured.push({ url, headers, body, status: res.status, response: text });
+    this.captured.push({ url, headers, body, status: res.status, response: text, at });
     return { status: res.status, text };
   }
 

@@ -3,6 +3,8 @@
  * devshard/host): a session across 3 hosts over HTTP on loopback, driven by a protocol client made
  * of src/protocol + src/network/devshard (host-protocol-client.ts).
  */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fromBinary } from '@bufbuild/protobuf';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DevshardTxSchema } from '../../src/protocol/gen/devshard/v1/diff_pb.js';
@@ -20,11 +22,42 @@ describe('simulated hosts: the real host protocol', () => {
   let net: TestNet;
   let client: ProtocolClient;
 
+  let settlementFile = '';
+
   beforeAll(async () => {
     net = await startTestNet();
     client = new ProtocolClient(net);
   });
-  afterAll(async () => net.close());
+  afterAll(async () => {
+    await net.close();
+    // HOSTPROTO_CAPTURE_DIR: the session's requests in ../shared/tools/realnet's capture format
+    // (one file per request, as its tap.mjs writes them) and the settlement file, for
+    // verify-request.mjs / verify-diffs.mjs / verify-finalize.mjs.
+    const dir = process.env.HOSTPROTO_CAPTURE_DIR;
+    if (!dir) return;
+    mkdirSync(join(dir, 'caps'), { recursive: true });
+    client.captured.forEach((c, seq) => {
+      const u = new URL(c.url);
+      const hostIndex = Number(/^\/hosts\/(\d+)\//.exec(u.pathname)![1]);
+      const record = {
+        seq,
+        received_at: c.at,
+        method: 'POST',
+        url: u.pathname.replace(/^\/hosts\/\d+/, ''),
+        headers: c.headers,
+        body_base64: Buffer.from(c.body).toString('base64'),
+        target: net.hostUrl(hostIndex),
+        host_address: net.hosts[hostIndex]!.address,
+        response: { status: c.status },
+      };
+      writeFileSync(join(dir, 'caps', `${String(seq).padStart(4, '0')}-POST.json`), JSON.stringify(record));
+    });
+    writeFileSync(join(dir, 'settlement.json'), settlementFile);
+    writeFileSync(
+      join(dir, 'session.json'),
+      JSON.stringify({ creator: net.creator.address, slots: net.escrow.slots.map((s) => s.host), amount: String(net.escrow.amount) }),
+    );
+  });
 
   it('serves a session of streamed and non-streamed inferences across 3 hosts with catch-up', async () => {
     const answers = [];
@@ -98,14 +131,15 @@ describe('simulated hosts: the real host protocol', () => {
       expect(settlementSignatureValid(settlement, net.escrow.slots[i]!.host, sig)).toBe(true);
       signatures.push({ slotId: i, signature: sig });
     }
-    const file = JSON.parse(settlementFileJson(settlement, signatures)) as { escrow_id: string; version: string; host_stats: unknown[]; signatures: unknown[] };
+    settlementFile = settlementFileJson(settlement, signatures);
+    const file = JSON.parse(settlementFile) as { escrow_id: string; version: string; host_stats: unknown[]; signatures: unknown[] };
     expect(file.escrow_id).toBe('42');
     expect(file.version).toBe('v2');
     expect(file.host_stats).toHaveLength(3);
     expect(file.signatures).toHaveLength(3);
     // a request with no new diff still gets a receipt at the latest nonce
-    const late = await client.post(0, 'chat/completions', '{"diffs":[],"nonce":0}');
-    expect(late.status).toBe(200);
+    const late = await client.sync(0);
+    expect(late.receipt!.nonce).toBe(s);
   });
 });
 
