@@ -158,4 +158,16 @@ describe('simulated hosts: faults and timeouts under the real protocol', () => {
     expect(b.receipt!.stateSig).toBeDefined();
     expect(client.mismatches).toEqual([]);
   });
+
+  it('a retried request gets the receipt again and the answer it already gave (no second execution)', async () => {
+    const a = await client.infer(chat(9));
+    expect(a.status).toBe(200);
+    const again = await client.post(a.host, 'chat/completions', client.captured.at(-1)!.body);
+    const b = client.absorb(a.host, again.status, again.text);
+    expect(b.receipt!.nonce).toBe(a.nonce);
+    expect(b.receipt!.receipt).toBeDefined();
+    expect(b.output).toEqual(a.output);
+    expect(b.done).toBe(true);
+    expect(client.mismatches).toEqual([]);
+  });
 });

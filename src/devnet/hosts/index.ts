@@ -81,7 +81,7 @@ export function registerSimulatedHosts(app: FastifyInstance, opts: SimulatedHost
         });
         chatRoute(child, { chain: opts.chain, host, ledger, tokenDelayMs: opts.tokenDelayMs, faults, now, verifier, open });
         signRoute(child, { chain: opts.chain, host, ledger });
-        void child.register(async (proto) => protocolRoutes(proto, { host, sessions, hosts: opts.hosts, faults, tokenDelayMs: opts.tokenDelayMs, now, open }), {
+        void child.register(async (proto) => protocolRoutes(proto, { host, sessions, hosts: opts.hosts, faults, tokenDelayMs: opts.tokenDelayMs, now, open, bodyLimit }), {
           prefix: HOST_ROUTE_PREFIX,
         });
       },

@@ -38,6 +38,8 @@ export interface ProtocolRouteContext {
   tokenDelayMs: number;
   now: () => number;
   open: Set<ServerResponse>;
+  /** Largest accepted request body, bytes. */
+  bodyLimit: number;
 }
 
 /** Longest a stall fault holds a connection whose client never leaves. */
@@ -62,7 +64,7 @@ function closedPromise(res: ServerResponse): Promise<void> {
 export function protocolRoutes(app: FastifyInstance, ctx: ProtocolRouteContext): void {
   const nowSeconds = (): bigint => BigInt(Math.floor(ctx.now() / 1000));
   // Any content type: gonka reads the body as bytes whatever the header says.
-  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
+  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: ctx.bodyLimit }, (_req, body, done) => done(null, body));
 
   app.post<{ Params: { escrowId: string } }>('/sessions/:escrowId/chat/completions', async (request, reply) => {
     const { escrowId } = request.params;
