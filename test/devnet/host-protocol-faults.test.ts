@@ -170,4 +170,16 @@ describe('simulated hosts: faults and timeouts under the real protocol', () => {
     expect(b.done).toBe(true);
     expect(client.mismatches).toEqual([]);
   });
+
+  it("execution timeout: rejected while the executor's mempool holds the Finish (asked as a peer)", async () => {
+    const a = await client.infer(chat(10));
+    expect(a.status).toBe(200);
+    // hold the Finish back: the next diff carries the ConfirmStart only
+    for (const [k, tx] of client.pending) if (tx.tx.case === 'finishInference') client.pending.delete(k);
+    expect((await client.infer(chat(11))).status).toBe(200);
+    expect(client.replica.inference(a.nonce)!.status).toBe(InferenceStatus.Started);
+    net.clock.offsetMs += 121_000;
+    expect((await votes(a.nonce, 'execution')).map((v) => v.accept)).toEqual([false, false]);
+    expect(client.mismatches).toEqual([]);
+  });
 });
