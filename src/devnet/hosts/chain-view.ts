@@ -1,3 +1,5 @@
+import type { ChainBindParams, EscrowSessionFields } from '../../protocol/session-config.js';
+
 /**
  * What the simulated hosts may see of the devnet chain (the devnet passes an implementation in).
  * Real hosts read the same facts from their chain node.
@@ -9,6 +11,10 @@ export interface DevnetEscrowView {
   settled: boolean;
   epochIndex: number;
   slots: { slotId: number; host: string; url: string }[];
+  /** The escrow amount (the real host protocol binds its state machine to it; optional for the old routes). */
+  amount?: bigint;
+  /** Values frozen on the escrow at create (price, fees, seal settings); absent: the token price only. */
+  session?: EscrowSessionFields;
 }
 
 export interface DevnetChainView {
@@ -17,6 +23,8 @@ export interface DevnetChainView {
   pubKeyOf(address: string): Uint8Array | undefined;
   /** Price of one token in the smallest coin unit. */
   tokenPrice(): bigint;
+  /** Chain params a host freezes into a session at bind (vote factor, timeouts, validation rate); absent: defaults. */
+  sessionBindParams?(): ChainBindParams;
 }
 
 /** One simulated host: its chain identity and where it is mounted on the devnet server. */

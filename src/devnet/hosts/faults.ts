@@ -2,6 +2,11 @@
  * Faults the simulated hosts can be told to show (tests and the devnet mutate the object at any
  * time; each request reads it when it arrives). "Chunks" are SSE data events, the role chunk
  * included: `stallAfterChunks: 1` sends the role chunk and then nothing.
+ * Under the real host protocol (protocol/routes.ts) the same switches mean: `failStatus` refuses
+ * before any diff is applied (`{"message": failMessage}`); `latencyMs` delays the answer;
+ * `stallAfterChunks` / `truncateAfterChunks` count the executor's output events after the receipt:
+ * stall holds the connection silent, truncate cuts it (the host dies mid-stream); either way no
+ * `[DONE]`, no meta, no MsgFinishInference; `withholdSignature` answers without `state_sig`.
  */
 export interface HostFaults {
   /** Host indexes (HostIdentity.index) the faults apply to; undefined = every host. */
@@ -16,6 +21,8 @@ export interface HostFaults {
   /** Stream: close the response after this many chunks, without `data: [DONE]`.
    *  Non-stream: send half the JSON body, then drop the connection. */
   truncateAfterChunks?: number;
+  /** Real host protocol (protocol/): answer with no `state_sig` and store no signature for the nonce. */
+  withholdSignature?: boolean;
   /** Extra delay before answering, ms. */
   latencyMs?: number;
   /** Apply to this many more matching requests, then stop (undefined = until changed). */
@@ -30,6 +37,7 @@ export function faultFor(faults: HostFaults | undefined, hostIndex: number): Hos
     faults.failStatus !== undefined ||
     faults.stallAfterChunks !== undefined ||
     faults.truncateAfterChunks !== undefined ||
+    faults.withholdSignature === true ||
     (faults.latencyMs !== undefined && faults.latencyMs > 0);
   if (!any) return undefined;
   if (faults.remaining !== undefined) {

@@ -3,6 +3,10 @@
  * its prefix (e.g. `/hosts/0`), the devshard host endpoints
  *   POST {prefix}/devshard/v1/sessions/{escrow_id}/chat/completions   (chat-route.ts)
  *   POST {prefix}/devshard/v1/sessions/{escrow_id}/sign               (sign-route.ts)
+ * (an invented protocol the gateway still speaks), and beside them the real devshard host protocol
+ *   {prefix}/v1/devshard/sessions/{escrow_id}/{chat/completions, verify-timeout, diffs, mempool,
+ *   signatures}                                                         (protocol/routes.ts)
+ * so a host's `inference_url` is origin + prefix.
  * Each host is a fastify child context with its own raw-body JSON parser (the signature covers the
  * exact bytes), so the devnet's own routes and parsers are untouched. Call before `app.ready()` /
  * `listen()`.
@@ -15,6 +19,8 @@ import { chatRoute } from './chat-route.js';
 import type { HostFaults } from './faults.js';
 import { HostLedger, type LedgerSnapshot, type SlotTally } from './ledger.js';
 import { signRoute } from './sign-route.js';
+import { HOST_ROUTE_PREFIX, protocolRoutes } from './protocol/routes.js';
+import { HostSessions } from './protocol/session.js';
 
 export type { HostFaults } from './faults.js';
 export type { LedgerSnapshot, SlotTally } from './ledger.js';
@@ -46,6 +52,8 @@ export interface SimulatedHosts {
   ledger(hostIndex: number): HostLedger | undefined;
   /** Every host's ledger as JSON, for the devnet to persist (hosts refuse to sign what they forgot). */
   snapshot(): Record<number, LedgerSnapshot>;
+  /** The hosts' sessions under the real protocol (replica, mempool, signatures per host and escrow). */
+  protocol: HostSessions;
 }
 
 export function registerSimulatedHosts(app: FastifyInstance, opts: SimulatedHostsOptions): SimulatedHosts {
@@ -55,6 +63,7 @@ export function registerSimulatedHosts(app: FastifyInstance, opts: SimulatedHost
   const ledgers = new Map<number, HostLedger>();
   const open = new Set<ServerResponse>();
   const bodyLimit = opts.bodyLimit ?? 16 * 1024 * 1024;
+  const sessions = new HostSessions(opts.chain);
 
   for (const host of opts.hosts) {
     const persist = opts.persist;
@@ -72,6 +81,9 @@ export function registerSimulatedHosts(app: FastifyInstance, opts: SimulatedHost
         });
         chatRoute(child, { chain: opts.chain, host, ledger, tokenDelayMs: opts.tokenDelayMs, faults, now, verifier, open });
         signRoute(child, { chain: opts.chain, host, ledger });
+        void child.register(async (proto) => protocolRoutes(proto, { host, sessions, hosts: opts.hosts, faults, tokenDelayMs: opts.tokenDelayMs, now, open, bodyLimit }), {
+          prefix: HOST_ROUTE_PREFIX,
+        });
       },
       { prefix: host.prefix },
     );
@@ -79,6 +91,7 @@ export function registerSimulatedHosts(app: FastifyInstance, opts: SimulatedHost
 
   return {
     faults,
+    protocol: sessions,
     served(escrowId) {
       const out: SlotTally[] = [];
       for (const l of ledgers.values()) out.push(...l.tallies(escrowId));

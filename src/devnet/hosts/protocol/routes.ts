@@ -1,0 +1,256 @@
+/**
+ * The real devshard host routes of one simulated host, under `{host prefix}/v1/devshard`
+ * (gonka 8a35022 devshard/transport/server.go `Register`, devshard/server/routes.go):
+ *   POST sessions/:id/chat/completions   owner only; SSE receipt → output (executor) → meta
+ *   POST sessions/:id/verify-timeout     owner only; {accept, signature, voter_slot}
+ *   GET  sessions/:id/diffs?from=&to=    [{diff:{nonce,txs,user_sig,post_state_root}, state_hash}]
+ *   GET  sessions/:id/mempool            {txs:[base64 DevshardTx]}
+ *   GET  sessions/:id/signatures?nonce=N {signatures:{"<slot>":"<base64>"}}
+ * GETs are unauthenticated, as in gonka. Refusals are echo errors: `{"message": text}`.
+ */
+import type { ServerResponse } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { create } from '@bufbuild/protobuf';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { DevshardTxSchema, type DevshardTx } from '../../../protocol/gen/devshard/v1/diff_pb.js';
+import { MsgFinishInferenceSchema } from '../../../protocol/gen/devshard/v1/tx_pb.js';
+import { finishProposerBytes } from '../../../protocol/preimages.js';
+import { signMessage } from '../../../protocol/signatures.js';
+import type { HostIdentity } from '../chain-view.js';
+import { PlanError, planCompletion } from '../completion-plan.js';
+import { faultFor, type HostFaults } from '../faults.js';
+import { recoverRequestSigner, requireOwner } from './auth.js';
+import { plannedOutput, responseHash } from './output.js';
+import { signReceipt, type ReceiptOutcome } from './receipt.js';
+import type { HostSession, HostSessions } from './session.js';
+import { decideTimeout, signTimeoutVote, timeoutReason } from './timeout.js';
+import { decodeTimeoutDiffs, HostHttpError, parseInferenceRequest, parseVerifyTimeout } from './wire.js';
+
+/** devshardctl's default route prefix (DEVSHARD_ROUTE_PREFIX), also the host API's. */
+export const HOST_ROUTE_PREFIX = '/v1/devshard';
+
+export interface ProtocolRouteContext {
+  host: HostIdentity;
+  sessions: HostSessions;
+  /** Every simulated host (peer lookups: the executor's mempool for execution timeouts). */
+  hosts: readonly HostIdentity[];
+  faults: HostFaults;
+  tokenDelayMs: number;
+  now: () => number;
+  open: Set<ServerResponse>;
+  /** Largest accepted request body, bytes. */
+  bodyLimit: number;
+}
+
+/** Longest a stall fault holds a connection whose client never leaves. */
+const MAX_STALL_MS = 10 * 60_000;
+
+const b64 = (b: Uint8Array): string => Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('base64');
+
+function sendHttpError(reply: FastifyReply, e: unknown): FastifyReply {
+  if (e instanceof HostHttpError) return reply.code(e.status).type('application/json').send(JSON.stringify({ message: e.message }));
+  throw e;
+}
+
+const bodyOf = (request: FastifyRequest): Uint8Array => (Buffer.isBuffer(request.body) ? new Uint8Array(request.body) : new Uint8Array(0));
+
+function closedPromise(res: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    if (res.destroyed) resolve();
+    else res.once('close', () => resolve());
+  });
+}
+
+export function protocolRoutes(app: FastifyInstance, ctx: ProtocolRouteContext): void {
+  const nowSeconds = (): bigint => BigInt(Math.floor(ctx.now() / 1000));
+  // Any content type: gonka reads the body as bytes whatever the header says.
+  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: ctx.bodyLimit }, (_req, body, done) => done(null, body));
+
+  app.post<{ Params: { escrowId: string } }>('/sessions/:escrowId/chat/completions', async (request, reply) => {
+    const { escrowId } = request.params;
+    let session: HostSession;
+    let outcome: ReceiptOutcome;
+    let state: ReturnType<HostSession['signState']>;
+    let fault: HostFaults | undefined;
+    try {
+      session = ctx.sessions.get(ctx.host, escrowId);
+      const body = bodyOf(request);
+      const signer = recoverRequestSigner(request.headers, escrowId, body, nowSeconds());
+      requireOwner(signer, session.escrow.creator, session.groupAddresses);
+      fault = faultFor(ctx.faults, ctx.host.index);
+      if (fault?.latencyMs) await sleep(fault.latencyMs);
+      if (fault?.failStatus !== undefined) throw new HostHttpError(fault.failStatus, fault.failMessage ?? 'simulated host fault');
+      const req = parseInferenceRequest(body);
+      session.applyDiffs(req.diffs);
+      outcome = signReceipt(session, req.diffs, req.nonce, req.payload, nowSeconds());
+      state = session.signState(fault?.withholdSignature === true);
+    } catch (e) {
+      return sendHttpError(reply, e);
+    }
+
+    reply.hijack();
+    const res = reply.raw;
+    ctx.open.add(res);
+    const closed = closedPromise(res);
+    const write = (data: string): boolean => !res.destroyed && res.write(`data: ${data}\n\n`);
+    try {
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+      res.flushHeaders();
+      const r: Record<string, unknown> = {};
+      if (state.stateSig) r.state_sig = b64(state.stateSig);
+      r.state_hash = b64(state.root);
+      r.nonce = Number(state.nonce);
+      if (outcome.receipt) r.receipt = b64(outcome.receipt);
+      if (outcome.confirmedAt) r.confirmed_at = Number(outcome.confirmedAt);
+      write(JSON.stringify({ devshard_receipt: r }));
+      if (outcome.cached !== undefined) {
+        write(outcome.cached);
+        write('[DONE]');
+      } else if (outcome.execute) {
+        const ok = await execute(ctx, session, outcome.execute, fault, res, closed);
+        if (!ok) {
+          if (!res.destroyed) res.destroy();
+          return;
+        }
+      }
+      const mempool = session.mempoolWire();
+      write(JSON.stringify({ devshard_meta: mempool.length > 0 ? { mempool } : {} }));
+      res.end();
+    } finally {
+      ctx.open.delete(res);
+    }
+  });
+
+  app.post<{ Params: { escrowId: string } }>('/sessions/:escrowId/verify-timeout', async (request, reply) => {
+    const { escrowId } = request.params;
+    try {
+      const session = ctx.sessions.get(ctx.host, escrowId);
+      const body = bodyOf(request);
+      requireOwner(recoverRequestSigner(request.headers, escrowId, body, nowSeconds()), session.escrow.creator, session.groupAddresses);
+      const req = parseVerifyTimeout(body);
+      const reason = timeoutReason(req.reason);
+      session.applyCatchUp(decodeTimeoutDiffs(req.rawDiffs));
+      const n = BigInt(session.groupAddresses.length);
+      const executorAddress = session.groupAddresses[Number(req.inferenceId % n)];
+      const executorHost = ctx.hosts.find((h) => h.address === executorAddress);
+      const accept = decideTimeout(session, {
+        inferenceId: req.inferenceId,
+        reason,
+        ...(req.payload ? { payload: req.payload } : {}),
+        nowSeconds: nowSeconds(),
+        executorMempool: () => (executorHost ? ctx.sessions.peek(executorHost.index, escrowId)?.mempoolTxs() : undefined),
+      });
+      if (!accept) return reply.type('application/json').send('{"accept":false,"voter_slot":0}');
+      const vote = signTimeoutVote(session, req.inferenceId, reason);
+      return reply.type('application/json').send(JSON.stringify({ accept: true, signature: b64(vote.signature), voter_slot: vote.voterSlot }));
+    } catch (e) {
+      return sendHttpError(reply, e);
+    }
+  });
+
+  app.get<{ Params: { escrowId: string }; Querystring: Record<string, string | undefined> }>('/sessions/:escrowId/diffs', async (request, reply) => {
+    try {
+      const session = ctx.sessions.get(ctx.host, request.params.escrowId);
+      const from = parseUint(request.query.from, "invalid 'from' parameter");
+      const to = parseUint(request.query.to, "invalid 'to' parameter");
+      const out: string[] = [];
+      for (const [nonce, rec] of [...session.applied].sort((a, b) => (a[0] < b[0] ? -1 : 1))) {
+        if (nonce < from || nonce > to) continue;
+        out.push(`{"diff":${JSON.stringify(rec.diff.json)},"state_hash":"${b64(rec.stateHash)}"}`);
+      }
+      return reply.type('application/json').send(`[${out.join(',')}]`);
+    } catch (e) {
+      return sendHttpError(reply, e);
+    }
+  });
+
+  app.get<{ Params: { escrowId: string } }>('/sessions/:escrowId/mempool', async (request, reply) => {
+    try {
+      const session = ctx.sessions.get(ctx.host, request.params.escrowId);
+      return reply.type('application/json').send(JSON.stringify({ txs: session.mempoolWire() }));
+    } catch (e) {
+      return sendHttpError(reply, e);
+    }
+  });
+
+  app.get<{ Params: { escrowId: string }; Querystring: Record<string, string | undefined> }>('/sessions/:escrowId/signatures', async (request, reply) => {
+    try {
+      const session = ctx.sessions.get(ctx.host, request.params.escrowId);
+      const text = request.query.nonce;
+      if (text === undefined || text === '') throw new HostHttpError(400, "missing 'nonce' parameter");
+      const nonce = parseUint(text, "invalid 'nonce' parameter");
+      const sigs = session.signatures.get(nonce) ?? new Map<number, Uint8Array>();
+      // encoding/json writes map keys as strings, sorted.
+      const entries = [...sigs].map(([slot, sig]) => [String(slot), b64(sig)] as const).sort((a, b) => (a[0] < b[0] ? -1 : 1));
+      return reply.type('application/json').send(JSON.stringify({ signatures: Object.fromEntries(entries) }));
+    } catch (e) {
+      return sendHttpError(reply, e);
+    }
+  });
+}
+
+/** strconv.ParseUint(s, 10, 64). */
+function parseUint(text: string | undefined, message: string): bigint {
+  if (text === undefined || !/^\d+$/.test(text)) throw new HostHttpError(400, message);
+  const v = BigInt(text);
+  if (v >= 1n << 64n) throw new HostHttpError(400, message);
+  return v;
+}
+
+/**
+ * `RunExecution`: runs the simulated model on the prompt, writes its output, and on success puts
+ * MsgFinishInference (proposer_sig over the message with proposer_sig cleared) into the mempool.
+ * False when the stream ended early (fault, client gone, bad prompt): no Finish, no meta.
+ */
+async function execute(
+  ctx: ProtocolRouteContext,
+  session: HostSession,
+  job: NonNullable<ReceiptOutcome['execute']>,
+  fault: HostFaults | undefined,
+  res: ServerResponse,
+  closed: Promise<void>,
+): Promise<boolean> {
+  const id = job.start.inferenceId;
+  try {
+    let body: Record<string, unknown>;
+    let plan;
+    try {
+      body = JSON.parse(Buffer.from(job.prompt).toString('utf8')) as Record<string, unknown>;
+      plan = planCompletion(body);
+    } catch (e) {
+      if (e instanceof SyntaxError || e instanceof PlanError) return false;
+      throw e;
+    }
+    const stream = body.stream === true;
+    const out = plannedOutput(plan, { escrowId: session.escrowId, inferenceId: id, model: job.start.model, created: Math.floor(ctx.now() / 1000), stream });
+    let gone = false;
+    void closed.then(() => {
+      gone = true;
+    });
+    for (let k = 0; k < out.events.length; k++) {
+      if (fault?.stallAfterChunks !== undefined && k >= fault.stallAfterChunks) {
+        await Promise.race([closed, sleep(MAX_STALL_MS)]);
+        return false;
+      }
+      if (fault?.truncateAfterChunks !== undefined && k >= fault.truncateAfterChunks) return false;
+      if (stream && k > 0 && ctx.tokenDelayMs > 0) await Promise.race([sleep(ctx.tokenDelayMs), closed]);
+      if (gone || res.destroyed) return false;
+      if (!res.write(`data: ${out.events[k]}\n\n`)) await Promise.race([new Promise((r) => res.once('drain', r)), closed]);
+    }
+    const finish = create(MsgFinishInferenceSchema, {
+      inferenceId: id,
+      responseHash: responseHash(out),
+      inputTokens: BigInt(plan.promptTokens),
+      outputTokens: BigInt(plan.completionTokens),
+      executorSlot: job.executorSlot,
+      escrowId: session.escrowId,
+    });
+    finish.proposerSig = signMessage(finishProposerBytes(finish), session.host.privateKey);
+    const tx: DevshardTx = create(DevshardTxSchema, { tx: { case: 'finishInference', value: finish } });
+    session.addToMempool(tx, session.latestNonce);
+    session.completed.set(id, out.cached);
+    return true;
+  } finally {
+    session.executing.delete(id);
+  }
+}

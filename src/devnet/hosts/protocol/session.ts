@@ -1,0 +1,159 @@
+/**
+ * One simulated host's view of one escrow under the real protocol (gonka 8a35022 devshard/host/
+ * host.go `Host`, mempool.go): its replica of the state machine, the diffs it applied (with the
+ * root after each), the state signatures it made, its mempool and the inferences it executes.
+ * Node runs each request's synchronous part without interleaving, so no lock is needed.
+ */
+import { toBinary } from '@bufbuild/protobuf';
+import { sha256, toHex } from '../../../protocol/bytes.js';
+import { DevshardError } from '../../../protocol/errors.js';
+import { DevshardTxSchema, type DevshardTx } from '../../../protocol/gen/devshard/v1/diff_pb.js';
+import { stateSignatureBytes } from '../../../protocol/preimages.js';
+import { Replica } from '../../../protocol/replica.js';
+import { applyChainBindParams, sessionConfigFromEscrow } from '../../../protocol/session-config.js';
+import { signMessage } from '../../../protocol/signatures.js';
+import type { DevnetChainView, DevnetEscrowView, HostIdentity } from '../chain-view.js';
+import { HostHttpError, type ReceivedDiff } from './wire.js';
+
+interface MempoolEntry {
+  tx: DevshardTx;
+  /** Nonce when proposed. */
+  proposedAt: bigint;
+}
+
+/** `types.TxHash`: mempool entries are keyed by the hash of their proto bytes. */
+const txKey = (tx: DevshardTx): string => toHex(sha256(toBinary(DevshardTxSchema, tx)));
+
+export class HostSession {
+  readonly replica: Replica;
+  /** The slots this host holds in the escrow, ascending (the first is its `PrimarySlot`). */
+  readonly ownSlots: number[];
+  /** Applied diffs by nonce, with the state root after each (storage `DiffRecord`). */
+  readonly applied = new Map<bigint, { diff: ReceivedDiff; stateHash: Uint8Array }>();
+  /** Signatures per nonce, slot id → signature (storage `AddSignature`). */
+  readonly signatures = new Map<bigint, Map<number, Uint8Array>>();
+  private readonly mempool = new Map<string, MempoolEntry>();
+  /** Inferences being executed here (dedup of a retried request). */
+  readonly executing = new Set<bigint>();
+  /** Completed answers, replayed to a client that asks again (evicted once Finish or Timeout applies). */
+  readonly completed = new Map<bigint, string>();
+
+  constructor(
+    readonly host: HostIdentity,
+    readonly escrow: DevnetEscrowView,
+    chain: DevnetChainView,
+  ) {
+    if (escrow.amount === undefined) throw new HostHttpError(500, `escrow ${escrow.id}: amount unknown to the simulated host`);
+    const slots = escrow.slots.map((s) => s.host);
+    const n = slots.length;
+    const config = applyChainBindParams(sessionConfigFromEscrow(n, escrow.session ?? { tokenPrice: chain.tokenPrice() }), n, chain.sessionBindParams?.() ?? {});
+    this.replica = Replica.create({ escrowId: escrow.id, slots, amount: escrow.amount, userAddress: escrow.creator, config });
+    this.ownSlots = escrow.slots.flatMap((s, i) => (s.host === host.address ? [i] : []));
+    if (this.ownSlots.length === 0) throw new HostHttpError(500, `host not in group: ${host.address}`);
+  }
+
+  get escrowId(): string {
+    return this.escrow.id;
+  }
+  get latestNonce(): bigint {
+    return this.replica.latestNonce;
+  }
+  get groupAddresses(): readonly string[] {
+    return this.replica.slots;
+  }
+  get primarySlot(): number {
+    return this.ownSlots[0]!;
+  }
+
+  /**
+   * `applyAndPersist` for each diff in order: at or below the latest nonce, skipped; otherwise applied
+   * (user signature, sequence, txs, root). A refusal stops there (the diffs before it stay applied),
+   * answered 500 `apply diff nonce N: <the state machine's text>` (host.go HandleRequest → server.go).
+   */
+  applyDiffs(diffs: readonly ReceivedDiff[]): { lastTxs: readonly DevshardTx[] | undefined } {
+    let lastTxs: readonly DevshardTx[] | undefined;
+    for (const diff of diffs) {
+      if (diff.nonce <= this.replica.latestNonce) continue;
+      let root: Uint8Array;
+      try {
+        root = this.replica.applyDiff(diff).root;
+      } catch (e) {
+        if (e instanceof DevshardError) throw new HostHttpError(500, `apply diff nonce ${diff.nonce}: ${e.message}`);
+        throw e;
+      }
+      for (const tx of diff.txs) {
+        this.mempool.delete(txKey(tx));
+        if (tx.tx.case === 'finishInference' || tx.tx.case === 'timeoutInference') this.completed.delete(tx.tx.value.inferenceId);
+      }
+      this.applied.set(diff.nonce, { diff, stateHash: root });
+      lastTxs = diff.txs;
+    }
+    return { lastTxs };
+  }
+
+  /** `ApplyCatchUpDiffs` (verify-timeout): refusals are ignored. */
+  applyCatchUp(diffs: readonly ReceivedDiff[]): void {
+    for (const d of diffs) {
+      try {
+        this.applyDiffs([d]);
+      } catch (e) {
+        if (!(e instanceof HostHttpError)) throw e;
+      }
+    }
+  }
+
+  /**
+   * `signIfAccepted`: the root at the latest nonce, signed over StateSignatureContent and stored for
+   * every slot this host holds, unless withheld.
+   */
+  signState(withhold: boolean): { nonce: bigint; root: Uint8Array; stateSig?: Uint8Array } {
+    const nonce = this.replica.latestNonce;
+    const root = this.replica.stateRoot();
+    if (withhold) return { nonce, root };
+    const stateSig = signMessage(stateSignatureBytes(root, this.escrowId, nonce), this.host.privateKey);
+    if (this.applied.has(nonce)) {
+      const m = this.signatures.get(nonce) ?? new Map<number, Uint8Array>();
+      for (const slot of this.ownSlots) m.set(slot, stateSig);
+      this.signatures.set(nonce, m);
+    }
+    return { nonce, root, stateSig };
+  }
+
+  addToMempool(tx: DevshardTx, proposedAt: bigint): void {
+    this.mempool.set(txKey(tx), { tx, proposedAt });
+  }
+
+  mempoolTxs(): DevshardTx[] {
+    return [...this.mempool.values()].map((e) => e.tx);
+  }
+
+  /** The mempool as the wire has it: std base64 of each DevshardTx's proto bytes. */
+  mempoolWire(): string[] {
+    return this.mempoolTxs().map((tx) => Buffer.from(toBinary(DevshardTxSchema, tx)).toString('base64'));
+  }
+}
+
+/** Sessions of every simulated host, created on first use from the chain's escrow. */
+export class HostSessions {
+  private readonly map = new Map<string, HostSession>();
+
+  constructor(private readonly chain: DevnetChainView) {}
+
+  /** The session, or 500 (the real resolver's errors are 500 too: server/routes.go sessionHTTPError). */
+  get(host: HostIdentity, escrowId: string): HostSession {
+    const key = `${host.index}/${escrowId}`;
+    let s = this.map.get(key);
+    if (!s) {
+      const escrow = this.chain.escrow(escrowId);
+      if (!escrow) throw new HostHttpError(500, `escrow ${escrowId} not found`);
+      s = new HostSession(host, escrow, this.chain);
+      this.map.set(key, s);
+    }
+    return s;
+  }
+
+  /** An existing session (no creation), for peer lookups. */
+  peek(hostIndex: number, escrowId: string): HostSession | undefined {
+    return this.map.get(`${hostIndex}/${escrowId}`);
+  }
+}

@@ -1,0 +1,290 @@
+/**
+ * A small devshard protocol client for the host-protocol tests, built from src/protocol and
+ * src/network/devshard only: composes and signs each diff, signs the request header, sends every
+ * host the diffs it has not acknowledged (catch-up), checks each receipt's state_hash against its
+ * own replica and takes host txs from receipts and mempools into later diffs. Also the test net:
+ * a fastify app on loopback with the simulated hosts over an in-memory chain view.
+ */
+import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { registerSimulatedHosts, type SimulatedHosts } from '../../src/devnet/hosts/index.js';
+import type { DevnetChainView, DevnetEscrowView, HostIdentity } from '../../src/devnet/hosts/chain-view.js';
+import type { HostFaults } from '../../src/devnet/hosts/faults.js';
+import { readHostEvent, type HostEvent, type HostReceipt } from '../../src/network/devshard/host-events.js';
+import { inferenceRequestJson, sessionUrl, type InferencePayload, type SignedDiff } from '../../src/network/devshard/request-body.js';
+import {
+  bytesEqual,
+  canonicalPromptHash,
+  composeDiff,
+  requestHeaderMessage,
+  signDiff,
+  signMessage,
+  sha256,
+  toHex,
+  Replica,
+  applyChainBindParams,
+  sessionConfigFromEscrow,
+  type ChainBindParams,
+  type Diff,
+  type EscrowSessionFields,
+} from '../../src/protocol/index.js';
+import { DevshardTxSchema, type DevshardTx } from '../../src/protocol/gen/devshard/v1/diff_pb.js';
+import { MsgConfirmStartSchema, MsgFinalizeRoundSchema, MsgStartInferenceSchema } from '../../src/protocol/gen/devshard/v1/tx_pb.js';
+import { newKey, type Key } from '../network/fixtures.js';
+
+export const MODEL = 'Qwen/Test-Model';
+
+export interface TestNet {
+  app: FastifyInstance;
+  base: string;
+  creator: Key;
+  hosts: HostIdentity[];
+  sim: SimulatedHosts;
+  faults: HostFaults;
+  escrow: DevnetEscrowView;
+  bind: ChainBindParams;
+  /** The hosts' clock is Date.now() + offsetMs (the client signs with the same clock). */
+  clock: { offsetMs: number };
+  hostUrl(i: number): string;
+  close(): Promise<void>;
+}
+
+export const SESSION: EscrowSessionFields = { tokenPrice: 3n, createDevshardFee: 500n, feePerNonce: 10n };
+export const BIND: ChainBindParams = { refusalTimeout: 60n, executionTimeout: 120n, voteThresholdFactor: 0, validationRate: 0 };
+
+export async function startTestNet(opts: { hosts?: number; slotsOf?: number[]; tokenDelayMs?: number } = {}): Promise<TestNet> {
+  const creator = newKey();
+  const keys = Array.from({ length: opts.hosts ?? 3 }, () => newKey());
+  const hosts: HostIdentity[] = keys.map((k, index) => ({ index, address: k.address, privateKey: k.privateKey, pubKey: k.pubKey, prefix: `/hosts/${index}` }));
+  const app = Fastify({ logger: false });
+  const escrows = new Map<string, DevnetEscrowView>();
+  const chain: DevnetChainView = { escrow: (id) => escrows.get(id), pubKeyOf: () => undefined, tokenPrice: () => 3n, sessionBindParams: () => BIND };
+  const faults: HostFaults = {};
+  const clock = { offsetMs: 0 };
+  const sim = registerSimulatedHosts(app, { chain, hosts, tokenDelayMs: opts.tokenDelayMs ?? 0, faults, now: () => Date.now() + clock.offsetMs });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  const addr = app.server.address();
+  if (!addr || typeof addr === 'string') throw new Error('no address');
+  const base = `http://127.0.0.1:${addr.port}`;
+  const hostUrl = (i: number): string => `${base}/hosts/${i}`;
+  const slotHosts = opts.slotsOf ?? hosts.map((h) => h.index);
+  const escrow: DevnetEscrowView = {
+    id: '42',
+    creator: creator.address,
+    modelId: MODEL,
+    settled: false,
+    epochIndex: 1,
+    slots: slotHosts.map((hi, slotId) => ({ slotId, host: hosts[hi]!.address, url: hostUrl(hi) })),
+    amount: 1_000_000n,
+    session: SESSION,
+  };
+  escrows.set(escrow.id, escrow);
+  return { app, base, creator, hosts, sim, faults, escrow, bind: BIND, clock, hostUrl, close: () => app.close() };
+}
+
+/** One captured request (for the realnet capture and for inspection). */
+export interface Captured {
+  url: string;
+  headers: Record<string, string>;
+  body: string;
+  status: number;
+  response: string;
+  /** When it was sent, ms (the hosts' clock). */
+  at: number;
+}
+
+export interface HostAnswer {
+  status: number;
+  text: string;
+  events: HostEvent[];
+  receipt?: HostReceipt;
+  output: string[];
+  done: boolean;
+  meta?: Uint8Array[];
+}
+
+const txKey = (tx: DevshardTx): string => toHex(sha256(toBinary(DevshardTxSchema, tx)));
+
+export class ProtocolClient {
+  readonly replica: Replica;
+  readonly diffs: Diff[] = [];
+  /** Root after each nonce, as our replica computed it. */
+  readonly roots = new Map<bigint, Uint8Array>();
+  /** Latest nonce each host (by index) acknowledged with a receipt. */
+  readonly acked = new Map<number, bigint>();
+  readonly pending = new Map<string, DevshardTx>();
+  readonly captured: Captured[] = [];
+  /** Every receipt whose state_hash differed from our root (must stay empty). */
+  readonly mismatches: string[] = [];
+
+  constructor(
+    readonly net: TestNet,
+    readonly key: Key = net.creator,
+  ) {
+    const n = net.escrow.slots.length;
+    const config = applyChainBindParams(sessionConfigFromEscrow(n, net.escrow.session!), n, net.bind);
+    this.replica = Replica.create({ escrowId: net.escrow.id, slots: net.escrow.slots.map((s) => s.host), amount: net.escrow.amount!, userAddress: net.escrow.creator, config });
+  }
+
+  now(): number {
+    return Date.now() + this.net.clock.offsetMs;
+  }
+
+  get escrowId(): string {
+    return this.net.escrow.id;
+  }
+
+  /** Host index of a slot. */
+  hostOfSlot(slot: number): number {
+    return this.net.hosts.findIndex((h) => h.address === this.net.escrow.slots[slot]!.host);
+  }
+
+  executorHost(nonce: bigint): number {
+    return this.hostOfSlot(Number(nonce % BigInt(this.net.escrow.slots.length)));
+  }
+
+  /** The diffs host `i` still needs (above what it acknowledged). */
+  catchUp(i: number): SignedDiff[] {
+    const from = this.acked.get(i) ?? 0n;
+    return this.diffs.filter((d) => d.nonce > from).map((d) => ({ nonce: d.nonce, txs: [...d.txs], userSig: d.userSig, postStateRoot: d.postStateRoot }));
+  }
+
+  /** Composes and signs the next diff from the pending host txs and `extra`. */
+  next(extra: DevshardTx[]): Diff {
+    const c = composeDiff(this.replica, { pending: [...this.pending.values()], extra });
+    this.pending.clear();
+    const d = signDiff(this.escrowId, c.nonce, c.applied, c.root, this.key.privateKey);
+    this.diffs.push(d);
+    this.roots.set(c.nonce, c.root);
+    return d;
+  }
+
+  /** Signs and POSTs a body to host `i` (timestamp offset and signing key adjustable for refusals). */
+  async post(i: number, route: string, body: string, o: { tsOffset?: number; key?: Key; headers?: Record<string, string> } = {}): Promise<{ status: number; text: string }> {
+    const url = sessionUrl(this.net.hostUrl(i), this.escrowId, route);
+    const ts = BigInt(Math.floor(this.now() / 1000) + (o.tsOffset ?? 0));
+    const bytes = new TextEncoder().encode(body);
+    const sig = signMessage(requestHeaderMessage(this.escrowId, bytes, ts), (o.key ?? this.key).privateKey);
+    const headers = o.headers ?? { 'content-type': 'application/json', 'x-devshard-signature': Buffer.from(sig).toString('hex'), 'x-devshard-timestamp': String(ts) };
+    const at = this.now();
+    const res = await fetch(url, { method: 'POST', headers, body });
+    const text = await res.text();
+    this.captured.push({ url, headers, body, status: res.status, response: text, at });
+    return { status: res.status, text };
+  }
+
+  /** Reads an SSE answer; records the receipt, checks its root, takes host txs. */
+  absorb(i: number, status: number, text: string): HostAnswer {
+    const a: HostAnswer = { status, text, events: [], output: [], done: false };
+    if (status !== 200) return a;
+    for (const block of text.split('\n\n')) {
+      if (!block.startsWith('data: ')) continue;
+      const ev = readHostEvent(block.slice(6));
+      a.events.push(ev);
+      if (ev.kind === 'receipt') {
+        a.receipt = ev.receipt;
+        this.acked.set(i, ev.receipt.nonce);
+        const ours = this.roots.get(ev.receipt.nonce);
+        if (!ours || !ev.receipt.stateHash || !bytesEqual(ours, ev.receipt.stateHash)) this.mismatches.push(`host ${i} nonce ${ev.receipt.nonce}`);
+        if (ev.receipt.receipt) {
+          const tx = create(DevshardTxSchema, {
+            tx: { case: 'confirmStart', value: create(MsgConfirmStartSchema, { inferenceId: ev.receipt.nonce, executorSig: ev.receipt.receipt, confirmedAt: ev.receipt.confirmedAt ?? 0n }) },
+          });
+          this.pending.set(txKey(tx), tx);
+        }
+      } else if (ev.kind === 'output') a.output.push(ev.data);
+      else if (ev.kind === 'done') a.done = true;
+      else if (ev.kind === 'meta') {
+        a.meta = ev.mempool;
+        for (const b of ev.mempool) {
+          const tx = fromBinary(DevshardTxSchema, b);
+          this.pending.set(txKey(tx), tx);
+        }
+      }
+    }
+    return a;
+  }
+
+  /** One inference: a Start in the next diff, sent with catch-up to its executor. */
+  async infer(chat: Record<string, unknown>, o: { payload?: (p: InferencePayload) => InferencePayload; startedAt?: bigint } = {}): Promise<HostAnswer & { nonce: bigint; host: number }> {
+    const prompt = new TextEncoder().encode(JSON.stringify(chat));
+    const nonce = this.replica.latestNonce + 1n;
+    const startedAt = o.startedAt ?? BigInt(Math.floor(this.now() / 1000));
+    const maxTokens = BigInt((chat.max_tokens as number | undefined) ?? 256);
+    const start = create(MsgStartInferenceSchema, { inferenceId: nonce, promptHash: canonicalPromptHash(prompt), model: String(chat.model), inputLength: BigInt(prompt.length), maxTokens, startedAt });
+    this.next([create(DevshardTxSchema, { tx: { case: 'startInference', value: start } })]);
+    const host = this.executorHost(nonce);
+    let payload: InferencePayload = { prompt, model: String(chat.model), inputLength: BigInt(prompt.length), maxTokens, startedAt };
+    if (o.payload) payload = o.payload(payload);
+    const r = await this.post(host, 'chat/completions', inferenceRequestJson(this.catchUp(host), nonce, payload));
+    return { ...this.absorb(host, r.status, r.text), nonce, host };
+  }
+
+  /**
+   * Like infer, but reads the stream as it comes and gives up `waitMs` after the last byte (a stalled
+   * or dead executor): what arrived is absorbed.
+   */
+  async inferPartial(chat: Record<string, unknown>, waitMs: number): Promise<HostAnswer & { nonce: bigint; host: number; aborted: boolean }> {
+    const prompt = new TextEncoder().encode(JSON.stringify(chat));
+    const nonce = this.replica.latestNonce + 1n;
+    const startedAt = BigInt(Math.floor(this.now() / 1000));
+    const maxTokens = BigInt((chat.max_tokens as number | undefined) ?? 256);
+    const start = create(MsgStartInferenceSchema, { inferenceId: nonce, promptHash: canonicalPromptHash(prompt), model: String(chat.model), inputLength: BigInt(prompt.length), maxTokens, startedAt });
+    this.next([create(DevshardTxSchema, { tx: { case: 'startInference', value: start } })]);
+    const host = this.executorHost(nonce);
+    const payload: InferencePayload = { prompt, model: String(chat.model), inputLength: BigInt(prompt.length), maxTokens, startedAt };
+    const body = inferenceRequestJson(this.catchUp(host), nonce, payload);
+    const ts = BigInt(Math.floor(this.now() / 1000));
+    const sig = signMessage(requestHeaderMessage(this.escrowId, new TextEncoder().encode(body), ts), this.key.privateKey);
+    const ac = new AbortController();
+    const res = await fetch(sessionUrl(this.net.hostUrl(host), this.escrowId, 'chat/completions'), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-devshard-signature': Buffer.from(sig).toString('hex'), 'x-devshard-timestamp': String(ts) },
+      body,
+      signal: ac.signal,
+    });
+    let text = '';
+    let aborted = false;
+    const reader = res.body!.getReader();
+    const decoder = new TextDecoder();
+    for (;;) {
+      let timer: NodeJS.Timeout | undefined;
+      const idle = new Promise<'idle'>((resolve) => (timer = setTimeout(() => resolve('idle'), waitMs)));
+      const r = await Promise.race([reader.read().catch(() => ({ done: true, value: undefined })), idle]);
+      clearTimeout(timer);
+      if (r === 'idle') {
+        aborted = true;
+        ac.abort();
+        break;
+      }
+      if (r.done) break;
+      text += decoder.decode(r.value, { stream: true });
+    }
+    return { ...this.absorb(host, res.status, text), nonce, host, aborted };
+  }
+
+  /** Brings host `i` to our latest nonce (diffs only, no payload). */
+  async sync(i: number): Promise<HostAnswer> {
+    const r = await this.post(i, 'chat/completions', inferenceRequestJson(this.catchUp(i), this.replica.latestNonce));
+    return this.absorb(i, r.status, r.text);
+  }
+
+  /** MsgFinalizeRound, then diffs until Settlement (FinalizeNonce + n), each sent to every host. */
+  async finalize(): Promise<bigint> {
+    this.next([create(DevshardTxSchema, { tx: { case: 'finalizeRound', value: create(MsgFinalizeRoundSchema, {}) } })]);
+    const distinct = [...new Set(this.net.escrow.slots.map((_, s) => this.hostOfSlot(s)))];
+    for (const i of distinct) await this.sync(i);
+    const target = this.replica.finalizeNonce + BigInt(this.net.escrow.slots.length);
+    while (this.replica.latestNonce < target) {
+      this.next([]);
+      for (const i of distinct) await this.sync(i);
+    }
+    return target;
+  }
+
+  async get(i: number, route: string): Promise<{ status: number; json: unknown; text: string }> {
+    const res = await fetch(sessionUrl(this.net.hostUrl(i), this.escrowId, route));
+    const text = await res.text();
+    return { status: res.status, json: JSON.parse(text) as unknown, text };
+  }
+}
