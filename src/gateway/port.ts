@@ -15,6 +15,7 @@ import { refuse, type GatewayError } from './errors.js';
 import { createEscrowForOperator, type OperatorCreate, type OperatorCreateOutcome } from './escrows/operator-create.js';
 import { deactivateEscrow, devshardView, escrowOr404, finalizeEscrow, finalizedDocument, operatorSettleAnswer, registerEscrow, removeEscrow, settleEscrow } from './escrows/lifecycle.js';
 import { operatorCreateKey } from './escrows/operator-key.js';
+import { importFromDevshardctl, type DevshardctlImportBody } from './escrows/devshardctl-import.js';
 import { activateEscrow, exportEscrow, importEscrow, type ImportBody } from './escrows/transfer.js';
 import type { LimiterCounts } from './limiter.js';
 import { isServedModel, servedModels } from './models.js';
@@ -23,7 +24,7 @@ import { devshardListDocument, statusDocument, type StatusAnswer } from './statu
 import { changeSettings } from './settings.js';
 import type { Usage } from '../network/port.js';
 
-export type { ImportBody };
+export type { ImportBody, DevshardctlImportBody };
 export type { ChatSession };
 
 type Answer<F extends (...args: never[]) => unknown> = Awaited<ReturnType<F>>;
@@ -50,6 +51,8 @@ export interface GatewayPort {
   /** Registers an on-chain escrow, or re-activates a deactivated one (devshardctl's POST /v1/admin/devshards). */
   registerEscrow(id: string, metadata: EventMetadata, expectedModel?: string, keyEnv?: string): Promise<Answer<typeof registerEscrow>>;
   importEscrow(id: string, body: ImportBody, metadata: EventMetadata): Promise<Answer<typeof importEscrow>>;
+  /** Migration: adopt an escrow from devshardctl's state store (its import body). */
+  importFromDevshardctl(id: string, body: DevshardctlImportBody, metadata: EventMetadata): Promise<Answer<typeof importFromDevshardctl>>;
   exportEscrow(id: string): Answer<typeof exportEscrow>;
   timeline(id: string): Promise<{ escrow_id: string } & Partial<Timeline>>;
   activateEscrow(id: string, metadata: EventMetadata): Promise<Answer<typeof activateEscrow>>;
@@ -123,6 +126,7 @@ export function gatewayPort(ctx: GatewayContext): GatewayPort {
         return registerEscrow(ctx, id, metadata, expectedModel, keyEnv);
       }),
     importEscrow: (id, body, metadata) => perEscrow(id, () => importEscrow(ctx, id, body, metadata)),
+    importFromDevshardctl: (id, body, metadata) => perEscrow(id, () => importFromDevshardctl(ctx, id, body, metadata)),
     exportEscrow: (id) => exportEscrow(ctx, id),
     timeline: async (id) => {
       escrowOr404(ctx, id);

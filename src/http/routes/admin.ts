@@ -4,7 +4,7 @@
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { EventMetadata } from '../../events/envelope.js';
-import type { GatewayPort, ImportBody } from '../../gateway/port.js';
+import type { DevshardctlImportBody, GatewayPort, ImportBody } from '../../gateway/port.js';
 import type { Authenticator } from '../auth.js';
 import { ApiError } from '../api-error.js';
 import { sendEmptyNotFound } from '../errors.js';
@@ -92,6 +92,11 @@ export function registerAdminRoutes(app: FastifyInstance, gateway: GatewayPort, 
 
   const importDoc = doc({ body: importBodySchema, summary: 'Import an escrow exported by another gateway (inactive)' });
   app.post('/v1/admin/devshards/import', { ...admin, bodyLimit: IMPORT_BODY_LIMIT, schema: importDoc }, async (request) => {
+    if (typeof (request.body as { storage_path?: unknown }).storage_path === 'string') {
+      // devshardctl's import body: adopt the escrow from its state store (migration).
+      const body = request.body as DevshardctlImportBody;
+      return gateway.importFromDevshardctl(parseEscrowId(body.id, 'id'), body, meta(request));
+    }
     const body = request.body as ImportBody;
     const id = parseEscrowId(body.escrow.escrow_id, 'escrow.escrow_id');
     return gateway.importEscrow(id, body, meta(request));
