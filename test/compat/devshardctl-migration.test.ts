@@ -143,6 +143,17 @@ describe('migration from devshardctl: import from its escrow state store', () =>
     expect(again.status).toBe(409);
   });
 
+  it("active:true activates at import; the last request's finish is not in any diff yet: it stays open, its reservation in the balance", async () => {
+    const id = await createEscrowViaApi(source);
+    const dir = join(root, 'open-store');
+    const w = writeDevshardctlStore({ ...(await specFor(id)), dir, requests: 3, closeLast: false });
+    const r = await importCall(importBody(id, dir, { active: true }));
+    expect(r.status, r.text).toBe(200);
+    expect(r.json).toMatchObject({ id, active: true, state: 'active', nonce: 3, balance: w.balance.toString() });
+    expect(r.json.adopted).toMatchObject({ last_nonce: 3, next_nonce: 4, open_inferences: 1, state_root: w.stateRoot });
+    await gw.call(`/v1/admin/devshards/${id}/deactivate`, { method: 'POST' });
+  });
+
   it('activated, the next request uses the next nonce; the log still verifies', async () => {
     const act = await gw.call('/v1/admin/devshards', { body: { id: escrowId } });
     expect(act.status, act.text).toBe(200);
