@@ -5,6 +5,7 @@
  * one at a time per escrow stream (engine.serial), here rather than in each route.
  */
 import type { EventMetadata } from '../events/envelope.js';
+import { eventsFile } from '../events/storage-path.js';
 import { escrowStream, type GatewaySettings, type SettingsPatch } from '../events/catalog.js';
 import type { PoolEscrow } from '../projections/index.js';
 import { readEscrowTimeline, type Timeline } from '../projections/timeline.js';
@@ -12,7 +13,9 @@ import { hostFailure, openChat, usageAtFailure, type ChatCommand, type ChatSessi
 import type { GatewayContext } from './context.js';
 import { refuse, type GatewayError } from './errors.js';
 import { createEscrowForOperator, type OperatorCreate, type OperatorCreateOutcome } from './escrows/operator-create.js';
-import { deactivateEscrow, devshardView, escrowOr404, finalizeEscrow, registerEscrow, removeEscrow, settleEscrow, type SettleAnswer } from './escrows/lifecycle.js';
+import { deactivateEscrow, devshardView, escrowOr404, finalizeEscrow, finalizedDocument, operatorSettleAnswer, registerEscrow, removeEscrow, settleEscrow } from './escrows/lifecycle.js';
+import { operatorCreateKey } from './escrows/operator-key.js';
+import { importFromDevshardctl, type DevshardctlImportBody } from './escrows/devshardctl-import.js';
 import { activateEscrow, exportEscrow, importEscrow, type ImportBody } from './escrows/transfer.js';
 import type { LimiterCounts } from './limiter.js';
 import { isServedModel, servedModels } from './models.js';
@@ -21,7 +24,7 @@ import { devshardListDocument, statusDocument, type StatusAnswer } from './statu
 import { changeSettings } from './settings.js';
 import type { Usage } from '../network/port.js';
 
-export type { ImportBody };
+export type { ImportBody, DevshardctlImportBody };
 export type { ChatSession };
 
 type Answer<F extends (...args: never[]) => unknown> = Awaited<ReturnType<F>>;
@@ -41,20 +44,31 @@ export interface GatewayPort {
   streamFailure(err: unknown, usageSoFar: Usage): { error: GatewayError; usage: Usage };
 
   // Operator: escrows
-  createEscrow(cmd: OperatorCreate): Promise<OperatorCreateOutcome>;
+  /** The key is `privateKey`, or env variable `keyEnv`, or DEVSHARD_PRIVATE_KEY (operator-key.ts). */
+  createEscrow(cmd: Omit<OperatorCreate, 'privateKeyHex' | 'keySource'> & { privateKey?: string | undefined; keyEnv?: string | undefined }): Promise<OperatorCreateOutcome & { storagePath: string }>;
   devshards(): DevshardView[];
   devshard(id: string): DevshardView;
-  registerEscrow(id: string, metadata: EventMetadata, expectedModel?: string): Promise<Answer<typeof registerEscrow>>;
+  /** Registers an on-chain escrow, or re-activates a deactivated one (devshardctl's POST /v1/admin/devshards). */
+  registerEscrow(id: string, metadata: EventMetadata, expectedModel?: string, keyEnv?: string): Promise<Answer<typeof registerEscrow>>;
   importEscrow(id: string, body: ImportBody, metadata: EventMetadata): Promise<Answer<typeof importEscrow>>;
+  /** Migration: adopt an escrow from devshardctl's state store (its import body). */
+  importFromDevshardctl(id: string, body: DevshardctlImportBody, metadata: EventMetadata): Promise<Answer<typeof importFromDevshardctl>>;
   exportEscrow(id: string): Answer<typeof exportEscrow>;
   timeline(id: string): Promise<{ escrow_id: string } & Partial<Timeline>>;
   activateEscrow(id: string, metadata: EventMetadata): Promise<Answer<typeof activateEscrow>>;
-  settleEscrow(id: string, keyEnvName: string, metadata: EventMetadata): Promise<SettleAnswer>;
+  settleEscrow(id: string, keyEnvName: string, metadata: EventMetadata): Promise<ReturnType<typeof operatorSettleAnswer>>;
   deactivateEscrow(id: string, metadata: EventMetadata): Promise<Answer<typeof deactivateEscrow>>;
   removeEscrow(id: string, metadata: EventMetadata): Promise<Answer<typeof removeEscrow>>;
   finalizeEscrow(id: string, metadata: EventMetadata): Promise<Answer<typeof finalizeEscrow>>;
   /** POST /v1/finalize: the only configured escrow; refused when there is not exactly one. */
   finalizeOnlyEscrow(metadata: EventMetadata): Promise<Answer<typeof finalizeEscrow>>;
+  /** GET /devshard/{id}/v1/finalize: the settlement document once finalized (409 before). */
+  finalizedEscrow(id: string): Answer<typeof finalizedDocument>;
+  /** GET /v1/finalize: the same for the only configured escrow. */
+  finalizedOnlyEscrow(): Answer<typeof finalizedDocument>;
+
+  /** Where this gateway keeps escrow state (the event log), devshardctl's `storage_path`. */
+  storagePath(): string;
 
   // Operator: settings, status, debug
   settings(): GatewaySettings;
@@ -73,6 +87,15 @@ export interface GatewayPort {
 export function gatewayPort(ctx: GatewayContext): GatewayPort {
   const perEscrow = <T>(id: string, f: () => Promise<T>) => ctx.engine.serial(escrowStream(id), f);
   const live = () => ctx.projections.pool.all().filter((e) => e.state !== 'removed');
+  // devshardctl answers 400 on the bare /v1/finalize unless exactly one devshard is loaded
+  // (gateway.go handleSingleOnly): the request names no devshard, so it is the request that is wrong.
+  const onlyEscrow = (method: string): string => {
+    const escrows = live();
+    if (escrows.length !== 1) {
+      throw refuse.invalid(`${method} /v1/finalize works only with exactly one configured devshard (this gateway has ${escrows.length}); use ${method} /devshard/{id}/v1/finalize.`, null, 'not_single_escrow');
+    }
+    return escrows[0]!.escrowId;
+  };
   return {
     servedModels: () => servedModels(ctx),
     isServedModel: (model) => isServedModel(ctx, model),
@@ -80,33 +103,49 @@ export function gatewayPort(ctx: GatewayContext): GatewayPort {
     openChat: (cmd) => openChat(ctx, cmd),
     streamFailure: (err, usageSoFar) => ({ error: hostFailure(err), usage: usageAtFailure(err, usageSoFar) }),
 
-    createEscrow: (cmd) => createEscrowForOperator(ctx, cmd),
+    createEscrow: async ({ privateKey, keyEnv, ...cmd }) => ({
+      ...(await createEscrowForOperator(ctx, { ...cmd, ...(await operatorCreateKey(ctx, privateKey, keyEnv)) })),
+      // devshardctl's per-escrow state store; ours is the one event log every escrow is kept in.
+      storagePath: eventsFile(ctx.config.server.storageDir),
+    }),
     devshards: () => live().map((e) => devshardView(ctx, e.escrowId)),
     devshard: (id) => {
       escrowOr404(ctx, id);
       return devshardView(ctx, id);
     },
-    registerEscrow: (id, metadata, expectedModel) => perEscrow(id, () => registerEscrow(ctx, id, metadata, expectedModel)),
+    registerEscrow: (id, metadata, expectedModel, keyEnv) =>
+      perEscrow(id, async () => {
+        const known = ctx.engine.escrow(id);
+        if (known?.value === 'deactivated') {
+          if (expectedModel !== undefined && known.context.model !== expectedModel) {
+            throw refuse.invalid(`Devshard ${id} serves model '${known.context.model}', not '${expectedModel.slice(0, 256)}'.`, 'model', 'model_mismatch');
+          }
+          if (keyEnv !== undefined) await ctx.keyring.fromEnv(keyEnv);
+          return activateEscrow(ctx, id, metadata);
+        }
+        return registerEscrow(ctx, id, metadata, expectedModel, keyEnv);
+      }),
     importEscrow: (id, body, metadata) => perEscrow(id, () => importEscrow(ctx, id, body, metadata)),
+    importFromDevshardctl: (id, body, metadata) => perEscrow(id, () => importFromDevshardctl(ctx, id, body, metadata)),
     exportEscrow: (id) => exportEscrow(ctx, id),
     timeline: async (id) => {
       escrowOr404(ctx, id);
       return { escrow_id: id, ...(await readEscrowTimeline((stream, from, limit) => ctx.engine.store.readStream(stream, from, limit), id)) };
     },
     activateEscrow: (id, metadata) => perEscrow(id, () => activateEscrow(ctx, id, metadata)),
-    settleEscrow: (id, keyEnvName, metadata) => perEscrow(id, () => settleEscrow(ctx, id, { keySource: { kind: 'env', name: keyEnvName }, origin: 'admin', metadata })),
+    settleEscrow: (id, keyEnvName, metadata) =>
+      perEscrow(id, async () => operatorSettleAnswer(ctx, id, await settleEscrow(ctx, id, { keySource: { kind: 'env', name: keyEnvName }, origin: 'admin', metadata }))),
     deactivateEscrow: (id, metadata) => perEscrow(id, () => deactivateEscrow(ctx, id, metadata)),
     removeEscrow: (id, metadata) => perEscrow(id, () => removeEscrow(ctx, id, metadata)),
     finalizeEscrow: (id, metadata) => perEscrow(id, () => finalizeEscrow(ctx, id, metadata)),
     finalizeOnlyEscrow: (metadata) => {
-      const escrows = live();
-      if (escrows.length !== 1) {
-        throw refuse.conflict(`POST /v1/finalize works only with exactly one configured devshard (this gateway has ${escrows.length}); use POST /devshard/{id}/v1/finalize.`, 'not_single_escrow');
-      }
-      const id = escrows[0]!.escrowId;
+      const id = onlyEscrow('POST');
       return perEscrow(id, () => finalizeEscrow(ctx, id, metadata));
     },
+    finalizedEscrow: (id) => finalizedDocument(ctx, id),
+    finalizedOnlyEscrow: () => finalizedDocument(ctx, onlyEscrow('GET')),
 
+    storagePath: () => eventsFile(ctx.config.server.storageDir),
     settings: () => ctx.projections.settings.effective(),
     changeSettings: async (patch, metadata) => {
       const effective = await changeSettings(ctx, patch, metadata);

@@ -148,7 +148,7 @@ describe('chain faults', () => {
       expect(r.json.escrow_id).toBeTruthy();
       expect(createTxsOnChain(gw.devnet)).toBe(creates + 1);
       expect(gw.devnet.chain.findTx(r.json.tx_hash)!.result.code).toBe(0);
-      expect(streamTypes(gw, r.json.escrow_id).slice(0, 2)).toEqual(['EscrowCreated', 'EscrowRegistered']);
+      expect(streamTypes(gw, r.json.id).slice(0, 2)).toEqual(['EscrowCreated', 'EscrowRegistered']);
     });
   }
 

@@ -140,7 +140,7 @@ describe('secrets and auth', () => {
     // the happy path
     const created = await send('POST', '/v1/admin/escrows', 'admin', { amount: '10000000000', model_id: MODEL, private_key: k.privateKey, chain_id: 'shardgate-devnet', register: true });
     expect(created.status).toBe(200);
-    const id = created.json.escrow_id as string;
+    const id = created.json.id as string;
     expect((await send('POST', '/v1/admin/settings', 'admin', { model_limits: [{ model_id: MODEL, access_mode: 'api_key' }] })).status).toBe(200);
     for (const kind of ['client', 'client2', 'admin'] as KeyKind[]) {
       expect((await send('POST', '/v1/chat/completions', kind, { model: MODEL, messages: [{ role: 'user', content: 'hello' }], max_tokens: 8 })).status).toBe(200);

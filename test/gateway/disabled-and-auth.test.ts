@@ -49,8 +49,11 @@ const ROUTES: Route[] = [
   { method: 'POST', pattern: '/v1/admin/devshards/{id}/deactivate', kind: 'admin', adminStatus: 404 },
   { method: 'DELETE', pattern: '/v1/admin/devshards/{id}', kind: 'admin', adminStatus: 404 },
   { method: 'POST', pattern: '/devshard/{id}/v1/finalize', kind: 'admin', adminStatus: 404 },
+  { method: 'GET', pattern: '/devshard/{id}/v1/finalize', kind: 'admin', adminStatus: 404 },
   { method: 'POST', pattern: '/devshard//v1/finalize', kind: 'empty-id', adminStatus: 404, clientStatus: 404 },
-  { method: 'POST', pattern: '/v1/finalize', kind: 'admin', adminStatus: 409 },
+  // devshardctl's 400 with several devshards (gateway.go handleSingleOnly).
+  { method: 'POST', pattern: '/v1/finalize', kind: 'admin', adminStatus: 400 },
+  { method: 'GET', pattern: '/v1/finalize', kind: 'admin', adminStatus: 400 },
   { method: 'GET', pattern: '/v1/debug/rotation', kind: 'admin', adminStatus: 200 },
 ];
 

@@ -142,6 +142,8 @@ describe('metrics and OpenAPI', () => {
       'DELETE /v1/admin/devshards/{id}',
       'POST /devshard/{id}/v1/finalize',
       'POST /v1/finalize',
+      'GET /v1/finalize',
+      'GET /devshard/{id}/v1/finalize',
       'GET /v1/debug/rotation',
     ];
     expect(expected.filter((e) => !listed.has(e))).toEqual([]);

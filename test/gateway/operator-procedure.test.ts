@@ -74,8 +74,9 @@ describe('operator procedure', () => {
     const before = await balanceOf(gw, creator);
     const r = await gw.call('/v1/admin/escrows', { body: { amount: AMOUNT.toString(), model_id: MODEL, private_key: keys.privateKey, chain_id: 'shardgate-devnet', register: true } });
     expect(r.status, r.text).toBe(200);
-    a = r.json.escrow_id;
+    a = r.json.id;
     expect(a).toMatch(/^[0-9]+$/);
+    expect(r.json.escrow_id).toBe(Number(a));
     expect(r.json.tx_hash).toMatch(/^[0-9A-F]{64}$/);
     expect(r.json.creator).toBe(creator);
     expect(Number.isInteger(r.json.epoch_index)).toBe(true);
@@ -114,10 +115,13 @@ describe('operator procedure', () => {
     for (let i = 0; i < 3; i++) expect((await gw.call('/v1/chat/completions', { key: 'client', body: chatBody(`request ${i}`) })).status).toBe(200);
     const view = (await gw.call(`/v1/admin/devshards/${a}`)).json;
     expect(view.nonce).toBe(4);
-    // Settle before finalize is refused, naming the step.
-    const early = await gw.call(`/v1/admin/devshards/${a}/settle`, { body: { private_key_env: SETTLE_ENV } });
-    expect(early.status).toBe(409);
-    expect(early.json.error.message).toContain('finalize');
+    // Settle before finalize finalizes first (devshardctl), but only once the key is usable: an
+    // unset variable is a 400 naming it, and nothing is finalized. (It used to be a 409 naming
+    // finalize; devshardctl's settle finalizes itself, test/compat/devshardctl.test.ts.)
+    const early = await gw.call(`/v1/admin/devshards/${a}/settle`, { body: { private_key_env: 'NO_SUCH_KEY_VAR' } });
+    expect(early.status).toBe(400);
+    expect(early.json.error.message).toContain('NO_SUCH_KEY_VAR');
+    expect((await gw.call(`/v1/admin/devshards/${a}`)).json.state).toBe('active');
     const f = await gw.call('/v1/finalize', { method: 'POST' });
     expect(f.status, f.text).toBe(200);
     const doc = f.json;
@@ -197,13 +201,14 @@ describe('operator procedure', () => {
     expect(empty.status).toBe(404);
     expect(empty.text).toBe('');
     const none = await gw.call('/v1/finalize', { method: 'POST' });
-    expect(none.status).toBe(409);
+    expect(none.status).toBe(400);
     expect(none.json.error.code).toBe('not_single_escrow');
 
     const b = await createEscrowViaApi(gw);
     const c = await createEscrowViaApi(gw);
     const two = await gw.call('/v1/finalize', { method: 'POST' });
-    expect(two.status).toBe(409);
+    expect(two.status).toBe(400);
+    expect(two.json.error.code).toBe('not_single_escrow');
     expect(two.json.error.message).toContain('/devshard/{id}/v1/finalize');
     // Nothing was finalized by the refused call.
     expect((await gw.call(`/v1/admin/devshards/${b}`)).json.state).toBe('active');

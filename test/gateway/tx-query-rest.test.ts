@@ -42,7 +42,8 @@ describe('DEVSHARD_TX_QUERY_REST', () => {
     expect(lookups.length).toBeGreaterThan(0);
     expect(lookups.at(-1)!.status).toBe(200);
     // The escrow id and height came from the REST tx_response's events.
-    expect(r.json.escrow_id).toMatch(/^\d+$/);
+    expect(r.json.id).toMatch(/^\d+$/);
+    expect(r.json.escrow_id).toBe(Number(r.json.id));
     expect(r.json.height).toBeGreaterThan(0);
     expect(r.json.registered).toBe(true);
   });

@@ -226,7 +226,7 @@ describe('validation through HTTP', () => {
   it('register with a model_id the escrow does not serve on chain: 400 model_mismatch, not registered', async () => {
     const created = await gw.call('/v1/admin/escrows', { body: { amount: '10000000000', model_id: MODEL, private_key: gw.keys.privateKey, register: false } });
     expect(created.status, created.text).toBe(200);
-    const id = created.json.escrow_id as string;
+    const id = created.json.id as string;
     const res = await gw.call('/v1/admin/devshards', { body: { escrow_id: id, model_id: 'some/other-model' } });
     const err = expectOpenAiError(res, 400, 'model_id');
     expect(err.code).toBe('model_mismatch');

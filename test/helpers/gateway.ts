@@ -132,5 +132,5 @@ export async function disposeTestGateway(gw: TestGateway | undefined): Promise<v
 export async function createEscrowViaApi(gw: TestGateway, amount = '10000000000', model = MODEL): Promise<string> {
   const r = await gw.call('/v1/admin/escrows', { body: { amount, model_id: model, private_key: gw.keys.privateKey, chain_id: 'shardgate-devnet', register: true } });
   if (r.status !== 200) throw new Error(`create failed: ${r.status} ${r.text}`);
-  return r.json.escrow_id as string;
+  return r.json.id as string;
 }

@@ -19,6 +19,29 @@ export interface ImportProvenance {
   lastHash: string;
 }
 
+/**
+ * What an import from devshardctl's escrow state store adopted: where the store was, the diffs
+ * replayed through the protocol replica (src/protocol/replay.ts), and the state they gave.
+ */
+export interface AdoptedFromDevshardctl {
+  from: 'devshardctl';
+  storagePath: string;
+  /** The diffs replayed, nonces 1..lastNonce; the next request uses lastNonce + 1. */
+  diffs: number;
+  lastNonce: number;
+  /** The replica's state root after the last diff (hex), equal to the diff's recorded post_state_root. */
+  stateRoot: string;
+  /** The replica's balance (deposit less costs, reservations of live inferences and protocol fees). */
+  balance: Amount;
+  fees: Amount;
+  /** The state-root tag (the body's protocol_version, default "v2"). */
+  protocolVersion: string;
+  /** devshardctl's session status ("active", "settled", ...). */
+  sessionStatus: string;
+  /** Inferences started but not finished in any diff (their reservation stays in the balance). */
+  openInferences: number;
+}
+
 export interface EscrowEventData {
   /** Write-ahead intent: signed, hash known, not yet broadcast (stream `escrow-create-<intentId>`). */
   EscrowCreateRequested: {
@@ -77,6 +100,8 @@ export interface EscrowEventData {
     hostStats?: SlotTally[];
     /** Where the state came from, for audit: the export's origin and its last event. */
     provenance?: ImportProvenance;
+    /** An escrow adopted from devshardctl's state store (POST /v1/admin/devshards/import with storage_path). */
+    adopted?: AdoptedFromDevshardctl;
   };
   EscrowActivated: { escrowId: string };
   /**

@@ -38,8 +38,10 @@ export async function decided<T>(f: () => Promise<T>): Promise<T> {
  * `expectedModel` (the register body's optional model_id), an escrow serving another model on chain
  * is refused before anything is recorded (it used to be registered, routed, and only logged).
  */
-export async function registerEscrow(ctx: GatewayContext, escrowId: string, metadata: EventMetadata, expectedModel?: string) {
+export async function registerEscrow(ctx: GatewayContext, escrowId: string, metadata: EventMetadata, expectedModel?: string, keyEnv?: string) {
   const known = ctx.engine.escrow(escrowId);
+  // devshardctl's 409 (gateway.go handleAdminAddDevshard); a deactivated one is re-activated (port.ts).
+  if (known?.value === 'active') throw refuse.conflict(`devshard already active: devshard ${escrowId} is already registered and routable here.`, 'already_active');
   if (known && known.value !== 'created' && known.value !== 'imported') {
     throw refuse.conflict(`Devshard ${escrowId} is already known here (state ${stateName(known.value)}).`, 'already_registered');
   }
@@ -51,8 +53,11 @@ export async function registerEscrow(ctx: GatewayContext, escrowId: string, meta
   if (expectedModel !== undefined && onChain.modelId !== expectedModel) {
     throw refuse.invalid(`Escrow ${escrowId} serves model '${onChain.modelId}' on chain, not '${clip(expectedModel)}'.`, 'model_id', 'model_mismatch');
   }
+  if (keyEnv !== undefined && !(await ctx.keyring.fromEnv(keyEnv))) {
+    throw refuse.invalid(`private_key_env: environment variable ${keyEnv} is unset or not a 64-hex key.`, 'private_key_env', 'creator_key_unavailable');
+  }
   if (!ctx.keyring.has(onChain.creator)) {
-    throw refuse.invalid(`Escrow ${escrowId} was created by ${onChain.creator}, whose key this gateway does not hold; set DEVSHARD_PRIVATE_KEY to that creator's key.`, null, 'creator_key_unavailable');
+    throw refuse.invalid(`Escrow ${escrowId} was created by ${onChain.creator}, whose key this gateway does not hold; set DEVSHARD_PRIVATE_KEY (or the variable named by private_key_env) to that creator's key.`, null, 'creator_key_unavailable');
   }
   const registered = newEvent('EscrowRegistered', { escrowId, model: onChain.modelId }, metadata);
   if (known) {
@@ -83,6 +88,18 @@ export async function finalizeEscrow(ctx: GatewayContext, escrowId: string, meta
   return settlementDocument(built.settlement);
 }
 
+/**
+ * GET finalize: the settlement document of a finalized escrow; before finalize devshardctl's 409
+ * `session not yet finalized` (proxy.go handleGetFinalize).
+ */
+export function finalizedDocument(ctx: GatewayContext, escrowId: string) {
+  const s = escrowOr404(ctx, escrowId);
+  if (!s.context.settlement) {
+    throw refuse.conflict(`session not yet finalized: devshard ${escrowId} is ${stateName(s.value)}; finalize it with POST /devshard/${escrowId}/v1/finalize.`, 'not_finalized');
+  }
+  return settlementDocument(s.context.settlement);
+}
+
 export interface SettleCommand {
   keySource: KeySource;
   origin: CreateOrigin;
@@ -104,15 +121,22 @@ export type SettleAnswer =
   | { status: 'deferred'; escrow_id: string; settled: false; in_flight: number }
   | { status: 'settling'; escrow_id: string; settled: false; tx_hash: string };
 
+/**
+ * A settle answer as the admin route gives it: devshardctl's fields (gateway.go
+ * handleAdminSettleDevshard: `id`, `escrow_id` a number, `active` false, `tx_hash`, `settler`)
+ * beside ours (`status`, `settled`, ...). The escrow stops taking new chat once settle is asked.
+ */
+export function operatorSettleAnswer(ctx: GatewayContext, escrowId: string, answer: SettleAnswer) {
+  const creator = ctx.engine.escrow(escrowId)?.context.creator ?? null;
+  return { ...answer, id: escrowId, escrow_id: Number(escrowId), active: false as const, tx_hash: 'tx_hash' in answer ? answer.tx_hash : null, settler: creator };
+}
+
 /** Settles now, or records the wish when requests are in flight (the drain reactor completes it). */
 export async function settleEscrow(ctx: GatewayContext, escrowId: string, cmd: SettleCommand): Promise<SettleAnswer> {
   const s = escrowOr404(ctx, escrowId);
   const c = s.context;
   if (c.settled) return settledAnswer(ctx, escrowId, true);
   if (s.value === 'settling') return { status: 'settling', escrow_id: escrowId, settled: false, tx_hash: lastSettleTx(ctx, escrowId) ?? '' };
-  if (s.value !== 'finalized' && s.value !== 'settleDeferred') {
-    throw refuse.conflict(`Devshard ${escrowId} is ${stateName(s.value)}; finalize it first (POST /devshard/${escrowId}/v1/finalize).`, 'not_finalized');
-  }
   const key = await ctx.keyring.resolve(cmd.keySource, c.creator ?? '');
   if (!key) {
     const where = cmd.keySource.kind === 'env' ? `environment variable ${cmd.keySource.name} is unset or not a 64-hex key` : 'the creator key is not held by this process';
@@ -120,6 +144,18 @@ export async function settleEscrow(ctx: GatewayContext, escrowId: string, cmd: S
   }
   if ((await ctx.keyring.add(key)) !== c.creator) {
     throw refuse.invalid(`The key in ${cmd.keySource.kind === 'env' ? cmd.keySource.name : 'the request'} is not the creator of devshard ${escrowId} (${c.creator}).`, 'private_key_env', 'wrong_settler');
+  }
+  if (s.value !== 'finalized' && s.value !== 'settleDeferred') {
+    // devshardctl's settle finalizes first (escrow_rotator.go settleDevshardOnChain), and refuses
+    // while the devshard has requests in flight rather than finalizing under them.
+    if (c.inFlight > 0) {
+      throw refuse.conflict(`devshard ${escrowId} has active requests (${c.inFlight}); settle again once its active_requests is 0, or finalize it now and the settle waits for them.`, 'devshard_busy');
+    }
+    if (!ctx.engine.canEscrow(escrowId, { type: 'EscrowFinalized', data: { settlement: null } } as never)) {
+      throw refuse.conflict(`Devshard ${escrowId} is ${stateName(s.value)}; it cannot be finalized, so it cannot be settled.`, 'not_finalized');
+    }
+    await finalizeEscrow(ctx, escrowId, cmd.metadata);
+    return broadcastSettle(ctx, escrowId, key, cmd);
   }
   if (c.inFlight > 0) {
     if (s.value !== 'settleDeferred') {
@@ -227,10 +263,18 @@ export async function deactivateEscrow(ctx: GatewayContext, escrowId: string, me
 export async function removeEscrow(ctx: GatewayContext, escrowId: string, metadata: EventMetadata) {
   const s = escrowOr404(ctx, escrowId);
   if (!s.context.settled) {
-    throw refuse.conflict(`Devshard ${escrowId} is ${stateName(s.value)} and not settled; settle it before removing it (POST /v1/admin/devshards/${escrowId}/settle).`, 'not_settled');
+    // devshardctl deletes any inactive devshard with no requests in flight, its state store with it.
+    // An unsettled escrow's record is the only way to settle it: without it the creator cannot
+    // claim the unused deposit, and the chain prunes the escrow to the hosts at the end of its epochs.
+    const busy = s.context.inFlight > 0 ? ` It has ${s.context.inFlight} request(s) in flight.` : '';
+    throw refuse.conflict(
+      `Devshard ${escrowId} is ${stateName(s.value)} and not settled; removing it now would lose its settlement state, and its whole deposit would be pruned to the hosts (the chain pays an unsettled escrow out to its hosts two epochs after its own) instead of the unused part returning to the creator.${busy} Settle it first (POST /v1/admin/devshards/${escrowId}/settle), then delete it.`,
+      'not_settled',
+    );
   }
   await decided(() => ctx.engine.decideEscrow('escrow', escrowId, [newEvent('EscrowRemoved', {}, metadata)]));
-  return { escrow_id: escrowId, removed: true };
+  // devshardctl's {id, deleted} (gateway.go handleAdminCleanDevshard) beside ours.
+  return { id: escrowId, deleted: true, escrow_id: escrowId, removed: true };
 }
 
 /** One devshard as the admin API shows it. */

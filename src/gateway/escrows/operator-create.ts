@@ -5,6 +5,7 @@
  * a create whose outcome is not known yet comes back as pending (reconciled by hash).
  */
 import { isPrivateKeyHex, PRIVATE_KEY_RULE } from '../../config/private-key.js';
+import type { KeySource } from '../../events/catalog.js';
 import type { EventMetadata } from '../../events/envelope.js';
 import type { GatewayContext } from '../context.js';
 import { refuse } from '../errors.js';
@@ -13,6 +14,8 @@ import { createEscrow, type CreateEscrowOutcome } from './create.js';
 
 export interface OperatorCreate {
   privateKeyHex: string;
+  /** How the key was given (recorded; never the key): the request's body unless said otherwise. */
+  keySource?: KeySource;
   amount: bigint;
   model: string;
   /** Defaults to this gateway's chain. */
@@ -39,7 +42,7 @@ export async function createEscrowForOperator(ctx: GatewayContext, cmd: Operator
   }
   const r = await createEscrow(ctx, {
     privateKeyHex: cmd.privateKeyHex,
-    keySource: { kind: 'request' },
+    keySource: cmd.keySource ?? { kind: 'request' },
     amount: cmd.amount,
     model: cmd.model,
     role: 'regular',

@@ -4,8 +4,9 @@
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { EventMetadata } from '../../events/envelope.js';
-import type { GatewayPort, ImportBody } from '../../gateway/port.js';
+import type { DevshardctlImportBody, GatewayPort, ImportBody } from '../../gateway/port.js';
 import type { Authenticator } from '../auth.js';
+import { ApiError } from '../api-error.js';
 import { sendEmptyNotFound } from '../errors.js';
 import { doc } from '../openapi.js';
 import {
@@ -17,6 +18,7 @@ import {
   settingsBodySchema,
   settleBodySchema,
   type CreateEscrowBody,
+  type RegisterBody,
   type SettingsBody,
 } from '../schemas/admin.js';
 import { IMPORT_BODY_LIMIT, importBodySchema } from '../schemas/import.js';
@@ -31,9 +33,11 @@ export function registerAdminRoutes(app: FastifyInstance, gateway: GatewayPort, 
 
   app.post('/v1/admin/escrows', { ...admin, schema: doc({ body: createEscrowBodySchema, summary: 'Create an escrow on chain (and register it)' }) }, async (request, reply) => {
     const body = request.body as CreateEscrowBody;
-    const register = body.register === true;
+    // devshardctl's default (gateway.go handleAdminEscrows): register unless told not to.
+    const register = body.register !== false;
     const r = await gateway.createEscrow({
-      privateKeyHex: body.private_key,
+      privateKey: body.private_key,
+      keyEnv: body.private_key_env,
       amount: parseAmount(body.amount),
       model: body.model_id,
       chainId: body.chain_id,
@@ -43,31 +47,56 @@ export function registerAdminRoutes(app: FastifyInstance, gateway: GatewayPort, 
     if (r.ok) {
       request.logFields.escrow_id = r.escrowId;
       return {
-        escrow_id: r.escrowId,
+        // devshardctl's fields: escrow_id a number, id its decimal string, model, storage_path.
+        escrow_id: Number(r.escrowId),
         tx_hash: r.txHash,
-        height: r.height,
         creator: r.creator,
+        registered: register,
+        id: r.escrowId,
+        model: r.escrow.modelId,
+        storage_path: r.storagePath,
+        // Ours.
+        height: r.height,
         epoch_index: r.epoch,
         model_id: r.escrow.modelId,
         amount: r.escrow.amount.toString(),
-        registered: register,
         state: register ? 'active' : 'created',
         slots: r.escrow.slots.map((s) => ({ slot_id: s.slotId, host: s.host, url: s.url })),
       };
     }
-    return reply.code(202).send({ status: 'pending', intent_id: r.intentId, tx_hash: r.txHash, message: 'The chain did not confirm the transaction yet; it is reconciled by hash.' });
+    // devshardctl answers 502 when inclusion takes longer than it waits, although the tx may still
+    // land: a script that retries then creates a second escrow and locks a second deposit.
+    return reply.code(202).send({
+      status: 'pending',
+      intent_id: r.intentId,
+      tx_hash: r.txHash ?? null,
+      escrow_id: null,
+      registered: false,
+      message:
+        'The chain has not included the create transaction yet; this gateway follows it by its hash and records the escrow (and registers it, if asked) once it lands. Do not send the create again: that would lock a second deposit. Watch GET /v1/admin/devshards.',
+    });
   });
 
   app.get('/v1/admin/devshards', { ...admin, schema: doc({ summary: 'List registered devshards' }) }, async () => gateway.devshardList());
 
-  app.post('/v1/admin/devshards', { ...admin, schema: doc({ body: registerBodySchema, summary: 'Register an on-chain escrow for routing' }) }, async (request) => {
-    const body = request.body as { escrow_id: string | number; model_id?: string };
-    const id = parseEscrowId(body.escrow_id);
-    return gateway.registerEscrow(id, meta(request), body.model_id);
+  app.post('/v1/admin/devshards', { ...admin, schema: doc({ body: registerBodySchema, summary: 'Register an on-chain escrow for routing, or re-activate a deactivated one' }) }, async (request) => {
+    const body = request.body as RegisterBody;
+    const id = body.escrow_id !== undefined ? parseEscrowId(body.escrow_id) : parseEscrowId(body.id, 'id');
+    if (body.escrow_id !== undefined && body.id !== undefined && parseEscrowId(body.id, 'id') !== id) {
+      throw new ApiError(400, "Invalid value for 'id': it differs from escrow_id; give one of them.", { param: 'id', code: 'invalid_value' });
+    }
+    const view = await gateway.registerEscrow(id, meta(request), body.model_id ?? body.model, body.private_key_env);
+    // devshardctl's {id, active, model, storage_path} (gateway.go handleAdminAddDevshard) beside our view.
+    return { id, active: view.state === 'active', model: view.model_id, storage_path: gateway.storagePath(), ...view };
   });
 
   const importDoc = doc({ body: importBodySchema, summary: 'Import an escrow exported by another gateway (inactive)' });
   app.post('/v1/admin/devshards/import', { ...admin, bodyLimit: IMPORT_BODY_LIMIT, schema: importDoc }, async (request) => {
+    if (typeof (request.body as { storage_path?: unknown }).storage_path === 'string') {
+      // devshardctl's import body: adopt the escrow from its state store (migration).
+      const body = request.body as DevshardctlImportBody;
+      return gateway.importFromDevshardctl(parseEscrowId(body.id, 'id'), body, meta(request));
+    }
     const body = request.body as ImportBody;
     const id = parseEscrowId(body.escrow.escrow_id, 'escrow.escrow_id');
     return gateway.importEscrow(id, body, meta(request));
@@ -97,6 +126,7 @@ export function registerAdminRoutes(app: FastifyInstance, gateway: GatewayPort, 
     const { id } = request.params as IdParams;
     const name = (request.body as { private_key_env?: string } | null | undefined)?.private_key_env ?? 'DEVSHARD_PRIVATE_KEY';
     const answer = await gateway.settleEscrow(id, name, meta(request));
+    // 202 while the settle waits for requests in flight (the drain reactor sends it) or for inclusion.
     return reply.code(answer.status === 'settled' ? 200 : 202).send(answer);
   });
 
@@ -119,7 +149,14 @@ export function registerAdminRoutes(app: FastifyInstance, gateway: GatewayPort, 
     return gateway.finalizeEscrow(id, meta(request));
   });
 
+  app.get('/devshard/:id/v1/finalize', { ...admin, schema: doc({ params: escrowIdParamsSchema, summary: "A finalized devshard's settlement data (409 before finalize)" }) }, async (request) => {
+    const { id } = request.params as IdParams;
+    return gateway.finalizedEscrow(id);
+  });
+
   app.post('/v1/finalize', { ...admin, schema: doc({ summary: 'Finalize the only configured devshard' }) }, async (request) => gateway.finalizeOnlyEscrow(meta(request)));
+
+  app.get('/v1/finalize', { ...admin, schema: doc({ summary: "The only configured devshard's settlement data (409 before finalize)" }) }, async () => gateway.finalizedOnlyEscrow());
 
   app.get('/v1/admin/settings', { ...admin, schema: doc({ summary: 'Effective gateway settings' }) }, async () => gateway.settings());
 

@@ -32,26 +32,38 @@ export const escrowIdParamsSchema = {
   properties: { id: { type: 'string', pattern: '^[0-9]{1,20}$' } },
 } as const;
 
-/** POST /v1/admin/escrows. chain_id defaults to CHAIN_ID, register to false. */
+/**
+ * POST /v1/admin/escrows, devshardctl's body (gateway.go adminCreateEscrowRequest): chain_id
+ * defaults to CHAIN_ID, `register` to true; the key is `private_key` or the env variable named by
+ * `private_key_env` (DEVSHARD_PRIVATE_KEY when neither is given and it is set). `storage_path` and
+ * `protocol_version` are accepted for devshardctl's scripts: every escrow is kept in our one event
+ * log, and we speak the protocol version the chain gives the escrow.
+ */
 export const createEscrowBodySchema = {
   type: 'object',
-  required: ['amount', 'model_id', 'private_key'],
+  required: ['amount', 'model_id'],
   additionalProperties: false,
   properties: {
     amount: amountSchema,
     model_id: { type: 'string', minLength: 1, maxLength: 256 },
     private_key: { type: 'string', pattern: '^[0-9a-fA-F]{64}$' },
+    private_key_env: { type: 'string', pattern: ENV_NAME_PATTERN },
     chain_id: { type: 'string', minLength: 1, maxLength: 128 },
     register: { type: 'boolean' },
+    storage_path: { type: 'string', maxLength: 4096 },
+    protocol_version: { type: 'string', maxLength: 64 },
   },
 } as const;
 
 export interface CreateEscrowBody {
   amount: number | string;
   model_id: string;
-  private_key: string;
+  private_key?: string;
+  private_key_env?: string;
   chain_id?: string;
   register?: boolean;
+  storage_path?: string;
+  protocol_version?: string;
 }
 
 const rotationModelSchema = {
@@ -131,17 +143,36 @@ export const settleBodySchema = {
   properties: { private_key_env: { type: 'string', pattern: ENV_NAME_PATTERN } },
 } as const;
 
-/** POST /v1/admin/devshards: register an on-chain escrow for routing. */
+/**
+ * POST /v1/admin/devshards: register an on-chain escrow for routing, or re-activate one. Ours
+ * (`escrow_id`, `model_id`) or devshardctl's body (gateway.go adminDevshardRequest: `id`, `model`,
+ * `private_key_env`, `storage_path`, `protocol_version`); one of `escrow_id`/`id` is required.
+ */
 export const registerBodySchema = {
   type: 'object',
-  required: ['escrow_id'],
   additionalProperties: false,
+  anyOf: [{ required: ['escrow_id'] }, { required: ['id'] }],
   properties: {
     escrow_id: escrowIdSchema,
+    id: escrowIdSchema,
     // Optional check: refuse when the chain says the escrow serves another model.
     model_id: { type: 'string', minLength: 1 },
+    model: { type: 'string', minLength: 1 },
+    private_key_env: { type: 'string', pattern: ENV_NAME_PATTERN },
+    storage_path: { type: 'string', maxLength: 4096 },
+    protocol_version: { type: 'string', maxLength: 64 },
   },
 } as const;
+
+export interface RegisterBody {
+  escrow_id?: string | number;
+  id?: string | number;
+  model_id?: string;
+  model?: string;
+  private_key_env?: string;
+  storage_path?: string;
+  protocol_version?: string;
+}
 
 /** Decimal string or safe integer -> bigint; anything else is a 400 naming `param`. */
 export function parseAmount(value: unknown, param = 'amount'): bigint {

@@ -7,7 +7,7 @@
  */
 import { amountDataSchema, ESCROW_STREAM_DATA_SCHEMAS, ESCROW_STREAM_EVENT_TYPES } from '../../events/catalog/escrow-data-schemas.js';
 import { SCHEMA_VERSIONS } from '../../events/catalog.js';
-import { escrowIdSchema } from './admin.js';
+import { ENV_NAME_PATTERN, escrowIdSchema } from './admin.js';
 
 /**
  * An export holds the escrow's whole stream, about 1.3 KB per request served (its start and end,
@@ -76,7 +76,29 @@ const exportedEventSchema = {
   })),
 } as const;
 
-export const importBodySchema = {
+/**
+ * devshardctl's import body (gateway.go adminImportDevshardRequest): the id, the `storage_path` of
+ * its escrow state store, the creator key (`private_key_env` or `private_key`), and optionally the
+ * model, the state-root `protocol_version`, `active` (default false) and `perf_path` (accepted; its
+ * accounting records are not imported).
+ */
+export const devshardctlImportBodySchema = {
+  type: 'object',
+  required: ['id', 'storage_path'],
+  additionalProperties: false,
+  properties: {
+    id: escrowIdSchema,
+    storage_path: { type: 'string', minLength: 1, maxLength: 4096 },
+    private_key_env: { type: 'string', pattern: ENV_NAME_PATTERN },
+    private_key: { type: 'string', pattern: '^[0-9a-fA-F]{64}$' },
+    model: { type: 'string', minLength: 1, maxLength: 256 },
+    protocol_version: { type: 'string', minLength: 1, maxLength: 64 },
+    active: { type: 'boolean' },
+    perf_path: { type: 'string', maxLength: 4096 },
+  },
+} as const;
+
+export const exportImportBodySchema = {
   type: 'object',
   required: ['escrow', 'events'],
   additionalProperties: false,
@@ -86,4 +108,11 @@ export const importBodySchema = {
     exported_at: { type: 'string', format: 'date-time' },
     source: { type: 'string', minLength: 1, maxLength: 256 },
   },
+} as const;
+
+/** Either body: a `storage_path` makes it devshardctl's (migration), else it is our export. */
+export const importBodySchema = {
+  if: { type: 'object', required: ['storage_path'] },
+  then: devshardctlImportBodySchema,
+  else: exportImportBodySchema,
 } as const;

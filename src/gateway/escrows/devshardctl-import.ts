@@ -1,0 +1,165 @@
+/**
+ * Migration from devshardctl: adopt a live escrow devshardctl served, from its escrow state store
+ * (devshardctl-store.ts). Its diffs are replayed through the pure protocol replica
+ * (src/protocol/replay.ts), each compared with its recorded post_state_root, so the state adopted
+ * is the one the hosts signed: the balance, the fees, the per-slot cost and the last nonce. One
+ * EscrowImported records it (inactive unless `active: true`), with what was adopted; the next
+ * request uses the next nonce. Never a private key in an answer or an event.
+ */
+import { newEvent, type SlotInfo, type SlotTally } from '../../events/catalog.js';
+import type { EventMetadata } from '../../events/envelope.js';
+import { toHex } from '../../protocol/bytes.js';
+import { DevshardError } from '../../protocol/errors.js';
+import { InferenceStatus } from '../../protocol/inference-record.js';
+import { Phase } from '../../protocol/hashes.js';
+import { replay } from '../../protocol/replay.js';
+import { STATE_ROOT_VERSION } from '../../protocol/replica.js';
+import { stateName } from '../../machines/index.js';
+import type { GatewayContext } from '../context.js';
+import { clip, refuse } from '../errors.js';
+import { chainRefusal } from './chain-errors.js';
+import { readDevshardctlStore } from './devshardctl-store.js';
+import { activateEscrow } from './transfer.js';
+import { decided, devshardView } from './lifecycle.js';
+
+/** devshardctl's import body (gateway.go adminImportDevshardRequest). */
+export interface DevshardctlImportBody {
+  id: string | number;
+  storage_path: string;
+  private_key_env?: string;
+  private_key?: string;
+  model?: string;
+  protocol_version?: string;
+  active?: boolean;
+  perf_path?: string;
+}
+
+export async function importFromDevshardctl(ctx: GatewayContext, escrowId: string, body: DevshardctlImportBody, metadata: EventMetadata) {
+  const known = ctx.engine.escrow(escrowId);
+  if (known) throw refuse.conflict(`Devshard ${escrowId} is already known here (state ${stateName(known.value)}).`, 'already_registered');
+  if (body.private_key === undefined && body.private_key_env === undefined) {
+    throw refuse.invalid('private_key or private_key_env is required for import: this gateway must hold the creator key to serve and settle the escrow.', 'private_key_env', 'creator_key_required');
+  }
+  if (body.private_key !== undefined && body.private_key_env !== undefined) throw refuse.invalid('Give either private_key or private_key_env, not both.', 'private_key_env', 'ambiguous_key');
+
+  const store = readDevshardctlStore(body.storage_path, escrowId);
+  const { session } = store;
+  if (session.status !== 'active') {
+    throw refuse.conflict(`devshardctl's session for escrow ${escrowId} is ${clip(session.status)}; only an active session can be adopted (finish its settlement with devshardctl).`, 'settle_under_way');
+  }
+
+  const onChain = await ctx.chain.escrow(escrowId).catch((err) => {
+    throw chainRefusal(err, 'Reading the escrow');
+  });
+  if (!onChain) throw refuse.notFound(`Escrow ${escrowId} does not exist on chain.`, 'escrow_not_found');
+  if (onChain.settled) throw refuse.conflict(`Escrow ${escrowId} is already settled on chain; there is nothing to import.`, 'already_settled');
+  if (body.model !== undefined && body.model !== onChain.modelId) {
+    throw refuse.invalid(`model '${clip(body.model)}' differs from the chain's '${onChain.modelId}' for escrow ${escrowId}.`, 'model', 'model_mismatch');
+  }
+  const slots = onChain.slots.map((s) => s.host);
+  const facts: [string, string, string][] = [
+    ['creator', session.creator, onChain.creator],
+    ['initial_balance (the deposit)', session.initialBalance.toString(), onChain.amount.toString()],
+    ['group (slot addresses)', session.group.join(','), slots.join(',')],
+  ];
+  for (const [what, stored, chain] of facts) {
+    if (stored !== chain) throw refuse.invalid(`The store's ${what} for escrow ${escrowId} differs from the chain's (${clip(stored, 120)} vs ${clip(chain, 120)}): it is another escrow's store.`, 'storage_path', 'escrow_id_mismatch');
+  }
+
+  // The creator key: held before anything is recorded, checked against the chain's creator.
+  const address = body.private_key !== undefined ? await ctx.keyring.add(body.private_key) : (await ctx.keyring.fromEnv(body.private_key_env!))?.address;
+  if (address === undefined) throw refuse.invalid(`private_key_env: environment variable ${body.private_key_env} is unset or not a 64-hex key.`, 'private_key_env', 'creator_key_unavailable');
+  if (address !== onChain.creator) {
+    throw refuse.invalid(`The key given is for ${address}, not escrow ${escrowId}'s creator ${onChain.creator}.`, body.private_key !== undefined ? 'private_key' : 'private_key_env', 'wrong_creator_key');
+  }
+
+  const protocolVersion = body.protocol_version?.trim() || STATE_ROOT_VERSION;
+  let replica;
+  try {
+    replica = replay({ escrowId, slots: session.group, amount: session.initialBalance, userAddress: session.creator, config: session.config, version: protocolVersion }, store.diffs);
+  } catch (err) {
+    if (err instanceof DevshardError) {
+      throw refuse.invalid(
+        `Replaying devshardctl's diffs of escrow ${escrowId} diverged: ${err.message}. The store does not rebuild the state the hosts signed (a different protocol_version, now '${clip(protocolVersion, 64)}', or a corrupt store).`,
+        'protocol_version',
+        'replay_diverged',
+      );
+    }
+    throw err;
+  }
+  if (replica.phase !== Phase.Active) {
+    throw refuse.conflict(`Escrow ${escrowId} was finalized by devshardctl (its last diff leaves it in phase ${Phase[replica.phase]}); settle it with devshardctl.`, 'settle_under_way');
+  }
+  // Started but not finished in any diff: a request's finish rides on a later diff, so the last
+  // requests devshardctl served are open here. Their worst-case cost stays reserved in the balance
+  // (as the hosts signed it) until a finish or timeout for them is applied.
+  const open = replica.liveRecords().filter((r) => r.status === InferenceStatus.Pending || r.status === InferenceStatus.Started).length;
+
+  const requests = new Map<number, number>();
+  for (const d of store.diffs) {
+    for (const t of d.txs) {
+      if (t.tx.case === 'finishInference') requests.set(t.tx.value.executorSlot, (requests.get(t.tx.value.executorSlot) ?? 0) + 1);
+    }
+  }
+  const hostStats: SlotTally[] = replica.hostStats().map((h) => ({ slotId: h.slotId, cost: h.cost.toString(), requests: requests.get(h.slotId) ?? 0 }));
+  const slotInfo: SlotInfo[] = onChain.slots.map((s) => ({ slotId: s.slotId, host: s.host, url: s.url }));
+  const lastNonce = Number(replica.latestNonce);
+  const spent = (onChain.amount - replica.balance).toString();
+  await decided(() =>
+    ctx.engine.decideEscrow('escrow', escrowId, [
+      newEvent(
+        'EscrowImported',
+        {
+          escrowId,
+          model: onChain.modelId,
+          creator: onChain.creator,
+          amount: onChain.amount.toString(),
+          epoch: onChain.epochIndex,
+          role: 'regular',
+          nonce: lastNonce,
+          // Our balance is deposit − spent: the replica's balance exactly (costs, fees, seals).
+          spent,
+          slots: slotInfo,
+          active: false,
+          hostStats,
+          adopted: {
+            from: 'devshardctl',
+            storagePath: store.dir,
+            diffs: store.diffs.length,
+            lastNonce,
+            stateRoot: toHex(replica.stateRoot()),
+            balance: replica.balance.toString(),
+            fees: replica.fees.toString(),
+            protocolVersion,
+            sessionStatus: session.status,
+            openInferences: open,
+          },
+        },
+        metadata,
+      ),
+    ]),
+  );
+  const view = body.active === true ? await activateEscrow(ctx, escrowId, metadata) : devshardView(ctx, escrowId);
+  return {
+    // devshardctl's answer (gateway.go handleAdminImportDevshard).
+    id: escrowId,
+    active: view.state === 'active',
+    model: onChain.modelId,
+    storage_path: store.dir,
+    perf_path: body.perf_path ?? '',
+    accounting_records_imported: 0,
+    accounting_attempts_imported: 0,
+    // What was adopted, and our view.
+    adopted: {
+      diffs: store.diffs.length,
+      last_nonce: lastNonce,
+      next_nonce: lastNonce + 1,
+      state_root: toHex(replica.stateRoot()),
+      balance: replica.balance.toString(),
+      fees: replica.fees.toString(),
+      protocol_version: protocolVersion,
+      open_inferences: open,
+    },
+    ...view,
+  };
+}

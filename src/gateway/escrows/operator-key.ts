@@ -1,0 +1,25 @@
+/**
+ * The creator key of an operator's create, as devshardctl takes it (gateway.go handleAdminEscrows):
+ * `private_key`, or the env variable named by `private_key_env`, or DEVSHARD_PRIVATE_KEY when
+ * neither is given and that variable is set. The key is never echoed; an env key is recorded by
+ * its variable's name.
+ */
+import type { KeySource } from '../../events/catalog.js';
+import type { GatewayContext } from '../context.js';
+import { refuse } from '../errors.js';
+
+export const DEFAULT_KEY_ENV = 'DEVSHARD_PRIVATE_KEY';
+
+export async function operatorCreateKey(ctx: GatewayContext, privateKey: string | undefined, keyEnv: string | undefined): Promise<{ privateKeyHex: string; keySource: KeySource }> {
+  if (privateKey !== undefined && keyEnv !== undefined) {
+    throw refuse.invalid('Give either private_key or private_key_env, not both.', 'private_key_env', 'ambiguous_key');
+  }
+  if (privateKey !== undefined) return { privateKeyHex: privateKey, keySource: { kind: 'request' } };
+  const name = keyEnv ?? DEFAULT_KEY_ENV;
+  const held = await ctx.keyring.fromEnv(name);
+  if (held) return { privateKeyHex: held.privateKeyHex, keySource: { kind: 'env', name } };
+  if (keyEnv === undefined) {
+    throw refuse.invalid(`private_key or private_key_env is required (${DEFAULT_KEY_ENV}, the default, is unset on this gateway).`, 'private_key', 'creator_key_required');
+  }
+  throw refuse.invalid(`private_key_env: environment variable ${name} is unset or not a 64-hex key.`, 'private_key_env', 'creator_key_unavailable');
+}
