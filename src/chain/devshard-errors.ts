@@ -58,6 +58,9 @@ export function kindOfFailure(code: number, codespace: string, rawLog: string): 
   }
   // Another chain build may number its errors differently: fall back to the reason text.
   const log = rawLog.toLowerCase();
+  // A signed unordered tx that reached the node after its timeout_timestamp: stale like a used
+  // sequence, so the caller signs a new one (x/auth/ante unordered checks).
+  if (log.includes('timeout_timestamp that has already passed')) return 'bad_sequence';
   for (const f of Object.values(DEVSHARD_FAILURES) as DevshardFailure[]) if (log.includes(f.reason)) return f.kind;
   if (log.includes('insufficient funds')) return 'insufficient_funds';
   if (log.includes('incorrect account sequence')) return 'bad_sequence';

@@ -8,12 +8,14 @@ import { ChainError, type ChainEscrow, type EpochInfo, type EscrowParams, type E
 export interface RestOptions {
   restUrl: string;
   nodeBaseUrl: string;
+  /** DEVSHARD_PUBLIC_API (the PoC gate's /v1/epochs/latest); the node base when unset. */
+  publicApiUrl?: string;
   timeoutMs: number;
 }
 
-const trimSlash = (u: string) => u.replace(/\/+$/, '');
+export const trimSlash = (u: string) => u.replace(/\/+$/, '');
 
-async function getJson(url: string, timeoutMs: number, allow404 = false): Promise<unknown> {
+export async function getJson(url: string, timeoutMs: number, allow404 = false): Promise<unknown> {
   let res: Response;
   try {
     res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs), headers: { accept: 'application/json' } });
@@ -26,14 +28,14 @@ async function getJson(url: string, timeoutMs: number, allow404 = false): Promis
   return res.json();
 }
 
-const num = (v: unknown, name: string): number => {
+export const num = (v: unknown, name: string): number => {
   const n = Number(v ?? 0);
   if (!Number.isFinite(n)) throw new ChainError('rejected', `chain REST field ${name} is not a number`);
   return n;
 };
-const big = (v: unknown): bigint => BigInt(String(v ?? '0'));
-type Obj = Record<string, unknown>;
-const obj = (v: unknown): Obj => (v !== null && typeof v === 'object' ? (v as Obj) : {});
+export const big = (v: unknown): bigint => BigInt(String(v ?? '0'));
+export type Obj = Record<string, unknown>;
+export const obj = (v: unknown): Obj => (v !== null && typeof v === 'object' ? (v as Obj) : {});
 
 export async function fetchParams(o: RestOptions): Promise<EscrowParams> {
   const body = obj(await getJson(`${trimSlash(o.restUrl)}/productscience/inference/inference/params`, o.timeoutMs));
@@ -95,14 +97,25 @@ export async function fetchModels(o: RestOptions): Promise<string[]> {
 }
 
 /**
- * A transaction by hash from the Cosmos SDK REST (`/cosmos/tx/v1beta1/txs/{hash}`) at
- * DEVSHARD_TX_QUERY_REST; null while the chain does not know it (404).
+ * A transaction by hash from the Cosmos SDK REST (`/cosmos/tx/v1beta1/txs/{hash}`); null while
+ * the chain does not know it (404, or a gRPC NotFound some gateways answer with 400).
  */
 export async function fetchTx(o: { txQueryRestUrl: string; timeoutMs: number }, txHash: string): Promise<TxOutcome | null> {
   const hash = txHash.toUpperCase();
-  const body = obj(await getJson(`${trimSlash(o.txQueryRestUrl)}/cosmos/tx/v1beta1/txs/${encodeURIComponent(hash)}`, o.timeoutMs, true));
+  let body: Obj;
+  try {
+    body = obj(await getJson(`${trimSlash(o.txQueryRestUrl)}/cosmos/tx/v1beta1/txs/${encodeURIComponent(hash)}`, o.timeoutMs, true));
+  } catch (e) {
+    if (e instanceof ChainError && e.kind === 'rejected' && / 400: /.test(e.message)) return null;
+    throw e;
+  }
   const r = obj(body.tx_response);
   if (String(r.txhash ?? '').toUpperCase() !== hash) return null;
+  return txOutcomeOf(r, hash);
+}
+
+/** A `tx_response` (cosmos.base.abci.v1beta1.TxResponse in REST JSON) as the port's TxOutcome. */
+export function txOutcomeOf(r: Obj, hash: string): TxOutcome {
   const events = Array.isArray(r.events) ? r.events.map(obj) : [];
   return {
     txHash: hash,

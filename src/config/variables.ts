@@ -31,9 +31,11 @@ export const VARIABLES: readonly VariableSpec[] = [
   { name: 'NODE_BASE', group: 'chain', meaning: 'Public node address (governance model list). Unset with the devnet: the devnet address.' },
   { name: 'NODE_CHAIN_API', group: 'chain', meaning: 'Chain REST address. Unset with the devnet: the devnet address.' },
   { name: 'DEVSHARD_CHAIN_REST', group: 'chain', meaning: 'Chain REST address for queries. Default: NODE_CHAIN_API.' },
-  { name: 'DEVSHARD_TX_QUERY_REST', group: 'chain', meaning: 'Chain REST address where transactions (create, settle) are looked up by hash: `/cosmos/tx/v1beta1/txs/{hash}`. Unset: they are looked up through NODE_RPC (`tx_search`).' },
+  { name: 'DEVSHARD_TX_QUERY_REST', group: 'chain', meaning: 'A chain REST address that indexes transactions: create and settle txs are looked up by hash there (`/cosmos/tx/v1beta1/txs/{hash}`) first, then at the chain REST address.' },
   { name: 'DEVSHARD_PUBLIC_API', group: 'chain', meaning: 'Public API address (reference value: NODE_BASE). Accepted for compatibility; no effect in shardgate: the gateway sends no request to the public API (the spec lists its governance model list as an operator query).' },
-  { name: 'DEVSHARD_TX_GAS_LIMIT', group: 'chain', default: '700000', meaning: 'Gas limit for transactions (create, settle).', init: 'reference' },
+  { name: 'DEVSHARD_TX_GAS_LIMIT', group: 'chain', default: '500000', meaning: 'Gas limit of every transaction (create, settle), as devshardctl.', init: 'reference' },
+  { name: 'DEVSHARD_TX_FEE_AMOUNT', group: 'chain', default: '1000000', meaning: 'Fixed fee of every transaction (create, settle) in DEVSHARD_TX_FEE_DENOM, as devshardctl.', init: 'reference' },
+  { name: 'DEVSHARD_TX_FEE_DENOM', group: 'chain', default: 'ngonka', meaning: 'Denomination of the transaction fee.', init: 'reference' },
   // keys
   { name: 'DEVSHARD_PRIVATE_KEY', group: 'keys', secret: true, meaning: 'Creator key: 64 hex characters, no 0x prefix. A dedicated key, never a validator, participant or broker key.', init: 'generate' },
   { name: 'DEVSHARD_API_KEYS', group: 'keys', secret: true, meaning: 'Client API keys, comma-separated (spaces trimmed, empty entries ignored). Generated form: sk- plus 48 hex characters.', init: 'generate' },

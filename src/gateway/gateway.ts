@@ -112,7 +112,10 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
       nodeBaseUrl: nodeBase ?? rest,
       txQueryRestUrl: config.chain.txQueryRest,
       chainId: config.chain.chainId,
+      publicApiUrl: devnet ? devnet.url : config.compatibility.publicApi,
       gasLimit: config.chain.txGasLimit,
+      feeAmount: config.chain.txFeeAmount,
+      feeDenom: config.chain.txFeeDenom,
     });
     chain = ownedClient;
   }

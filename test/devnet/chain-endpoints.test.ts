@@ -68,6 +68,18 @@ describe('devnet endpoints an operator reads', () => {
     expect(await send()).toMatchObject({ result: { code: 0, hash: prepared.txHash } });
     expect(await send()).toMatchObject({ error: { code: -32603, data: 'tx already exists in cache' } });
   });
+
+  it('answers a duplicate REST broadcast with the SDK\'s mempool-cache code', async () => {
+    const prepared = await client.prepareCreateEscrow(CREATOR_KEYS[0]!, 1_000_000_000n, MODEL);
+    const send = async () =>
+      (await fetch(`${devnet.url}/cosmos/tx/v1beta1/txs`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ tx_bytes: prepared.txBytes, mode: 'BROADCAST_MODE_SYNC' }),
+      })).json();
+    expect(await send()).toMatchObject({ tx_response: { code: 0, txhash: prepared.txHash } });
+    expect(await send()).toMatchObject({ tx_response: { code: 19, codespace: 'sdk', txhash: prepared.txHash } });
+  });
 });
 
 describe('devnet state in a SQLite file (DEVNET_STATE)', () => {

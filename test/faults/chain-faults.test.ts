@@ -175,7 +175,7 @@ describe('chain faults', () => {
 
   it('chain error codes are recorded and answered as 422 with the chain reason', async () => {
     const creates = createTxsOnChain(gw.devnet);
-    const poor = await gw.call('/v1/admin/escrows', { body: createBody('999999999999999999999') });
+    const poor = await gw.call('/v1/admin/escrows', { body: createBody('18000000000000000000') });
     expect(poor.status).toBe(422);
     expect(poor.json.error.code).toBe('insufficient_funds');
     const stranger = await gw.call('/v1/admin/escrows', { body: { ...createBody(), private_key: gw.devnet.notAllowlisted.privateKeyHex } });

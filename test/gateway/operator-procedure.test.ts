@@ -154,7 +154,7 @@ describe('operator procedure', () => {
     expect(refund).toBe(AMOUNT - spent);
     expect((await chainEscrow(gw, a)).settled).toBe(true);
     // The unused deposit is back with the creator, minus the settle tx's gas fee.
-    const gasFee = BigInt(gw.ctx.config.chain.txGasLimit);
+    const gasFee = gw.ctx.config.chain.txFeeAmount;
     expect((await balanceOf(gw, creator)) - before).toBe(refund - gasFee);
     // The record names the env var, never the key.
     const requested = eventsOfType(gw, 'EscrowSettleRequested');

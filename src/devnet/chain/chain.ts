@@ -21,7 +21,10 @@ import type { ChainState, TxEvent, TxRecord, TxResult } from './state.js';
 const GAS = { base: 60_000n, create: 40_000n, settle: 60_000n, perSignature: 5_000n };
 
 export interface DevnetFaults {
-  /** Answer every RPC call with HTTP 503 (node unreachable / overloaded). */
+  /**
+   * Answer HTTP 503 on the RPC and on every REST route a tx needs (accounts, node info, broadcast,
+   * tx lookup): the node cannot take or report txs. Module queries (params, escrows, epochs) still answer.
+   */
   rpcDown: boolean;
   /** Accept broadcasts but never include them (stuck mempool). */
   holdMempool: boolean;
@@ -31,6 +34,12 @@ export interface DevnetFaults {
    * reached the chain; it must look it up by hash.
    */
   dropBroadcastResponse: false | 'error' | 'reset' | 'hang';
+  /**
+   * One shot: the next broadcast reaches the node this many ms late (CheckTx runs as if the clock
+   * were that far ahead), so a recorded unordered tx re-sent after its timeout is refused, as a
+   * real node refuses a stale one. Cleared by that broadcast.
+   */
+  lateArrivalMs: number;
 }
 
 export interface StateStore {
@@ -43,12 +52,14 @@ export type BroadcastAnswer = { inCache: true; hash: string } | { inCache: false
 export class DevnetChain implements DevnetChainView {
   /** Origin of the devnet server (`http://127.0.0.1:PORT`), known once it listens. */
   baseUrl = '';
-  readonly faults: DevnetFaults = { rpcDown: false, holdMempool: false, dropBroadcastResponse: false };
+  readonly faults: DevnetFaults = { rpcDown: false, holdMempool: false, dropBroadcastResponse: false, lateArrivalMs: 0 };
   private mempool: { hash: string; bytes: Uint8Array }[] = [];
   /** Mempool cache (CometBFT keeps accepted tx hashes to refuse duplicates). */
   private readonly cache = new Set<string>();
   /** Sequences as the mempool sees them: committed + txs already accepted this block. */
   private readonly checkSequences = new Map<string, number>();
+  /** Unordered replay keys of txs in the mempool (committed ones are in the state). */
+  private readonly pendingUnordered = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
   private waiters: { height: number; resolve: () => void }[] = [];
   private blocksSinceSave = 0;
@@ -103,9 +114,17 @@ export class DevnetChain implements DevnetChainView {
   broadcast(txBytes: Uint8Array): BroadcastAnswer {
     const hash = toHex(sha256(txBytes)).toUpperCase();
     if (this.cache.has(hash) || this.state.txs[hash]) return { inCache: true, hash };
-    const checked = checkTx(this.state, txBytes, (acc) => this.checkSequences.get(acc.address) ?? acc.sequence);
+    // CheckTx runs against the last block; the devnet's blocks are timed by the wall clock.
+    const late = this.faults.lateArrivalMs;
+    this.faults.lateArrivalMs = 0;
+    const checked = checkTx(this.state, txBytes, {
+      expectedSequence: (acc) => this.checkSequences.get(acc.address) ?? acc.sequence,
+      blockTimeMs: Date.now() + late,
+      usedUnordered: (key) => this.pendingUnordered.has(key) || this.state.unorderedNonces?.[key] !== undefined,
+    });
     if (isFailure(checked)) return { inCache: false, hash, failure: checked };
-    this.checkSequences.set(checked.signer, checked.sequence + 1);
+    if (checked.unordered) this.pendingUnordered.add(checked.unordered.key);
+    else this.checkSequences.set(checked.signer, checked.sequence + 1);
     this.cache.add(hash);
     this.mempool.push({ hash, bytes: txBytes });
     return { inCache: false, hash };
@@ -147,18 +166,25 @@ export class DevnetChain implements DevnetChainView {
   }
 
   produceBlock(height = this.state.height + 1): void {
-    const time = new Date().toISOString();
+    const now = new Date();
+    const time = now.toISOString();
     const included = this.faults.holdMempool ? [] : this.mempool;
     if (!this.faults.holdMempool) this.mempool = [];
     const epochIndex = this.epoch(height).epochIndex;
+    // PreBlock (x/auth): unordered replay keys whose timeout passed are forgotten.
+    const nonces = (this.state.unorderedNonces ??= {});
+    for (const [key, timeoutMs] of Object.entries(nonces)) if (timeoutMs < now.getTime()) delete nonces[key];
     const hashes: string[] = [];
     for (const [index, { hash, bytes }] of included.entries()) {
-      const result = this.deliverTx(bytes, height, epochIndex);
+      const result = this.deliverTx(bytes, height, epochIndex, now.getTime());
       this.state.txs[hash] = { hash, height, index, tx: toBase64(bytes), result };
       hashes.push(hash);
     }
     // Once the mempool is drained, the committed sequences are the mempool's view again.
-    if (!this.faults.holdMempool) this.checkSequences.clear();
+    if (!this.faults.holdMempool) {
+      this.checkSequences.clear();
+      this.pendingUnordered.clear();
+    }
     this.state.height = height;
     this.state.latestBlockTime = time;
     if (hashes.length > 0) this.state.blocks[height] = { time, txs: hashes };
@@ -199,15 +225,18 @@ export class DevnetChain implements DevnetChainView {
 
   // --- DeliverTx ---
 
-  private deliverTx(bytes: Uint8Array, height: number, epochIndex: number): TxResult {
-    const checked = checkTx(this.state, bytes);
+  private deliverTx(bytes: Uint8Array, height: number, epochIndex: number, blockTimeMs: number): TxResult {
+    const nonces = (this.state.unorderedNonces ??= {});
+    const checked = checkTx(this.state, bytes, { blockTimeMs, usedUnordered: (key) => nonces[key] !== undefined });
     if (isFailure(checked)) return failed(checked, 0n, 0n);
     const account = this.state.accounts[checked.signer]!;
     account.balance -= checked.fee;
-    account.sequence += 1;
+    // An unordered tx leaves the sequence alone (x/auth IncrementSequenceDecorator skips it).
+    if (checked.unordered) nonces[checked.unordered.key] = checked.unordered.timeoutMs;
+    else account.sequence += 1;
     account.pubKey ??= toBase64(checked.pubKey);
     this.state.feesCollected += checked.fee;
-    const base = standardEvents(checked, account.sequence - 1);
+    const base = standardEvents(checked, account.sequence - (checked.unordered ? 0 : 1));
 
     const gasUsed = gasOf(checked);
     if (checked.gasLimit < gasUsed) {

@@ -157,16 +157,16 @@ export function settleEscrow(ctx: MsgContext, msg: MsgSettleDevshardEscrow): Msg
   escrow.settled = true;
   escrow.settledHeight = ctx.height;
   escrow.refund = refund;
+  // The keeper's event (k/msg_server_settle_devshard_escrow.go): deposit = total_payout + remainder.
   events.push({
     type: 'devshard_escrow_settled',
     attributes: attrs({
       escrow_id: escrow.id,
+      state_root_and_protocol_version: msg.stateRootAndProtocolVersion,
       settler: msg.settler,
-      nonce: msg.nonce,
-      host_paid: hostCosts,
+      total_payout: escrow.amount - refund,
       fees: msg.fees,
-      refund,
-      signed_slots: signed.size,
+      remainder: refund,
     }),
   });
   return { events, response: { typeUrl: '/inference.inference.MsgSettleDevshardEscrowResponse', value: new Uint8Array() } };

@@ -3,6 +3,8 @@
  * node's governance model list. Paths are documented in docs/chain.md.
  */
 import type { FastifyInstance } from 'fastify';
+import { fromBase64 } from '@cosmjs/encoding';
+import { SDK_CODES } from '../../chain/devshard-errors.js';
 import { DENOM } from '../../chain/keys.js';
 import type { DevnetChain } from './chain.js';
 import type { EscrowState } from './state.js';
@@ -15,6 +17,8 @@ export const REST_PATHS = {
   account: '/cosmos/auth/v1beta1/accounts/:address',
   latestBlock: '/cosmos/base/tendermint/v1beta1/blocks/latest',
   tx: '/cosmos/tx/v1beta1/txs/:hash',
+  broadcast: '/cosmos/tx/v1beta1/txs',
+  nodeInfo: '/cosmos/base/tendermint/v1beta1/node_info',
   models: '/v1/governance/models',
 } as const;
 
@@ -32,7 +36,75 @@ function escrowJson(e: EscrowState) {
 
 const grpcNotFound = (message: string) => ({ code: 5, message, details: [] });
 
+/** A `tx_response` for a tx the node refused or took into its mempool (not yet in a block). */
+function checkTxResponse(hash: string, code: number, codespace: string, rawLog: string) {
+  return {
+    height: '0', txhash: hash, codespace, code, data: '', raw_log: rawLog, logs: [], info: '',
+    gas_wanted: '0', gas_used: '0', tx: null, timestamp: '', events: [],
+  };
+}
+
 export function registerRestRoutes(app: FastifyInstance, chain: DevnetChain): void {
+  // The rpcDown fault takes down what a tx needs (RPC, accounts, node info, broadcast, tx lookup);
+  // the inference module's queries keep answering, as when one of several nodes behind a proxy fails.
+  const txPaths = ['/cosmos/tx/', '/cosmos/auth/', '/cosmos/base/tendermint/'];
+  app.addHook('onRequest', async (request, reply) => {
+    if (chain.faults.rpcDown && txPaths.some((p) => request.url.startsWith(p))) return reply.code(503).send('node unavailable');
+  });
+  const hanging = new Set<import('node:net').Socket>();
+  app.addHook('preClose', async () => {
+    for (const s of hanging) s.destroy();
+  });
+
+  // cosmos.tx.v1beta1.Service/BroadcastTx over the gRPC gateway (devshardctl's broadcastTx).
+  app.post(REST_PATHS.broadcast, async (request, reply) => {
+    const body = (request.body ?? {}) as { tx_bytes?: unknown; mode?: unknown };
+    if (body.mode !== 'BROADCAST_MODE_SYNC' && body.mode !== 'BROADCAST_MODE_ASYNC') {
+      return reply.code(400).send({ code: 3, message: `unsupported broadcast mode ${JSON.stringify(body.mode)}: invalid request`, details: [] });
+    }
+    if (typeof body.tx_bytes !== 'string' || body.tx_bytes === '') {
+      return reply.code(400).send({ code: 3, message: 'invalid empty tx', details: [] });
+    }
+    let bytes: Uint8Array;
+    try {
+      bytes = fromBase64(body.tx_bytes);
+    } catch {
+      return reply.code(400).send({ code: 3, message: 'tx_bytes is not base64', details: [] });
+    }
+    const lose = chain.faults.dropBroadcastResponse;
+    const answer = chain.broadcast(bytes); // with a lost answer the tx goes into the mempool all the same
+    if (lose === 'error') return reply.code(503).send('upstream connect error or disconnect/reset before headers');
+    if (lose === 'reset') {
+      request.raw.socket.destroy();
+      return reply.hijack();
+    }
+    if (lose === 'hang') {
+      hanging.add(request.raw.socket);
+      request.raw.socket.once('close', () => hanging.delete(request.raw.socket));
+      return reply.hijack();
+    }
+    if (answer.inCache) return { tx_response: checkTxResponse(answer.hash, SDK_CODES.txInMempoolCache, 'sdk', 'tx already exists in cache') };
+    const f = answer.failure;
+    return { tx_response: f ? checkTxResponse(answer.hash, f.code, f.codespace, f.log) : checkTxResponse(answer.hash, 0, '', '[]') };
+  });
+
+  app.get(REST_PATHS.nodeInfo, async () => ({
+    default_node_info: {
+      protocol_version: { p2p: '8', block: '11', app: '0' },
+      default_node_id: chain.blockHash(0).slice(0, 40).toLowerCase(),
+      listen_addr: 'tcp://0.0.0.0:26656',
+      network: chain.chainId,
+      version: '0.38.17',
+      channels: '40202122233038606100',
+      moniker: 'shardgate-devnet',
+      other: { tx_index: 'on', rpc_address: 'tcp://0.0.0.0:26657' },
+    },
+    application_version: {
+      name: 'inference', app_name: 'inferenced', version: 'devnet', git_commit: '', build_tags: '',
+      go_version: '', build_deps: [], cosmos_sdk_version: 'v0.53',
+    },
+  }));
+
   app.get(REST_PATHS.params, async () => {
     const p = chain.state.params;
     return {
@@ -110,11 +182,15 @@ export function registerRestRoutes(app: FastifyInstance, chain: DevnetChain): vo
         code: r.code,
         data: r.data,
         raw_log: r.log,
+        logs: [],
+        info: '',
         gas_wanted: r.gasWanted,
         gas_used: r.gasUsed,
         events: r.events.map((e) => ({ type: e.type, attributes: e.attributes.map((a) => ({ ...a, index: true })) })),
+        tx: null,
         timestamp: chain.state.blocks[rec.height]?.time ?? '',
       },
+      tx: null,
     };
   });
 

@@ -78,6 +78,11 @@ export interface ChainState {
   hostPubKeys: Record<string, string>;
   escrows: Record<string, EscrowState>;
   escrowsPerEpoch: Record<string, number>;
+  /**
+   * Unordered-tx replay protection (ADR 070): `signer/timeout` → timeout (ms since epoch), kept
+   * until a block's time passes the timeout. Absent in snapshots older than unordered support.
+   */
+  unorderedNonces?: Record<string, number>;
   txs: Record<string, TxRecord>;
   /** Only blocks that carried txs are kept; empty blocks are synthesized on query. */
   blocks: Record<string, BlockRecord>;
