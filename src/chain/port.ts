@@ -97,6 +97,9 @@ export interface TxOutcome {
 
 export type ChainErrorKind =
   | 'not_allowlisted'
+  /** The keeper's `escrow amount X out of range [min, max]`. */
+  | 'amount_out_of_range'
+  /** Older logs only (before the real texts were mapped). */
   | 'below_min_amount'
   | 'insufficient_funds'
   | 'epoch_limit'
@@ -105,6 +108,8 @@ export type ChainErrorKind =
   | 'bad_signatures'
   | 'wrong_settler'
   | 'nonce_too_high'
+  /** The settlement's version tag is not in approved_versions[].name. */
+  | 'version_not_approved'
   | 'overspent'
   | 'not_found'
   | 'bad_sequence'

@@ -81,6 +81,7 @@ export const VARIABLES: readonly VariableSpec[] = [
   { name: 'DEVNET_CREATORS', group: 'devnet', meaning: 'Creator keys or addresses allowlisted and funded at devnet genesis, comma-separated (DEVSHARD_PRIVATE_KEY is added by serve).' },
   { name: 'DEVNET_CREATOR_FUNDS', group: 'devnet', default: '10000000000000', meaning: 'Genesis funds per devnet creator, smallest coin unit.' },
   { name: 'DEVNET_MIN_AMOUNT', group: 'devnet', default: '1000000000', meaning: 'Devnet min_amount of an escrow deposit.' },
+  { name: 'DEVNET_MAX_AMOUNT', group: 'devnet', default: '18446744073709551615', meaning: 'Devnet max_amount of an escrow deposit (default: the whole uint64 range).' },
   { name: 'DEVNET_MAX_ESCROWS_PER_EPOCH', group: 'devnet', default: '500000', meaning: 'Devnet max_escrows_per_epoch.' },
   { name: 'DEVNET_MAX_NONCE', group: 'devnet', default: '1000000', meaning: 'Devnet max_nonce.' },
   { name: 'DEVNET_TOKEN_PRICE', group: 'devnet', default: '1000', meaning: 'Devnet price of one token, smallest coin unit.' },

@@ -150,15 +150,15 @@ export async function expectNeverSent(gw: TestGateway, escrowId: string): Promis
 
 /**
  * A settle refused by the chain once and not retried: `failures` (the recorded ones) is one
- * wrong_epoch (1107) without a retry, and one settle tx was sent, included and refused; none after it.
+ * wrong_epoch (plain text, codespace undefined, code 1) without a retry, and one settle tx was sent, included and refused; none after it.
  */
 export async function expectRefusedOnce(gw: TestGateway, escrowId: string, failures: { attempt?: number; retryAtHeight?: number }[]): Promise<void> {
   expect(failures).toHaveLength(1);
-  expect(failures[0]).toMatchObject({ attempt: 1, error: { kind: 'wrong_epoch', code: 1107 } });
+  expect(failures[0]).toMatchObject({ attempt: 1, error: { kind: 'wrong_epoch', code: 1, codespace: 'undefined' } });
   expect(failures[0]!.retryAtHeight).toBeUndefined();
   const requested = gw.store.readStream(`escrow-${escrowId}`).filter((r) => r.type === 'EscrowSettleRequested');
   expect(requested).toHaveLength(1);
-  expect(gw.devnet!.chain.state.txs[(requested[0]!.data as { txHash: string }).txHash]?.result.code).toBe(1107);
+  expect(gw.devnet!.chain.state.txs[(requested[0]!.data as { txHash: string }).txHash]?.result.code).toBe(1);
   expect(settleTxsOnChain(gw.devnet!, escrowId)).toBe(0);
   expect((await gw.ctx.chain.escrow(escrowId))?.settled).toBe(false);
   expect((await gw.call(`/v1/admin/devshards/${escrowId}`)).json.state).toBe('finalized');

@@ -255,7 +255,7 @@ export class DevnetChain implements DevnetChainView {
       escrows: structuredClone(this.state.escrows),
       escrowsPerEpoch: { ...this.state.escrowsPerEpoch },
     };
-    const ctx = { state: work, height, epochIndex, slots: this.slots() };
+    const ctx = { state: work, height, epochIndex, slots: this.slots(), appHash: this.appHash().toLowerCase() };
     const events: TxEvent[] = [...base];
     const responses: MsgResult['response'][] = [];
     for (const [i, msg] of checked.msgs.entries()) {
@@ -270,7 +270,7 @@ export class DevnetChain implements DevnetChainView {
       } catch (e) {
         if (!(e instanceof MsgFailure)) throw e;
         const log = `failed to execute message; message index: ${i}: ${e.message}`;
-        return failed({ code: e.failure.code, codespace: e.codespace, log }, checked.gasLimit, gasUsed, base);
+        return failed({ code: e.code, codespace: e.codespace, log }, checked.gasLimit, gasUsed, base);
       }
     }
     this.state = { ...work, txs: this.state.txs, blocks: this.state.blocks };

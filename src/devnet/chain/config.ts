@@ -10,6 +10,8 @@ export interface DevnetOptions {
   creators?: string[];
   creatorFunds?: bigint;
   minAmount?: bigint;
+  /** Default 2^64-1: the devnet takes deposits across the whole uint64 range. */
+  maxAmount?: bigint;
   maxEscrowsPerEpoch?: number;
   maxNonce?: number;
   tokenPrice?: bigint;
@@ -36,6 +38,7 @@ export interface DevnetConfig {
   creators: string[];
   creatorFunds: bigint;
   minAmount: bigint;
+  maxAmount: bigint;
   maxEscrowsPerEpoch: number;
   maxNonce: number;
   tokenPrice: bigint;
@@ -83,6 +86,7 @@ export function resolveDevnetConfig(options: DevnetOptions = {}): DevnetConfig {
     creators: options.creators ?? listFrom(env.DEVNET_CREATORS) ?? [],
     creatorFunds: options.creatorFunds ?? bigFrom(env.DEVNET_CREATOR_FUNDS, 'DEVNET_CREATOR_FUNDS') ?? 10n ** 13n,
     minAmount: options.minAmount ?? bigFrom(env.DEVNET_MIN_AMOUNT, 'DEVNET_MIN_AMOUNT') ?? 1_000_000_000n,
+    maxAmount: options.maxAmount ?? bigFrom(env.DEVNET_MAX_AMOUNT, 'DEVNET_MAX_AMOUNT') ?? 2n ** 64n - 1n,
     maxEscrowsPerEpoch:
       options.maxEscrowsPerEpoch ?? intFrom(env.DEVNET_MAX_ESCROWS_PER_EPOCH, 'DEVNET_MAX_ESCROWS_PER_EPOCH') ?? 500_000,
     maxNonce: options.maxNonce ?? intFrom(env.DEVNET_MAX_NONCE, 'DEVNET_MAX_NONCE') ?? 1_000_000,
