@@ -33,6 +33,7 @@ import {
   fetchEscrow,
   fetchModels,
   fetchParams,
+  fetchParticipantUrl,
   fetchTx,
   getJson,
   num,
@@ -76,10 +77,14 @@ export interface CosmosChainClientOptions {
   now?: () => number;
 }
 
+/** How long a participant's inference_url is reused before it is looked up again. */
+export const PARTICIPANT_TTL_MS = 60_000;
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export class CosmosChainClient implements ChainPort {
   private cachedChainId: string | undefined;
+  private readonly participants = new Map<string, { url: string; until: number }>();
   /** Last timeout timestamp (ms) given to a tx of each address: the chain refuses a reused one. */
   private readonly lastTimeout = new Map<string, number>();
   private readonly rest: RestOptions;
@@ -142,8 +147,23 @@ export class CosmosChainClient implements ChainPort {
     return fetchParams(this.rest);
   }
 
+  /** The escrow with each slot's host URL from its participant (cached PARTICIPANT_TTL_MS). */
   escrow(id: string): Promise<ChainEscrow | null> {
-    return fetchEscrow(this.rest, id);
+    return fetchEscrow(this.rest, id, (address) => this.participantUrl(address));
+  }
+
+  /** Forgets cached participant URLs (all, or one address), e.g. after a call to a host failed. */
+  forgetParticipants(address?: string): void {
+    if (address === undefined) this.participants.clear();
+    else this.participants.delete(address);
+  }
+
+  private async participantUrl(address: string): Promise<string> {
+    const cached = this.participants.get(address);
+    if (cached && cached.until > Date.now()) return cached.url;
+    const url = await fetchParticipantUrl(this.rest, address);
+    this.participants.set(address, { url, until: Date.now() + PARTICIPANT_TTL_MS });
+    return url;
   }
 
   balance(address: string, denom = DENOM): Promise<bigint> {

@@ -7,18 +7,31 @@
  * and reconcile after a crash with `findTx(hash)`.
  */
 
+/** devshard_escrow_params (params.proto): what the gateway reads of it. */
 export interface EscrowParams {
   minAmount: bigint;
+  maxAmount: bigint;
   maxEscrowsPerEpoch: number;
+  groupSize: number;
   maxNonce: number;
+  /** Empty = anyone may create and settle. */
   allowedCreatorAddresses: string[];
-  /** Price of one token in the smallest coin unit (devnet extension; real chains: configured). */
+  /** Price of one token in the smallest coin unit. */
   tokenPrice: bigint;
+  /** approved_versions[].name; empty = any settlement version tag. */
+  approvedVersions: string[];
+  createDevshardFee: bigint;
+  feePerNonce: bigint;
 }
 
+/** Read from the public API's /v1/epochs/latest (as devshardctl's PoC gate). */
 export interface EpochInfo {
   height: number;
   epochIndex: number;
+  /** latest_epoch.poc_start_block_height. */
+  pocStartHeight?: number;
+  /** The public API's phase (Inference, PoCGenerate, …). */
+  phase?: string;
   /** Height of the next set_new_validators boundary (end of the current epoch). */
   nextBoundaryHeight: number;
   blocksUntilBoundary: number;
@@ -30,9 +43,9 @@ export interface EpochInfo {
 
 export interface EscrowSlot {
   slotId: number;
-  /** Host operator address (bech32). */
+  /** Host operator address (bech32): the escrow's `slots[slotId]`. */
   host: string;
-  /** Base URL of the host's inference endpoint. */
+  /** The participant's inference_url; '' when it has none (the slot is unavailable). */
   url: string;
 }
 

@@ -32,10 +32,15 @@ describe('devnet endpoints an operator reads', () => {
     const params = await client.params();
     expect(params).toEqual({
       minAmount: 1_000_000_000n,
+      maxAmount: 2n ** 64n - 1n,
       maxEscrowsPerEpoch: 500_000,
+      groupSize: 3,
       maxNonce: 1_000_000,
       allowedCreatorAddresses: await Promise.all(CREATOR_KEYS.map((k) => client.addressOf(k))),
       tokenPrice: 1000n,
+      approvedVersions: ['v1', 'v2'],
+      createDevshardFee: 10_000n,
+      feePerNonce: 1_000n,
     });
     expect(params.allowedCreatorAddresses).not.toContain(devnet.notAllowlisted.address);
     expect(await client.models()).toEqual([MODEL]);
