@@ -120,6 +120,10 @@ export class CosmosChainClient implements ChainPort {
     return this.fee.denom;
   }
 
+  txFee(): { amount: bigint; denom: string } {
+    return { amount: this.fee.amount, denom: this.fee.denom };
+  }
+
   // --- reads ---
 
   async chainId(): Promise<string> {

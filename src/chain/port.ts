@@ -135,7 +135,8 @@ export class ChainError extends Error {
   constructor(
     readonly kind: ChainErrorKind,
     message: string,
-    readonly detail: { code?: number; codespace?: string; rawLog?: string; txHash?: string } = {},
+    /** precheck: refused by the gateway before any tx was signed (no fee spent). */
+    readonly detail: { code?: number; codespace?: string; rawLog?: string; txHash?: string; precheck?: boolean } = {},
   ) {
     super(message);
     this.name = 'ChainError';
@@ -179,6 +180,8 @@ export interface ChainPort {
   findTx(txHash: string): Promise<TxOutcome | null>;
   /** Turns a failed outcome into a typed error (kind from the raw log / code). */
   errorOf(outcome: TxOutcome): ChainError;
+  /** The fixed fee every tx pays, when the implementation knows it (pre-checks add it to the deposit). */
+  txFee?(): { amount: bigint; denom: string };
   /** Reads the escrow id (create) from a successful outcome. */
   createdEscrowId(outcome: TxOutcome): string;
   /** Reads the refund (settle) from a successful outcome. */

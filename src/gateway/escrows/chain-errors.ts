@@ -27,6 +27,12 @@ export function chainErrorInfo(err: unknown): ChainErrorInfo {
 }
 
 export function chainApiError(err: unknown, what: string): ApiError {
+  if (err instanceof ChainError && err.detail.precheck) {
+    // Refused by the gateway's pre-check: nothing was signed or sent, no fee spent.
+    const status = err.kind === 'not_allowlisted' ? 403 : 400;
+    const param = err.kind === 'not_allowlisted' ? 'private_key' : err.kind === 'amount_out_of_range' || err.kind === 'insufficient_funds' ? 'amount' : null;
+    return new ApiError(status, `${what} refused before any transaction was sent (no fee spent): ${err.message}`, { code: err.kind, type: 'invalid_request_error', param, cause: err });
+  }
   const info = chainErrorInfo(err);
   const status = STATUS[info.kind] ?? 422;
   return new ApiError(status, `${what} failed on chain: ${info.kind}: ${info.message}`, {

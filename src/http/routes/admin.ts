@@ -55,12 +55,7 @@ export function registerAdminRoutes(app: FastifyInstance, ctx: GatewayContext, a
     if (chainId !== ctx.config.chain.chainId) {
       throw errors.badRequest(`chain_id '${chainId.slice(0, 128)}' is not this gateway's chain ('${ctx.config.chain.chainId}').`, 'chain_id', 'wrong_chain_id');
     }
-    const params = await ctx.chain.params().catch((err) => {
-      throw chainApiError(err, 'Reading chain params');
-    });
-    if (amount < params.minAmount) {
-      throw errors.badRequest(`amount ${amount} is below the chain's min_amount ${params.minAmount}.`, 'amount', 'below_min_amount');
-    }
+    // The chain's rules (allowlist, amount range, balance) are pre-checked by the use case.
     const register = body.register === true;
     const r = await createEscrow(ctx, {
       privateKeyHex: body.private_key,
