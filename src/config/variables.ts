@@ -26,13 +26,13 @@ export const DEVNET_MODEL_DEFAULT = DEFAULT_MODEL;
 
 export const VARIABLES: readonly VariableSpec[] = [
   // chain
-  { name: 'NODE_RPC', group: 'chain', meaning: 'Chain RPC address, ending with a slash. Unset: the embedded devnet (simulated chain and hosts) is started in-process.' },
+  { name: 'NODE_RPC', group: 'chain', meaning: 'Chain RPC address, ending with a slash. Accepted for compatibility; shardgate does all its chain work over REST (DEVSHARD_CHAIN_REST / NODE_CHAIN_API), as devshardctl does.' },
   { name: 'CHAIN_ID', group: 'chain', default: 'shardgate-devnet', meaning: 'Chain id; escrow creation requests must name the same chain_id.', init: 'reference' },
   { name: 'NODE_BASE', group: 'chain', meaning: 'Public node address (governance model list). Unset with the devnet: the devnet address.' },
-  { name: 'NODE_CHAIN_API', group: 'chain', meaning: 'Chain REST address. Unset with the devnet: the devnet address.' },
+  { name: 'NODE_CHAIN_API', group: 'chain', meaning: 'Chain REST address (or DEVSHARD_CHAIN_REST): required by `shardgate serve`; only `serve --devnet` (npm start) runs without it, against the embedded devnet.' },
   { name: 'DEVSHARD_CHAIN_REST', group: 'chain', meaning: 'Chain REST address for queries. Default: NODE_CHAIN_API.' },
   { name: 'DEVSHARD_TX_QUERY_REST', group: 'chain', meaning: 'A chain REST address that indexes transactions: create and settle txs are looked up by hash there (`/cosmos/tx/v1beta1/txs/{hash}`) first, then at the chain REST address.' },
-  { name: 'DEVSHARD_PUBLIC_API', group: 'chain', meaning: 'Public API address (reference value: NODE_BASE). Accepted for compatibility; no effect in shardgate: the gateway sends no request to the public API (the spec lists its governance model list as an operator query).' },
+  { name: 'DEVSHARD_PUBLIC_API', group: 'chain', meaning: 'Public API address (default NODE_BASE): the epoch (index, height, PoC phase, set_new_validators) is read from its /v1/epochs/latest, as devshardctl\'s PoC gate does.' },
   { name: 'DEVSHARD_TX_GAS_LIMIT', group: 'chain', default: '500000', meaning: 'Gas limit of every transaction (create, settle), as devshardctl.', init: 'reference' },
   { name: 'DEVSHARD_TX_FEE_AMOUNT', group: 'chain', default: '1000000', meaning: 'Fixed fee of every transaction (create, settle) in DEVSHARD_TX_FEE_DENOM, as devshardctl.', init: 'reference' },
   { name: 'DEVSHARD_TX_FEE_DENOM', group: 'chain', default: 'ngonka', meaning: 'Denomination of the transaction fee.', init: 'reference' },

@@ -93,7 +93,8 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
     let rpc = config.chain.rpc;
     let rest = config.chain.chainRest ?? config.chain.chainApi;
     let nodeBase = config.chain.nodeBase;
-    if (!rpc) {
+    // No chain endpoint: the embedded devnet (the CLI only gets here with `serve --devnet`).
+    if (!rest) {
       devnet = await startDevnet({
         env: config.env,
         chainId: config.chain.chainId,
