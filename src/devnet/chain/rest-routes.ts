@@ -1,6 +1,6 @@
 /**
  * The chain REST API (cosmos-sdk gRPC-gateway style: snake_case, integers as strings) and the
- * node's governance model list. Paths are documented in docs/chain.md.
+ * node's governance model list, and the public API's epoch routes. Routes and sources: docs/chain.md.
  */
 import type { FastifyInstance } from 'fastify';
 import { fromBase64 } from '@cosmjs/encoding';
