@@ -83,6 +83,7 @@ export const VARIABLES: readonly VariableSpec[] = [
   { name: 'DEVNET_MIN_AMOUNT', group: 'devnet', default: '1000000000', meaning: 'Devnet min_amount of an escrow deposit.' },
   { name: 'DEVNET_MAX_AMOUNT', group: 'devnet', default: '18446744073709551615', meaning: 'Devnet max_amount of an escrow deposit (default: the whole uint64 range).' },
   { name: 'DEVNET_MAX_ESCROWS_PER_EPOCH', group: 'devnet', default: '500000', meaning: 'Devnet max_escrows_per_epoch.' },
+  { name: 'DEVNET_PRUNE_UNSETTLED', group: 'devnet', default: 'off', meaning: 'Prune unsettled escrows two epochs after theirs, splitting the deposit equally per unique slot address, as the real chain does (off by default for now).' },
   { name: 'DEVNET_MAX_NONCE', group: 'devnet', default: '1000000', meaning: 'Devnet max_nonce.' },
   { name: 'DEVNET_TOKEN_PRICE', group: 'devnet', default: '1000', meaning: 'Devnet price of one token, smallest coin unit.' },
   { name: 'DEVNET_MODELS', group: 'devnet', meaning: 'Models the devnet serves, comma-separated. Default: DEVSHARD_MODEL.' },

@@ -91,3 +91,39 @@ describe('settle escrow through the client against a devnet', () => {
     expect((await client.escrow(tooLate))?.settled).toBe(false);
   });
 });
+
+describe('pruning (DEVNET_PRUNE_UNSETTLED): what not settling costs', () => {
+  let devnet: Devnet;
+  let client: CosmosChainClient;
+  const key = CREATOR_KEYS[0]!;
+  beforeAll(async () => ({ devnet, client } = await startDevnetAndClient({ epochBlocks: 100, pocBlocks: 10, autoBlocks: false, pruneUnsettled: true })));
+  afterAll(() => stopDevnetAndClient({ devnet, client }));
+
+  it('an escrow settled in the next epoch is paid out normally; one left unsettled is pruned two epochs later and its whole deposit goes to the hosts', async () => {
+    const amount = 3_000_000_000n;
+    const created = async () => {
+      const p = client.createEscrow(key, amount, MODEL);
+      await new Promise((r) => setTimeout(r, 30));
+      devnet.chain.advance();
+      return (await p).escrowId;
+    };
+    const settled = await created();
+    const unsettled = await created();
+    const { nextBoundaryHeight } = await client.epoch();
+    devnet.chain.jumpTo(nextBoundaryHeight + 1);
+    const settling = client.settleEscrow(key, signedSettlement(settled, devnet.hosts));
+    await new Promise((r) => setTimeout(r, 30));
+    devnet.chain.advance();
+    expect((await settling).refund).toBe(amount); // no cost served: everything back
+
+    const creator = await client.addressOf(key);
+    const creatorBefore = await client.balance(creator);
+    const hostsBefore = await Promise.all(devnet.hosts.map((h) => client.balance(h.address)));
+    devnet.chain.jumpTo(nextBoundaryHeight + 100); // epoch of the escrows + 2
+    expect(await client.escrow(unsettled)).toBeNull();
+    const hostsAfter = await Promise.all(devnet.hosts.map((h) => client.balance(h.address)));
+    // Split equally per unique slot address: 3 hosts, 1,000,000,000 each; the creator gets nothing back.
+    expect(hostsAfter.map((b, i) => b - hostsBefore[i]!)).toEqual([1_000_000_000n, 1_000_000_000n, 1_000_000_000n]);
+    expect(await client.balance(creator)).toBe(creatorBefore);
+  });
+});

@@ -15,7 +15,7 @@ import { checkTx, isFailure, type CheckedTx, type TxFailure } from './ante.js';
 import type { DevnetConfig } from './config.js';
 import { epochAt, type EpochPosition } from './epochs.js';
 import { createEscrow, MsgFailure, settleEscrow, type MsgResult } from './escrow-handlers.js';
-import type { ChainState, TxEvent, TxRecord, TxResult } from './state.js';
+import { ensureAccount, type ChainState, type TxEvent, type TxRecord, type TxResult } from './state.js';
 
 /** Fixed gas costs: enough that the reference limit (700000) always suffices, as on the network. */
 const GAS = { base: 60_000n, create: 40_000n, settle: 60_000n, perSignature: 5_000n };
@@ -171,6 +171,7 @@ export class DevnetChain implements DevnetChainView {
     const included = this.faults.holdMempool ? [] : this.mempool;
     if (!this.faults.holdMempool) this.mempool = [];
     const epochIndex = this.epoch(height).epochIndex;
+    if (this.config.pruneUnsettled) this.pruneUnsettled(epochIndex);
     // PreBlock (x/auth): unordered replay keys whose timeout passed are forgotten.
     const nonces = (this.state.unorderedNonces ??= {});
     for (const [key, timeoutMs] of Object.entries(nonces)) if (timeoutMs < now.getTime()) delete nonces[key];
@@ -192,6 +193,25 @@ export class DevnetChain implements DevnetChainView {
     const ready = this.waiters.filter((w) => w.height <= height);
     this.waiters = this.waiters.filter((w) => w.height > height);
     for (const w of ready) w.resolve();
+  }
+
+  /**
+   * k/devshard_pruning.go: once the epoch is ≥ an unsettled escrow's epoch + 2 (the settle window,
+   * its epoch and the next, has closed), the escrow is deleted and its deposit split equally per
+   * unique slot address, in slot order (the integer remainder stays with the module); at most 100
+   * per block. What not settling costs the creator: the whole deposit.
+   */
+  private pruneUnsettled(epochIndex: number): void {
+    let pruned = 0;
+    for (const [id, e] of Object.entries(this.state.escrows)) {
+      if (pruned >= 100) break;
+      if (e.settled || epochIndex < e.epochIndex + 2) continue;
+      const unique = [...new Set(e.slots.map((s) => s.host))];
+      const share = unique.length > 0 ? e.amount / BigInt(unique.length) : 0n;
+      if (share > 0n) for (const address of unique) ensureAccount(this.state, address).balance += share;
+      delete this.state.escrows[id];
+      pruned++;
+    }
   }
 
   private persist(changed: boolean): void {

@@ -24,6 +24,12 @@ export interface DevnetOptions {
   startHeight?: number;
   /** Whether the block timer runs (default true); tests may drive blocks by hand instead. */
   autoBlocks?: boolean;
+  /**
+   * Prune unsettled escrows two epochs after theirs, as the real chain does (k/devshard_pruning.go).
+   * Default off for now (DEVNET_PRUNE_UNSETTLED=1 turns it on): the gateway does not yet read a
+   * pruned escrow's `not found` as its closed settle window.
+   */
+  pruneUnsettled?: boolean;
   /** fastify request logging (default false). */
   logRequests?: boolean;
   env?: NodeJS.ProcessEnv;
@@ -48,6 +54,7 @@ export interface DevnetConfig {
   statePath: string | undefined;
   startHeight: number;
   autoBlocks: boolean;
+  pruneUnsettled: boolean;
   logRequests: boolean;
 }
 
@@ -99,6 +106,7 @@ export function resolveDevnetConfig(options: DevnetOptions = {}): DevnetConfig {
     statePath: options.statePath ?? (env.DEVNET_STATE?.trim() || undefined),
     startHeight: positive(options.startHeight ?? 1, 'start height'),
     autoBlocks: options.autoBlocks ?? true,
+    pruneUnsettled: options.pruneUnsettled ?? ['1', 'true', 'on'].includes((env.DEVNET_PRUNE_UNSETTLED ?? '').trim().toLowerCase()),
     logRequests: options.logRequests ?? false,
   };
 }
