@@ -1,22 +1,20 @@
 /**
- * ChainPort over a CometBFT/Cosmos node: @cosmjs/stargate for accounts, signing and broadcast,
- * CometBFT JSON-RPC `tx_search` for outcomes (it carries the codespace), REST for the inference
- * module's params, escrows, epoch, balances and the node's model list.
+ * ChainPort over a Cosmos node's REST API only, as the network's own gateway does it (devshardctl,
+ * ctl/chain_tx_rest.go): chain id from `/cosmos/base/tendermint/v1beta1/node_info`, account number
+ * from `/cosmos/auth/v1beta1/accounts/{addr}`, txs signed offline (tx.ts: unordered, fixed fee and
+ * gas), sent with `POST /cosmos/tx/v1beta1/txs` (BROADCAST_MODE_SYNC) and looked up by hash with
+ * `GET /cosmos/tx/v1beta1/txs/{hash}`; the inference module's params, escrows, epoch, participants,
+ * balances and the node's model list over REST too. No CometBFT RPC is needed.
  *
- * Keys: a 64-hex key becomes a DirectSecp256k1Wallet once and is cached by its address; keys are
- * never logged nor put into errors. Sequences: prepares for one address run one at a time and take
- * max(chain sequence, last prepared + 1), so concurrent prepares never reuse a sequence. A stale
- * prepared tx (its sequence was used by another) is reported as ChainError 'bad_sequence' and the
- * caller prepares again: re-signing inside broadcast would change the hash the caller recorded.
+ * Unordered txs carry no account sequence: two creates back to back, a pending one, or a tx another
+ * tool sent from the same account in between never make the next one fail. The chain's replay
+ * protection is (signer, timeout_timestamp), so every tx of one address gets a distinct timeout.
+ * Keys: parsed per call, never logged nor put into errors.
  */
-import { sha256 } from '@cosmjs/crypto';
-import { fromBase64, toBase64, toHex } from '@cosmjs/encoding';
-import { DirectSecp256k1Wallet, type EncodeObject } from '@cosmjs/proto-signing';
-import { BroadcastTxError, SigningStargateClient, StargateClient, type StdFee } from '@cosmjs/stargate';
-import { TxRaw } from 'cosmjs-types/cosmos/tx/v1beta1/tx';
+import { toBase64 } from '@cosmjs/encoding';
 import { kindOfFailure } from './devshard-errors.js';
-import { addressOfPrivateKey, BECH32_PREFIX, DENOM, privateKeyBytes } from './keys.js';
-import { devshardRegistry, MsgCreateDevshardEscrowType, MsgSettleDevshardEscrowType } from './messages.js';
+import { addressOfPrivateKey, DENOM, privateKeyBytes } from './keys.js';
+import { MsgCreateDevshardEscrowType, MsgSettleDevshardEscrowType } from './messages.js';
 import {
   ChainError,
   type ChainEscrow,
@@ -29,82 +27,110 @@ import {
   type SettleEscrowResult,
   type TxOutcome,
 } from './port.js';
-import { fetchBalance, fetchEpoch, fetchEscrow, fetchModels, fetchParams, fetchTx, type RestOptions } from './rest-queries.js';
+import {
+  fetchBalance,
+  fetchEpoch,
+  fetchEscrow,
+  fetchModels,
+  fetchParams,
+  fetchParticipantUrl,
+  fetchTx,
+  getJson,
+  num,
+  obj,
+  trimSlash,
+  txOutcomeOf,
+  type RestOptions,
+} from './rest-queries.js';
 import { settleMessage } from './settlement-message.js';
+import { signTx, UNORDERED_TX_TTL_MS, type TxMessage } from './tx.js';
+
+/** devshardctl's defaults (ctl/chain_tx_rest.go): 1,000,000 ngonka fee, 500,000 gas. */
+export const DEFAULT_TX_FEE = { denom: DENOM, amount: 1_000_000n, gasLimit: 500_000n } as const;
 
 export interface CosmosChainClientOptions {
-  /** CometBFT RPC (NODE_RPC), e.g. `http://127.0.0.1:26657/`. */
-  rpcUrl: string;
-  /** Chain REST (NODE_CHAIN_API). */
+  /** Chain REST (DEVSHARD_CHAIN_REST / NODE_CHAIN_API). */
   restUrl: string;
   /** Node base (NODE_BASE), for /v1/governance/models; defaults to restUrl. */
   nodeBaseUrl?: string;
-  /**
-   * DEVSHARD_TX_QUERY_REST: transactions are looked up by hash at this chain REST address
-   * (`/cosmos/tx/v1beta1/txs/{hash}`). Unset: by the RPC's `tx_search`.
-   */
+  /** Public API (DEVSHARD_PUBLIC_API), for the PoC gate's /v1/epochs/latest; defaults to nodeBaseUrl. */
+  publicApiUrl?: string;
+  /** DEVSHARD_TX_QUERY_REST: a second REST address where txs are also looked up by hash. */
   txQueryRestUrl?: string;
+  /** NODE_RPC: accepted for compatibility, not used (everything goes over REST). */
+  rpcUrl?: string;
   /** Expected chain id (CHAIN_ID); checked against the node's on first use when given. */
   chainId?: string;
-  /** DEVSHARD_TX_GAS_LIMIT, default 700000. */
+  /** DEVSHARD_TX_FEE_AMOUNT, default 1000000. */
+  feeAmount?: bigint;
+  /** DEVSHARD_TX_FEE_DENOM, default ngonka. */
+  feeDenom?: string;
+  /** DEVSHARD_TX_GAS_LIMIT, default 500000. */
   gasLimit?: number;
-  /** ngonka per gas unit (DEVSHARD_TX_GAS_PRICE), default 1: fee = gasLimit * gasPrice. */
-  gasPrice?: bigint;
-  /** Sleep before each inclusion check, default 150 ms (CosmJS' default is 3000). */
+  /** Sleep before each inclusion check, default 150 ms (devshardctl: 2 s). */
   broadcastPollIntervalMs?: number;
   /** How long broadcast waits for inclusion before ChainError 'timeout', default 60000. */
   broadcastTimeoutMs?: number;
-  /** REST / RPC request timeout, default 10000. */
+  /** REST request timeout, default 10000. */
   requestTimeoutMs?: number;
+  /** Clock for timeout timestamps (tests). */
+  now?: () => number;
 }
 
-interface Signer {
-  address: string;
-  client: SigningStargateClient;
-  /** Sequence the next prepare may use at the earliest (after txs prepared but not yet included). */
-  nextSequence?: number;
-  accountNumber?: number;
-  /** Tail of the per-address prepare queue. */
-  queue: Promise<unknown>;
-}
+/** How long a participant's inference_url is reused before it is looked up again. */
+export const PARTICIPANT_TTL_MS = 60_000;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const SEQUENCE_MISMATCH = /expected (\d+), got (\d+)/;
 
 export class CosmosChainClient implements ChainPort {
-  private readonly registry = devshardRegistry();
-  private readonly signers = new Map<string, Promise<Signer>>();
-  private query: Promise<StargateClient> | undefined;
   private cachedChainId: string | undefined;
+  private readonly participants = new Map<string, { url: string; until: number }>();
+  /** Last timeout timestamp (ms) given to a tx of each address: the chain refuses a reused one. */
+  private readonly lastTimeout = new Map<string, number>();
   private readonly rest: RestOptions;
-  private readonly gasLimit: number;
-  private readonly fee: StdFee;
+  private readonly fee: { denom: string; amount: bigint; gasLimit: bigint };
   private readonly pollMs: number;
   private readonly timeoutMs: number;
+  private readonly now: () => number;
 
   constructor(private readonly options: CosmosChainClientOptions) {
-    this.gasLimit = options.gasLimit ?? 700_000;
-    const gasPrice = options.gasPrice ?? 1n;
-    this.fee = { amount: [{ denom: DENOM, amount: (BigInt(this.gasLimit) * gasPrice).toString() }], gas: String(this.gasLimit) };
+    this.fee = {
+      denom: options.feeDenom ?? DEFAULT_TX_FEE.denom,
+      amount: options.feeAmount ?? DEFAULT_TX_FEE.amount,
+      gasLimit: options.gasLimit !== undefined ? BigInt(options.gasLimit) : DEFAULT_TX_FEE.gasLimit,
+    };
     this.pollMs = options.broadcastPollIntervalMs ?? 150;
     this.timeoutMs = options.broadcastTimeoutMs ?? 60_000;
+    this.now = options.now ?? Date.now;
+    const nodeBaseUrl = options.nodeBaseUrl ?? options.restUrl;
     this.rest = {
       restUrl: options.restUrl,
-      nodeBaseUrl: options.nodeBaseUrl ?? options.restUrl,
+      nodeBaseUrl,
+      publicApiUrl: options.publicApiUrl ?? nodeBaseUrl,
       timeoutMs: options.requestTimeoutMs ?? 10_000,
     };
   }
 
-  /** The fixed fee every tx pays (ngonka). */
+  /** The fixed fee every tx pays (in `feeDenom`). */
   get feeAmount(): bigint {
-    return BigInt(this.fee.amount[0]!.amount);
+    return this.fee.amount;
+  }
+
+  get feeDenom(): string {
+    return this.fee.denom;
+  }
+
+  txFee(): { amount: bigint; denom: string } {
+    return { amount: this.fee.amount, denom: this.fee.denom };
   }
 
   // --- reads ---
 
   async chainId(): Promise<string> {
     if (this.cachedChainId) return this.cachedChainId;
-    const id = await this.rpc((q) => q.getChainId());
+    const info = obj(await getJson(`${trimSlash(this.rest.restUrl)}/cosmos/base/tendermint/v1beta1/node_info`, this.rest.timeoutMs));
+    const id = String(obj(info.default_node_info).network ?? '');
+    if (id === '') throw new ChainError('rejected', 'node_info names no chain id (default_node_info.network)');
     if (this.options.chainId && this.options.chainId !== id) {
       throw new ChainError('rejected', `node serves chain ${id}, configured CHAIN_ID is ${this.options.chainId}`);
     }
@@ -112,8 +138,9 @@ export class CosmosChainClient implements ChainPort {
     return id;
   }
 
-  height(): Promise<number> {
-    return this.rpc((q) => q.getHeight());
+  async height(): Promise<number> {
+    const b = obj(await getJson(`${trimSlash(this.rest.restUrl)}/cosmos/base/tendermint/v1beta1/blocks/latest`, this.rest.timeoutMs));
+    return num(obj(obj(b.block).header).height, 'height');
   }
 
   epoch(): Promise<EpochInfo> {
@@ -124,8 +151,23 @@ export class CosmosChainClient implements ChainPort {
     return fetchParams(this.rest);
   }
 
+  /** The escrow with each slot's host URL from its participant (cached PARTICIPANT_TTL_MS). */
   escrow(id: string): Promise<ChainEscrow | null> {
-    return fetchEscrow(this.rest, id);
+    return fetchEscrow(this.rest, id, (address) => this.participantUrl(address));
+  }
+
+  /** Forgets cached participant URLs (all, or one address), e.g. after a call to a host failed. */
+  forgetParticipants(address?: string): void {
+    if (address === undefined) this.participants.clear();
+    else this.participants.delete(address);
+  }
+
+  private async participantUrl(address: string): Promise<string> {
+    const cached = this.participants.get(address);
+    if (cached && cached.until > Date.now()) return cached.url;
+    const url = await fetchParticipantUrl(this.rest, address);
+    this.participants.set(address, { url, until: Date.now() + PARTICIPANT_TTL_MS });
+    return url;
   }
 
   balance(address: string, denom = DENOM): Promise<bigint> {
@@ -143,76 +185,82 @@ export class CosmosChainClient implements ChainPort {
   // --- transactions ---
 
   async prepareCreateEscrow(privateKeyHex: string, amount: bigint, modelId: string): Promise<PreparedTx> {
-    return this.prepare(privateKeyHex, (creator) => [
-      { typeUrl: MsgCreateDevshardEscrowType.typeUrl, value: MsgCreateDevshardEscrowType.create({ creator, amount, modelId }) },
-    ]);
+    return this.prepare(privateKeyHex, (creator) => ({
+      typeUrl: MsgCreateDevshardEscrowType.typeUrl,
+      value: MsgCreateDevshardEscrowType.encode({ creator, amount, modelId }),
+    }));
   }
 
   async prepareSettleEscrow(privateKeyHex: string, settlement: Settlement): Promise<PreparedTx> {
-    return this.prepare(privateKeyHex, (settler) => [
-      { typeUrl: MsgSettleDevshardEscrowType.typeUrl, value: settleMessage(settler, settlement) },
-    ]);
+    return this.prepare(privateKeyHex, (settler) => ({
+      typeUrl: MsgSettleDevshardEscrowType.typeUrl,
+      value: MsgSettleDevshardEscrowType.encode(settleMessage(settler, settlement)),
+    }));
   }
 
+  /**
+   * Sync broadcast over REST. A refusal is first checked against the chain by hash: a tx already
+   * in the mempool or already included (a retry after a lost answer) is not an error, and its
+   * outcome is what the caller gets.
+   */
   async broadcast(tx: PreparedTx): Promise<TxOutcome> {
-    const bytes = fromBase64(tx.txBytes);
-    const query = await this.queryClient();
-    // A tx whose sequence is ahead of the chain's (an earlier prepared tx is not in yet) is retried
-    // for a while: the earlier one usually arrives within a block or two.
-    const aheadDeadline = Date.now() + Math.max(2_000, this.pollMs * 10);
-    for (;;) {
-      try {
-        // A node that takes the tx but never answers must not hold the caller forever: after the
-        // request timeout the outcome is unknown (the caller looks the hash up later).
-        await withTimeout(query.broadcastTxSync(bytes), this.rest.timeoutMs, `no answer from the node within ${this.rest.timeoutMs} ms`);
-        break;
-      } catch (e) {
-        if (e instanceof BroadcastTxError) {
-          const mismatch = e.code === 32 ? SEQUENCE_MISMATCH.exec(e.log ?? '') : null;
-          if (mismatch && Number(mismatch[2]) > Number(mismatch[1]) && Date.now() < aheadDeadline) {
-            await sleep(this.pollMs);
-            continue;
-          }
-          // Rejected before inclusion: the sequence it carried is free again.
-          this.forgetSequence(tx.creator);
-          if (mismatch) {
-            const known = await this.findTx(tx.txHash).catch(() => null);
-            if (known) return known;
-          }
-          const kind = kindOfFailure(e.code, e.codespace ?? '', e.log ?? '');
-          throw new ChainError(kind, `transaction rejected by the node: ${e.log ?? `code ${e.code}`}`, {
-            code: e.code,
-            codespace: e.codespace,
-            rawLog: e.log,
-            txHash: tx.txHash,
-          });
-        }
-        // CometBFT answers a tx it already holds (mempool or committed) with this RPC error.
-        if (/tx already exists in cache/i.test(String((e as Error).message))) break;
-        throw new ChainError('unreachable', `broadcast failed, outcome unknown: ${(e as Error).message}`, { txHash: tx.txHash });
+    const url = `${trimSlash(this.rest.restUrl)}/cosmos/tx/v1beta1/txs`;
+    let res: Response;
+    try {
+      res = await fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json' },
+        body: JSON.stringify({ tx_bytes: tx.txBytes, mode: 'BROADCAST_MODE_SYNC' }),
+        signal: AbortSignal.timeout(this.rest.timeoutMs),
+      });
+    } catch (e) {
+      throw new ChainError('unreachable', `broadcast failed, outcome unknown: ${(e as Error).message}`, { txHash: tx.txHash });
+    }
+    let body: unknown;
+    try {
+      body = await res.json();
+    } catch {
+      body = undefined;
+    }
+    if (!res.ok || body === undefined) {
+      // The node may have taken the tx before failing to answer: the caller asks by hash later.
+      throw new ChainError('unreachable', `broadcast answered HTTP ${res.status}, outcome unknown`, { txHash: tx.txHash });
+    }
+    const r = obj(obj(body).tx_response);
+    const code = num(r.code, 'code');
+    if (code !== 0) {
+      const codespace = String(r.codespace ?? '');
+      const rawLog = String(r.raw_log ?? '');
+      // SDK ErrTxInMempoolCache (19): this very tx is already pending.
+      if (!(code === 19 && (codespace === 'sdk' || codespace === ''))) {
+        const known = await this.findTx(tx.txHash).catch(() => null);
+        if (known) return known;
+        const kind = kindOfFailure(code, codespace, rawLog);
+        throw new ChainError(kind, `transaction rejected by the node: ${rawLog || `code ${code}`}`, { code, codespace, rawLog, txHash: tx.txHash });
       }
     }
     return this.waitForTx(tx.txHash);
   }
 
+  /**
+   * Looks the hash up at DEVSHARD_TX_QUERY_REST (a node that indexes txs) when set, then at the
+   * chain REST: devshardctl also asks both addresses.
+   */
   async findTx(txHash: string): Promise<TxOutcome | null> {
-    const txQueryRestUrl = this.options.txQueryRestUrl;
-    if (txQueryRestUrl) return fetchTx({ txQueryRestUrl, timeoutMs: this.rest.timeoutMs }, txHash);
-    const hash = txHash.toUpperCase();
-    const result = (await this.jsonRpc('tx_search', { query: `tx.hash='${hash}'`, page: '1' })) as {
-      txs?: { hash: string; height: string; tx_result: { code: number; codespace?: string; log?: string; events?: TxOutcome['events'] } }[];
-    };
-    const found = result.txs?.find((t) => t.hash.toUpperCase() === hash);
-    if (!found) return null;
-    const r = found.tx_result;
-    return {
-      txHash: hash,
-      height: Number(found.height),
-      code: Number(r.code),
-      codespace: r.codespace ?? '',
-      rawLog: r.log ?? '',
-      events: (r.events ?? []).map((e) => ({ type: e.type, attributes: e.attributes.map((a) => ({ key: a.key, value: a.value ?? '' })) })),
-    };
+    const bases = [this.rest.restUrl];
+    const extra = this.options.txQueryRestUrl;
+    if (extra && trimSlash(extra) !== trimSlash(this.rest.restUrl)) bases.unshift(extra);
+    let lastError: unknown;
+    for (const base of bases) {
+      try {
+        const found = await fetchTx({ txQueryRestUrl: base, timeoutMs: this.rest.timeoutMs }, txHash);
+        if (found) return found;
+      } catch (e) {
+        lastError = e;
+      }
+    }
+    if (lastError) throw lastError;
+    return null;
   }
 
   errorOf(outcome: TxOutcome): ChainError {
@@ -231,10 +279,10 @@ export class CosmosChainClient implements ChainPort {
     return id;
   }
 
-  /** The refund reported by the settle event; 0 when the chain does not report one. */
+  /** The settle event's `remainder` (what went back to the creator); 0 when the chain does not report one. */
   settledRefund(outcome: TxOutcome): bigint {
-    const refund = eventAttr(outcome, 'devshard_escrow_settled', 'refund');
-    return refund === undefined ? 0n : BigInt(refund);
+    const remainder = eventAttr(outcome, 'devshard_escrow_settled', 'remainder');
+    return remainder === undefined || !/^\d+$/.test(remainder) ? 0n : BigInt(remainder);
   }
 
   // --- conveniences (prepare + broadcast + typed error) for callers without a write-ahead log ---
@@ -255,93 +303,44 @@ export class CosmosChainClient implements ChainPort {
   }
 
   close(): void {
-    void this.query?.then((q) => q.disconnect()).catch(() => undefined);
-    for (const s of this.signers.values()) void s.then((x) => x.client.disconnect()).catch(() => undefined);
-    this.signers.clear();
-    this.query = undefined;
+    // Stateless over HTTP: nothing to disconnect.
   }
 
   // --- internals ---
 
-  private async prepare(privateKeyHex: string, messages: (address: string) => EncodeObject[]): Promise<PreparedTx> {
-    const signer = await this.signerFor(privateKeyHex);
-    const run = signer.queue.then(async () => {
-      const chainId = await this.chainId();
-      const account = await this.rpc((q) => q.getAccount(signer.address));
-      if (!account) {
-        throw new ChainError('insufficient_funds', `account ${signer.address} does not exist on chain (never funded)`);
-      }
-      const sequence = Math.max(account.sequence, signer.nextSequence ?? 0);
-      let raw: TxRaw;
-      try {
-        raw = await signer.client.sign(signer.address, messages(signer.address), this.fee, '', {
-          accountNumber: BigInt(account.accountNumber),
-          sequence,
-          chainId,
-        });
-      } catch (e) {
-        if (e instanceof ChainError) throw e;
-        throw new ChainError('rejected', `signing failed: ${(e as Error).message}`);
-      }
-      signer.nextSequence = sequence + 1;
-      const bytes = TxRaw.encode(raw).finish();
-      return { txHash: toHex(sha256(bytes)).toUpperCase(), txBytes: toBase64(bytes), creator: signer.address };
-    });
-    signer.queue = run.catch(() => undefined);
-    return run;
-  }
-
-  private forgetSequence(address: string): void {
-    const s = this.signers.get(address);
-    if (s) void s.then((x) => (x.nextSequence = undefined));
-  }
-
-  private signerFor(privateKeyHex: string): Promise<Signer> {
-    const address = addressOfPrivateKey(privateKeyHex);
-    let signer = this.signers.get(address);
-    if (!signer) {
-      signer = (async () => {
-        const wallet = await DirectSecp256k1Wallet.fromKey(privateKeyBytes(privateKeyHex), BECH32_PREFIX);
-        const client = await this.connect(() =>
-          SigningStargateClient.connectWithSigner(this.options.rpcUrl, wallet, {
-            registry: this.registry,
-            broadcastPollIntervalMs: this.pollMs,
-            broadcastTimeoutMs: this.timeoutMs,
-          }),
-        );
-        return { address, client, queue: Promise.resolve() };
-      })();
-      signer.catch(() => this.signers.delete(address));
-      this.signers.set(address, signer);
-    }
-    return signer;
-  }
-
-  private queryClient(): Promise<StargateClient> {
-    if (!this.query) {
-      const q = this.connect(() => StargateClient.connect(this.options.rpcUrl));
-      q.catch(() => (this.query = undefined));
-      this.query = q;
-    }
-    return this.query;
-  }
-
-  private async connect<T>(open: () => Promise<T>): Promise<T> {
+  private async prepare(privateKeyHex: string, message: (address: string) => TxMessage): Promise<PreparedTx> {
+    let key: Uint8Array;
     try {
-      return await open();
+      key = privateKeyBytes(privateKeyHex);
     } catch (e) {
-      throw new ChainError('unreachable', `chain RPC unreachable at ${this.options.rpcUrl}: ${(e as Error).message}`);
+      throw new ChainError('rejected', (e as Error).message);
     }
-  }
-
-  private async rpc<T>(call: (q: StargateClient) => Promise<T>): Promise<T> {
-    const q = await this.queryClient();
+    const address = addressOfPrivateKey(privateKeyHex);
+    const chainId = await this.chainId();
+    const accountNumber = await this.accountNumber(address);
+    // A distinct, increasing timeout per address: the chain keys its replay protection on it.
+    const timeoutMs = Math.max(this.now() + UNORDERED_TX_TTL_MS, (this.lastTimeout.get(address) ?? 0) + 1);
+    this.lastTimeout.set(address, timeoutMs);
+    let signed: { bytes: Uint8Array; hash: string };
     try {
-      return await call(q);
+      signed = signTx({ privateKey: key, chainId, accountNumber, messages: [message(address)], fee: this.fee, ordering: { unordered: true, timeoutMs } });
     } catch (e) {
       if (e instanceof ChainError) throw e;
-      throw new ChainError('unreachable', `chain RPC call failed: ${(e as Error).message}`);
+      throw new ChainError('rejected', `signing failed: ${(e as Error).message}`);
     }
+    return { txHash: signed.hash, txBytes: toBase64(signed.bytes), creator: address };
+  }
+
+  /**
+   * The account number, read for every tx as devshardctl does: it also proves the node answers
+   * before an intent is recorded, and that the account exists (an account never funded does not).
+   */
+  private async accountNumber(address: string): Promise<bigint> {
+    const body = await getJson(`${trimSlash(this.rest.restUrl)}/cosmos/auth/v1beta1/accounts/${encodeURIComponent(address)}`, this.rest.timeoutMs, true);
+    if (body === undefined) throw new ChainError('insufficient_funds', `account ${address} does not exist on chain (never funded)`);
+    const n = String(obj(obj(body).account).account_number ?? '');
+    if (!/^\d+$/.test(n)) throw new ChainError('rejected', `account ${address}: no account_number in the auth answer`);
+    return BigInt(n);
   }
 
   private async waitForTx(txHash: string): Promise<TxOutcome> {
@@ -359,33 +358,6 @@ export class CosmosChainClient implements ChainPort {
     const why = lastError ? `; last error: ${(lastError as Error).message}` : '';
     throw new ChainError('timeout', `transaction ${txHash} not included within ${this.timeoutMs} ms${why}`, { txHash });
   }
-
-  /** A raw CometBFT JSON-RPC call (used where CosmJS drops fields we need, e.g. codespace). */
-  private async jsonRpc(method: string, params: Record<string, unknown>): Promise<unknown> {
-    let res: Response;
-    try {
-      res = await fetch(this.options.rpcUrl, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ jsonrpc: '2.0', id: Math.floor(Math.random() * 1e12), method, params }),
-        signal: AbortSignal.timeout(this.rest.timeoutMs),
-      });
-    } catch (e) {
-      throw new ChainError('unreachable', `chain RPC ${method} failed: ${(e as Error).message}`);
-    }
-    if (!res.ok) throw new ChainError('unreachable', `chain RPC ${method} answered HTTP ${res.status}`);
-    const body = (await res.json()) as { result?: unknown; error?: { message?: string; data?: string } };
-    if (body.error) throw new ChainError('rejected', `chain RPC ${method}: ${body.error.data ?? body.error.message ?? 'error'}`);
-    return body.result;
-  }
-}
-
-function withTimeout<T>(p: Promise<T>, ms: number, message: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(message)), ms);
-  });
-  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
 
 function eventAttr(outcome: TxOutcome, type: string, key: string): string | undefined {
@@ -401,22 +373,27 @@ export function createCosmosChainClient(options: CosmosChainClientOptions): Cosm
   return new CosmosChainClient(options);
 }
 
-/** Reads NODE_RPC, NODE_CHAIN_API (or DEVSHARD_CHAIN_REST), NODE_BASE, DEVSHARD_TX_QUERY_REST, CHAIN_ID, DEVSHARD_TX_GAS_LIMIT, DEVSHARD_TX_GAS_PRICE. */
+/**
+ * Reads the chain settings: DEVSHARD_CHAIN_REST or NODE_CHAIN_API (required), NODE_BASE,
+ * DEVSHARD_PUBLIC_API, DEVSHARD_TX_QUERY_REST, CHAIN_ID, DEVSHARD_TX_FEE_AMOUNT, DEVSHARD_TX_FEE_DENOM,
+ * DEVSHARD_TX_GAS_LIMIT. NODE_RPC is accepted and unused.
+ */
 export function cosmosChainClientFromEnv(env: NodeJS.ProcessEnv = process.env, overrides: Partial<CosmosChainClientOptions> = {}): CosmosChainClient {
-  const rpcUrl = overrides.rpcUrl ?? env.NODE_RPC;
-  const restUrl = overrides.restUrl ?? env.NODE_CHAIN_API ?? env.DEVSHARD_CHAIN_REST;
-  if (!rpcUrl || !restUrl) throw new Error('NODE_RPC and NODE_CHAIN_API must be set');
+  const restUrl = overrides.restUrl ?? (env.DEVSHARD_CHAIN_REST || env.NODE_CHAIN_API);
+  if (!restUrl) throw new Error('DEVSHARD_CHAIN_REST or NODE_CHAIN_API must be set');
   const gasLimit = env.DEVSHARD_TX_GAS_LIMIT ? Number(env.DEVSHARD_TX_GAS_LIMIT) : undefined;
   if (gasLimit !== undefined && (!Number.isInteger(gasLimit) || gasLimit <= 0)) throw new Error('DEVSHARD_TX_GAS_LIMIT must be a positive integer');
-  const gasPrice = env.DEVSHARD_TX_GAS_PRICE ? BigInt(env.DEVSHARD_TX_GAS_PRICE) : undefined;
+  const fee = env.DEVSHARD_TX_FEE_AMOUNT?.trim();
+  if (fee && !/^\d+$/.test(fee)) throw new Error('DEVSHARD_TX_FEE_AMOUNT must be a non-negative integer');
   return new CosmosChainClient({
-    rpcUrl,
     restUrl,
     nodeBaseUrl: env.NODE_BASE || undefined,
+    publicApiUrl: env.DEVSHARD_PUBLIC_API || undefined,
     txQueryRestUrl: env.DEVSHARD_TX_QUERY_REST || undefined,
     chainId: env.CHAIN_ID || undefined,
     gasLimit,
-    gasPrice,
+    feeAmount: fee ? BigInt(fee) : undefined,
+    feeDenom: env.DEVSHARD_TX_FEE_DENOM?.trim() || undefined,
     ...overrides,
   });
 }

@@ -1,34 +1,73 @@
 /**
  * The devshard escrow failures the chain reports, in one place: the devnet raises them with these
- * codes and reason texts, the client maps a failed tx (code + codespace, else raw-log text) back to
- * a ChainErrorKind. Raw logs read like the SDK's: "failed to execute message; message index: 0:
- * <detail>: <reason>".
+ * texts and codes, the client maps a failed tx back to a ChainErrorKind.
+ *
+ * On the real chain (gonka 8a35022) the devshard keeper's own errors are plain `fmt.Errorf` texts:
+ * the SDK reports them with codespace `undefined` and code 1, so they are matched **by text**
+ * (k/msg_server_create_devshard_escrow.go, k/msg_server_settle_devshard_escrow.go,
+ * k/devshard_settlement.go). The allowlist refusal is a **registered** error, codespace
+ * `inference` code 1173 (t/errors.go ErrNotAllowedEscrowCreator), raised for create and settle.
+ * Other registered codes of the module (1101–1112, …) mean other things (1103 participant not
+ * found, 1112 current epoch group not found) and are never read as devshard failures.
+ * Raw logs read like the SDK's: "failed to execute message; message index: 0: <text>".
  */
 import type { ChainErrorKind } from './port.js';
 
 export const INFERENCE_CODESPACE = 'inference';
+/** Codespace and code the SDK gives an error no module registered (a plain fmt.Errorf). */
+export const UNREGISTERED = { codespace: 'undefined', code: 1 } as const;
 
-export interface DevshardFailure {
-  kind: ChainErrorKind;
-  code: number;
-  /** Short reason that ends every raw log of this failure (the SDK's wrapped error text). */
-  reason: string;
-}
+/** t/errors.go: the registered allowlist refusal. */
+export const NOT_ALLOWED_ESCROW_CREATOR = {
+  codespace: INFERENCE_CODESPACE,
+  code: 1173,
+  text: 'address is not allowed to create devshard escrows for devshards',
+} as const;
+/** t/errors.go: 1112, what GetEpochGroup answers for a model without an epoch group (wrapped). */
+export const CURRENT_EPOCH_GROUP_NOT_FOUND = { codespace: INFERENCE_CODESPACE, code: 1112, text: 'current epoch group not found' } as const;
 
-export const DEVSHARD_FAILURES = {
-  notAllowlisted: { kind: 'not_allowlisted', code: 1101, reason: 'creator not allowlisted' },
-  belowMinAmount: { kind: 'below_min_amount', code: 1102, reason: 'amount below min_amount' },
-  epochLimit: { kind: 'epoch_limit', code: 1103, reason: 'max escrows per epoch reached' },
-  notFound: { kind: 'not_found', code: 1104, reason: 'escrow not found' },
-  alreadySettled: { kind: 'already_settled', code: 1105, reason: 'escrow already settled' },
-  wrongSettler: { kind: 'wrong_settler', code: 1106, reason: 'settler is not the escrow creator' },
-  wrongEpoch: { kind: 'wrong_epoch', code: 1107, reason: 'settlement outside the escrow epoch window' },
-  nonceTooHigh: { kind: 'nonce_too_high', code: 1108, reason: 'nonce exceeds max_nonce' },
-  badSignatures: { kind: 'bad_signatures', code: 1109, reason: 'insufficient valid host signatures' },
-  overspent: { kind: 'overspent', code: 1110, reason: 'host costs plus fees exceed escrow amount' },
-  unknownModel: { kind: 'rejected', code: 1111, reason: 'unknown model' },
-  invalidRequest: { kind: 'rejected', code: 1112, reason: 'invalid request' },
-} as const satisfies Record<string, DevshardFailure>;
+/** The keeper's texts, formatted as Go formats them (%q ≈ a JSON string for plain ASCII). */
+export const DEVSHARD_TEXT = {
+  modelRequired: () => 'model_id is required',
+  amountOutOfRange: (amount: bigint, min: bigint, max: bigint) => `escrow amount ${amount} out of range [${min}, ${max}]`,
+  epochLimit: (epoch: number, count: number, max: number) => `epoch ${epoch} already has ${count} escrows (max ${max})`,
+  noEpochGroup: (model: string) => `failed to get epoch group for model ${JSON.stringify(model)}: ${CURRENT_EPOCH_GROUP_NOT_FOUND.text}`,
+  notFound: (id: bigint | number) => `escrow ${id} not found`,
+  alreadySettled: (id: bigint | number) => `escrow ${id} already settled`,
+  wrongSettler: (settler: string, creator: string) => `settler ${settler} is not the escrow creator ${creator}`,
+  versionRequired: () => 'version is required',
+  nonceTooHigh: (nonce: bigint, max: number) => `nonce ${nonce} exceeds maximum ${max}`,
+  versionTooLong: () => 'version exceeds maximum length of 128',
+  versionNotApproved: (version: string) => `settlement version ${JSON.stringify(version)} is not listed in devshard_escrow_params.approved_versions`,
+  stateRootLength: (n: number) => `state_root must be 32 bytes, got ${n}`,
+  stateRootMismatch: () => 'state_root mismatch',
+  duplicateSignature: (slot: number) => `duplicate signature for slot ${slot}`,
+  signatureSlotOutOfRange: (slot: number) => `slot_id ${slot} out of range`,
+  badSignature: (slot: number) => `signature for slot ${slot} does not verify`,
+  insufficientQuorum: (votes: number, need: number) => `insufficient quorum: ${votes} slot votes, need ${need}`,
+  duplicateHostStats: (slot: number) => `duplicate host_stats slot_id ${slot}`,
+  hostStatsOutOfRange: (slot: number) => `host_stats slot_id ${slot} out of range`,
+  totalDebit: (total: bigint, cost: bigint, fees: bigint, amount: bigint) => `total debit ${total} (cost ${cost} + fees ${fees}) exceeds escrow amount ${amount}`,
+  wrongEpoch: (current: number, escrowEpoch: number) =>
+    `devshard settlement only supports current or previous epoch: current epoch ${current}, escrow epoch ${escrowEpoch}`,
+  lockFunds: (detail: string) => `failed to lock funds: ${detail}`,
+} as const;
+
+/** Text patterns of the keeper's plain errors → kind (first match wins). */
+const TEXT_KINDS: [RegExp, ChainErrorKind][] = [
+  [/address is not allowed to create devshard escrows/, 'not_allowlisted'],
+  [/escrow amount \d+ out of range \[\d+, \d+\]/, 'amount_out_of_range'],
+  [/epoch \d+ already has \d+ escrows \(max \d+\)/, 'epoch_limit'],
+  [/escrow \d+ not found/, 'not_found'],
+  [/escrow \d+ already settled/, 'already_settled'],
+  [/settler \S+ is not the escrow creator/, 'wrong_settler'],
+  [/nonce \d+ exceeds maximum \d+/, 'nonce_too_high'],
+  [/settlement version .* is not listed in devshard_escrow_params\.approved_versions/, 'version_not_approved'],
+  [/devshard settlement only supports current or previous epoch/, 'wrong_epoch'],
+  [/insufficient quorum: \d+ slot votes, need \d+/, 'bad_signatures'],
+  [/signature for slot \d+|duplicate signature for slot|state_root mismatch|state_root must be 32 bytes/, 'bad_signatures'],
+  [/total debit \d+ \(cost \d+ \+ fees \d+\) exceeds escrow amount|total payout \d+ exceeds escrow amount/, 'overspent'],
+];
 
 /** Cosmos SDK codes (codespace "sdk") the devnet uses exactly as a node does. */
 export const SDK_CODES = {
@@ -49,18 +88,17 @@ export const SDK_CODES = {
 
 /** Maps a failed tx or CheckTx answer to the gateway's error kind. */
 export function kindOfFailure(code: number, codespace: string, rawLog: string): ChainErrorKind {
-  if (codespace === INFERENCE_CODESPACE) {
-    for (const f of Object.values(DEVSHARD_FAILURES) as DevshardFailure[]) if (f.code === code) return f.kind;
-  }
-  if (codespace === 'sdk' || codespace === '') {
+  if (codespace === INFERENCE_CODESPACE && code === NOT_ALLOWED_ESCROW_CREATOR.code) return 'not_allowlisted';
+  if (codespace === 'sdk') {
     if (code === SDK_CODES.insufficientFunds) return 'insufficient_funds';
     if (code === SDK_CODES.wrongSequence) return 'bad_sequence';
   }
-  // Another chain build may number its errors differently: fall back to the reason text.
   const log = rawLog.toLowerCase();
-  for (const f of Object.values(DEVSHARD_FAILURES) as DevshardFailure[]) if (log.includes(f.reason)) return f.kind;
+  // A signed unordered tx that reached the node after its timeout_timestamp: stale like a used
+  // sequence, so the caller signs a new one (x/auth/ante unordered checks).
+  if (log.includes('timeout_timestamp that has already passed')) return 'bad_sequence';
+  for (const [pattern, kind] of TEXT_KINDS) if (pattern.test(rawLog)) return kind;
   if (log.includes('insufficient funds')) return 'insufficient_funds';
   if (log.includes('incorrect account sequence')) return 'bad_sequence';
-  if (log.includes('allowlist') || log.includes('not allowed')) return 'not_allowlisted';
   return 'rejected';
 }

@@ -7,18 +7,31 @@
  * and reconcile after a crash with `findTx(hash)`.
  */
 
+/** devshard_escrow_params (params.proto): what the gateway reads of it. */
 export interface EscrowParams {
   minAmount: bigint;
+  maxAmount: bigint;
   maxEscrowsPerEpoch: number;
+  groupSize: number;
   maxNonce: number;
+  /** Empty = anyone may create and settle. */
   allowedCreatorAddresses: string[];
-  /** Price of one token in the smallest coin unit (devnet extension; real chains: configured). */
+  /** Price of one token in the smallest coin unit. */
   tokenPrice: bigint;
+  /** approved_versions[].name; empty = any settlement version tag. */
+  approvedVersions: string[];
+  createDevshardFee: bigint;
+  feePerNonce: bigint;
 }
 
+/** Read from the public API's /v1/epochs/latest (as devshardctl's PoC gate). */
 export interface EpochInfo {
   height: number;
   epochIndex: number;
+  /** latest_epoch.poc_start_block_height. */
+  pocStartHeight?: number;
+  /** The public API's phase (Inference, PoCGenerate, …). */
+  phase?: string;
   /** Height of the next set_new_validators boundary (end of the current epoch). */
   nextBoundaryHeight: number;
   blocksUntilBoundary: number;
@@ -30,9 +43,9 @@ export interface EpochInfo {
 
 export interface EscrowSlot {
   slotId: number;
-  /** Host operator address (bech32). */
+  /** Host operator address (bech32): the escrow's `slots[slotId]`. */
   host: string;
-  /** Base URL of the host's inference endpoint. */
+  /** The participant's inference_url; '' when it has none (the slot is unavailable). */
   url: string;
 }
 
@@ -97,6 +110,9 @@ export interface TxOutcome {
 
 export type ChainErrorKind =
   | 'not_allowlisted'
+  /** The keeper's `escrow amount X out of range [min, max]`. */
+  | 'amount_out_of_range'
+  /** Older logs only (before the real texts were mapped). */
   | 'below_min_amount'
   | 'insufficient_funds'
   | 'epoch_limit'
@@ -105,6 +121,8 @@ export type ChainErrorKind =
   | 'bad_signatures'
   | 'wrong_settler'
   | 'nonce_too_high'
+  /** The settlement's version tag is not in approved_versions[].name. */
+  | 'version_not_approved'
   | 'overspent'
   | 'not_found'
   | 'bad_sequence'
@@ -117,7 +135,8 @@ export class ChainError extends Error {
   constructor(
     readonly kind: ChainErrorKind,
     message: string,
-    readonly detail: { code?: number; codespace?: string; rawLog?: string; txHash?: string } = {},
+    /** precheck: refused by the gateway before any tx was signed (no fee spent). */
+    readonly detail: { code?: number; codespace?: string; rawLog?: string; txHash?: string; precheck?: boolean } = {},
   ) {
     super(message);
     this.name = 'ChainError';
@@ -161,6 +180,8 @@ export interface ChainPort {
   findTx(txHash: string): Promise<TxOutcome | null>;
   /** Turns a failed outcome into a typed error (kind from the raw log / code). */
   errorOf(outcome: TxOutcome): ChainError;
+  /** The fixed fee every tx pays, when the implementation knows it (pre-checks add it to the deposit). */
+  txFee?(): { amount: bigint; denom: string };
   /** Reads the escrow id (create) from a successful outcome. */
   createdEscrowId(outcome: TxOutcome): string;
   /** Reads the refund (settle) from a successful outcome. */

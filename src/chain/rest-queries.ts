@@ -8,12 +8,14 @@ import { ChainError, type ChainEscrow, type EpochInfo, type EscrowParams, type E
 export interface RestOptions {
   restUrl: string;
   nodeBaseUrl: string;
+  /** DEVSHARD_PUBLIC_API (the PoC gate's /v1/epochs/latest); the node base when unset. */
+  publicApiUrl?: string;
   timeoutMs: number;
 }
 
-const trimSlash = (u: string) => u.replace(/\/+$/, '');
+export const trimSlash = (u: string) => u.replace(/\/+$/, '');
 
-async function getJson(url: string, timeoutMs: number, allow404 = false): Promise<unknown> {
+export async function getJson(url: string, timeoutMs: number, allow404 = false): Promise<unknown> {
   let res: Response;
   try {
     res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs), headers: { accept: 'application/json' } });
@@ -26,38 +28,51 @@ async function getJson(url: string, timeoutMs: number, allow404 = false): Promis
   return res.json();
 }
 
-const num = (v: unknown, name: string): number => {
+export const num = (v: unknown, name: string): number => {
   const n = Number(v ?? 0);
   if (!Number.isFinite(n)) throw new ChainError('rejected', `chain REST field ${name} is not a number`);
   return n;
 };
-const big = (v: unknown): bigint => BigInt(String(v ?? '0'));
-type Obj = Record<string, unknown>;
-const obj = (v: unknown): Obj => (v !== null && typeof v === 'object' ? (v as Obj) : {});
+export const big = (v: unknown): bigint => BigInt(String(v ?? '0'));
+export type Obj = Record<string, unknown>;
+export const obj = (v: unknown): Obj => (v !== null && typeof v === 'object' ? (v as Obj) : {});
 
+const PARAMS_PATH = '/productscience/inference/inference/params';
+
+/** `params.devshard_escrow_params` (params.proto; 64-bit ints arrive as strings, 32-bit as numbers). */
 export async function fetchParams(o: RestOptions): Promise<EscrowParams> {
-  const body = obj(await getJson(`${trimSlash(o.restUrl)}/productscience/inference/inference/params`, o.timeoutMs));
-  const p = obj(obj(body.params).devshard_escrow_params);
+  const body = obj(await getJson(`${trimSlash(o.restUrl)}${PARAMS_PATH}`, o.timeoutMs));
+  return parseEscrowParams(obj(obj(body.params).devshard_escrow_params));
+}
+
+export function parseEscrowParams(p: Obj): EscrowParams {
   return {
     minAmount: big(p.min_amount),
+    maxAmount: big(p.max_amount),
     maxEscrowsPerEpoch: num(p.max_escrows_per_epoch, 'max_escrows_per_epoch'),
+    groupSize: num(p.group_size, 'group_size'),
     maxNonce: num(p.max_nonce, 'max_nonce'),
     allowedCreatorAddresses: Array.isArray(p.allowed_creator_addresses) ? p.allowed_creator_addresses.map(String) : [],
     tokenPrice: big(p.token_price),
+    approvedVersions: Array.isArray(p.approved_versions) ? p.approved_versions.map((v) => String(obj(v).name ?? '')).filter((n) => n !== '') : [],
+    createDevshardFee: big(p.create_devshard_fee),
+    feePerNonce: big(p.fee_per_nonce),
   };
 }
 
-function parseSlot(raw: unknown, index: number): EscrowSlot {
-  if (typeof raw === 'string') return { slotId: index, host: raw, url: '' };
-  const s = obj(raw);
-  return { slotId: num(s.slot_id ?? index, 'slot_id'), host: String(s.host ?? ''), url: String(s.url ?? '') };
-}
-
-export async function fetchEscrow(o: RestOptions, id: string): Promise<ChainEscrow | null> {
+/**
+ * `devshard_escrow/{id}` → `{escrow, found}` (an unknown id is 200 with found false). Slots are plain
+ * addresses, one address may hold several; `urlOf` resolves each address to its participant's
+ * inference_url ('' = none: the slot is unavailable).
+ */
+export async function fetchEscrow(o: RestOptions, id: string, urlOf: (address: string) => Promise<string>): Promise<ChainEscrow | null> {
   if (!/^\d+$/.test(id)) return null;
   const body = obj(await getJson(`${trimSlash(o.restUrl)}/productscience/inference/inference/devshard_escrow/${id}`, o.timeoutMs, true));
-  if (body.found === false || !body.escrow) return null;
+  if (body.found !== true || !body.escrow) return null;
   const e = obj(body.escrow);
+  const addresses = Array.isArray(e.slots) ? e.slots.map((s) => String(s)) : [];
+  const urls = new Map<string, string>();
+  for (const a of new Set(addresses)) urls.set(a, await urlOf(a));
   return {
     id: String(e.id),
     creator: String(e.creator ?? ''),
@@ -65,19 +80,52 @@ export async function fetchEscrow(o: RestOptions, id: string): Promise<ChainEscr
     settled: e.settled === true,
     epochIndex: num(e.epoch_index, 'epoch_index'),
     modelId: String(e.model_id ?? ''),
-    slots: Array.isArray(e.slots) ? e.slots.map(parseSlot) : [],
+    slots: addresses.map((host, slotId) => ({ slotId, host, url: urls.get(host) ?? '' })),
   };
 }
 
+/** `participant/{address}` → participant.inference_url; '' for an unknown participant or one without URL. */
+export async function fetchParticipantUrl(o: RestOptions, address: string): Promise<string> {
+  const body = await getJson(`${trimSlash(o.restUrl)}/productscience/inference/inference/participant/${encodeURIComponent(address)}`, o.timeoutMs, true);
+  if (body === undefined) return '';
+  return String(obj(obj(body).participant).inference_url ?? '').trim();
+}
+
+const POC_PHASES = new Set(['PoCGenerate', 'PoCGenerateWindDown', 'PoCValidate', 'PoCValidateWindDown']);
+const CONFIRMATION_POC_BLOCKING = new Set(['CONFIRMATION_POC_GRACE_PERIOD', 'CONFIRMATION_POC_GENERATION', 'CONFIRMATION_POC_VALIDATION']);
+
+/**
+ * The epoch from the public API's `/v1/epochs/latest` (decentralized-api get_epoch.go), read as
+ * devshardctl's PoC gate reads it (ctl/phase_gate.go): the epoch switch is epoch_stages.set_new_validators
+ * when not yet passed, else next_epoch_stages'; PoC is active in the PoC phases or a blocking
+ * confirmation PoC.
+ */
 export async function fetchEpoch(o: RestOptions): Promise<EpochInfo> {
-  const e = obj(await getJson(`${trimSlash(o.restUrl)}/productscience/inference/inference/epoch`, o.timeoutMs));
+  const e = obj(await getJson(`${trimSlash(o.publicApiUrl ?? o.nodeBaseUrl)}/v1/epochs/latest`, o.timeoutMs));
+  return parseEpoch(e);
+}
+
+export function parseEpoch(e: Obj): EpochInfo {
+  const height = num(e.block_height, 'block_height');
+  const latest = obj(e.latest_epoch);
+  const stages = obj(e.epoch_stages);
+  const next = obj(e.next_epoch_stages);
+  const svn = num(stages.set_new_validators, 'set_new_validators');
+  const nextSvn = num(next.set_new_validators, 'set_new_validators');
+  const boundary = svn > 0 && svn >= height ? svn : nextSvn > 0 ? nextSvn : num(stages.next_poc_start, 'next_poc_start');
+  const phase = String(e.phase ?? '');
+  const confirmation = String(obj(e.active_confirmation_poc_event).phase ?? '');
+  const pocActive = POC_PHASES.has(phase) || CONFIRMATION_POC_BLOCKING.has(confirmation);
+  const pocEnd = num(stages.poc_validation_end, 'poc_validation_end');
   return {
-    height: num(e.height, 'height'),
-    epochIndex: num(e.epoch_index, 'epoch_index'),
-    nextBoundaryHeight: num(e.next_set_new_validators_height, 'next_set_new_validators_height'),
-    blocksUntilBoundary: num(e.blocks_until_set_new_validators, 'blocks_until_set_new_validators'),
-    pocActive: e.poc_active === true,
-    pocEndHeight: num(e.poc_end_height, 'poc_end_height'),
+    height,
+    epochIndex: num(latest.index, 'latest_epoch.index'),
+    pocStartHeight: num(latest.poc_start_block_height, 'poc_start_block_height'),
+    phase,
+    nextBoundaryHeight: boundary,
+    blocksUntilBoundary: Math.max(0, boundary - height),
+    pocActive,
+    pocEndHeight: pocActive || pocEnd > height ? pocEnd : num(next.poc_validation_end, 'poc_validation_end'),
   };
 }
 
@@ -95,14 +143,25 @@ export async function fetchModels(o: RestOptions): Promise<string[]> {
 }
 
 /**
- * A transaction by hash from the Cosmos SDK REST (`/cosmos/tx/v1beta1/txs/{hash}`) at
- * DEVSHARD_TX_QUERY_REST; null while the chain does not know it (404).
+ * A transaction by hash from the Cosmos SDK REST (`/cosmos/tx/v1beta1/txs/{hash}`); null while
+ * the chain does not know it (404, or a gRPC NotFound some gateways answer with 400).
  */
 export async function fetchTx(o: { txQueryRestUrl: string; timeoutMs: number }, txHash: string): Promise<TxOutcome | null> {
   const hash = txHash.toUpperCase();
-  const body = obj(await getJson(`${trimSlash(o.txQueryRestUrl)}/cosmos/tx/v1beta1/txs/${encodeURIComponent(hash)}`, o.timeoutMs, true));
+  let body: Obj;
+  try {
+    body = obj(await getJson(`${trimSlash(o.txQueryRestUrl)}/cosmos/tx/v1beta1/txs/${encodeURIComponent(hash)}`, o.timeoutMs, true));
+  } catch (e) {
+    if (e instanceof ChainError && e.kind === 'rejected' && / 400: /.test(e.message)) return null;
+    throw e;
+  }
   const r = obj(body.tx_response);
   if (String(r.txhash ?? '').toUpperCase() !== hash) return null;
+  return txOutcomeOf(r, hash);
+}
+
+/** A `tx_response` (cosmos.base.abci.v1beta1.TxResponse in REST JSON) as the port's TxOutcome. */
+export function txOutcomeOf(r: Obj, hash: string): TxOutcome {
   const events = Array.isArray(r.events) ? r.events.map(obj) : [];
   return {
     txHash: hash,

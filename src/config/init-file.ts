@@ -44,7 +44,7 @@ export function renderInitFile(options: InitFileOptions = {}): string {
     '#',
     '# DEVSHARD_PRIVATE_KEY is a fresh creator key. On a real chain its address must be on the',
     '# allowlist (devshard_escrow_params.allowed_creator_addresses) before you fund it or create escrows;',
-    '# never reuse a validator, participant or broker key. NODE_RPC unset = the embedded devnet.',
+    '# never reuse a validator, participant or broker key. No chain REST address = run `serve --devnet`.',
     '',
   ];
   for (const v of VARIABLES) {
@@ -58,6 +58,6 @@ export function renderInitFile(options: InitFileOptions = {}): string {
     if (v.init === 'reference' && v.default !== undefined) lines.push(`${v.name}=${formatEnvValue(v.default)}`);
   }
   lines.push('', '# Real chain (leave commented for the embedded devnet):');
-  for (const name of ['NODE_RPC', 'NODE_BASE', 'NODE_CHAIN_API']) lines.push(`# ${name}=`);
+  for (const name of ['DEVSHARD_CHAIN_REST', 'DEVSHARD_PUBLIC_API', 'DEVSHARD_TX_QUERY_REST', 'NODE_RPC', 'NODE_BASE', 'NODE_CHAIN_API']) lines.push(`# ${name}=`);
   return lines.join('\n') + '\n';
 }

@@ -30,9 +30,13 @@ export interface GatewayConfig {
     nodeBase: string | undefined;
     chainApi: string | undefined;
     chainRest: string | undefined;
-    /** DEVSHARD_TX_QUERY_REST: where txs are looked up by hash (REST); undefined = the RPC's tx_search. */
+    /** DEVSHARD_TX_QUERY_REST: a second REST address where txs are looked up by hash. */
     txQueryRest: string | undefined;
     txGasLimit: number;
+    /** DEVSHARD_TX_FEE_AMOUNT: the fixed fee of every tx (smallest unit). */
+    txFeeAmount: bigint;
+    /** DEVSHARD_TX_FEE_DENOM. */
+    txFeeDenom: string;
   };
   keys: {
     /** DEVSHARD_PRIVATE_KEY (64 hex, no 0x); secret. */
@@ -192,6 +196,8 @@ export function loadConfig(options: LoadConfigOptions = {}): GatewayConfig {
     chainRest: url('DEVSHARD_CHAIN_REST') ?? chainApi,
     txQueryRest: url('DEVSHARD_TX_QUERY_REST'),
     txGasLimit: int('DEVSHARD_TX_GAS_LIMIT', 1),
+    txFeeAmount: BigInt(int('DEVSHARD_TX_FEE_AMOUNT', 0)),
+    txFeeDenom: get('DEVSHARD_TX_FEE_DENOM')!,
   };
   if (rpc !== undefined && !rpc.endsWith('/')) warnings.push('NODE_RPC does not end with a slash; the spec\'s reference form does (it is used as a prefix, e.g. `{NODE_RPC}status`).');
   if (rpc !== undefined && chainApi === undefined && chain.chainRest === undefined) {

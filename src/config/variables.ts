@@ -27,14 +27,16 @@ export const DEVNET_MODEL_DEFAULT = 'Qwen/Qwen3-235B-A22B-Instruct-2507-FP8';
 
 export const VARIABLES: readonly VariableSpec[] = [
   // chain
-  { name: 'NODE_RPC', group: 'chain', meaning: 'Chain RPC address, ending with a slash. Unset: the embedded devnet (simulated chain and hosts) is started in-process.' },
+  { name: 'NODE_RPC', group: 'chain', meaning: 'Chain RPC address, ending with a slash. Accepted for compatibility; shardgate does all its chain work over REST (DEVSHARD_CHAIN_REST / NODE_CHAIN_API), as devshardctl does.' },
   { name: 'CHAIN_ID', group: 'chain', default: 'shardgate-devnet', meaning: 'Chain id; escrow creation requests must name the same chain_id.', init: 'reference' },
   { name: 'NODE_BASE', group: 'chain', meaning: 'Public node address (governance model list). Unset with the devnet: the devnet address.' },
-  { name: 'NODE_CHAIN_API', group: 'chain', meaning: 'Chain REST address. Unset with the devnet: the devnet address.' },
+  { name: 'NODE_CHAIN_API', group: 'chain', meaning: 'Chain REST address (or DEVSHARD_CHAIN_REST): required by `shardgate serve`; only `serve --devnet` (npm start) runs without it, against the embedded devnet.' },
   { name: 'DEVSHARD_CHAIN_REST', group: 'chain', meaning: 'Chain REST address for queries. Default: NODE_CHAIN_API.' },
-  { name: 'DEVSHARD_TX_QUERY_REST', group: 'chain', meaning: 'Chain REST address where transactions (create, settle) are looked up by hash: `/cosmos/tx/v1beta1/txs/{hash}`. Unset: they are looked up through NODE_RPC (`tx_search`).' },
-  { name: 'DEVSHARD_PUBLIC_API', group: 'chain', meaning: 'Public API address (reference value: NODE_BASE). Accepted for compatibility; no effect in shardgate: the gateway sends no request to the public API (the spec lists its governance model list as an operator query).' },
-  { name: 'DEVSHARD_TX_GAS_LIMIT', group: 'chain', default: '700000', meaning: 'Gas limit for transactions (create, settle).', init: 'reference' },
+  { name: 'DEVSHARD_TX_QUERY_REST', group: 'chain', meaning: 'A chain REST address that indexes transactions: create and settle txs are looked up by hash there (`/cosmos/tx/v1beta1/txs/{hash}`) first, then at the chain REST address.' },
+  { name: 'DEVSHARD_PUBLIC_API', group: 'chain', meaning: 'Public API address (default NODE_BASE): the epoch (index, height, PoC phase, set_new_validators) is read from its /v1/epochs/latest, as devshardctl\'s PoC gate does.' },
+  { name: 'DEVSHARD_TX_GAS_LIMIT', group: 'chain', default: '500000', meaning: 'Gas limit of every transaction (create, settle), as devshardctl.', init: 'reference' },
+  { name: 'DEVSHARD_TX_FEE_AMOUNT', group: 'chain', default: '1000000', meaning: 'Fixed fee of every transaction (create, settle) in DEVSHARD_TX_FEE_DENOM, as devshardctl.', init: 'reference' },
+  { name: 'DEVSHARD_TX_FEE_DENOM', group: 'chain', default: 'ngonka', meaning: 'Denomination of the transaction fee.', init: 'reference' },
   // keys
   { name: 'DEVSHARD_PRIVATE_KEY', group: 'keys', secret: true, meaning: 'Creator key: 64 hex characters, no 0x prefix. A dedicated key, never a validator, participant or broker key.', init: 'generate' },
   { name: 'DEVSHARD_API_KEYS', group: 'keys', secret: true, meaning: 'Client API keys, comma-separated (spaces trimmed, empty entries ignored). Generated form: sk- plus 48 hex characters.', init: 'generate' },
@@ -80,7 +82,9 @@ export const VARIABLES: readonly VariableSpec[] = [
   { name: 'DEVNET_CREATORS', group: 'devnet', meaning: 'Creator keys or addresses allowlisted and funded at devnet genesis, comma-separated (DEVSHARD_PRIVATE_KEY is added by serve).' },
   { name: 'DEVNET_CREATOR_FUNDS', group: 'devnet', default: '10000000000000', meaning: 'Genesis funds per devnet creator, smallest coin unit.' },
   { name: 'DEVNET_MIN_AMOUNT', group: 'devnet', default: '1000000000', meaning: 'Devnet min_amount of an escrow deposit.' },
+  { name: 'DEVNET_MAX_AMOUNT', group: 'devnet', default: '18446744073709551615', meaning: 'Devnet max_amount of an escrow deposit (default: the whole uint64 range).' },
   { name: 'DEVNET_MAX_ESCROWS_PER_EPOCH', group: 'devnet', default: '500000', meaning: 'Devnet max_escrows_per_epoch.' },
+  { name: 'DEVNET_PRUNE_UNSETTLED', group: 'devnet', default: 'off', meaning: 'Prune unsettled escrows two epochs after theirs, splitting the deposit equally per unique slot address, as the real chain does (off by default for now).' },
   { name: 'DEVNET_MAX_NONCE', group: 'devnet', default: '1000000', meaning: 'Devnet max_nonce.' },
   { name: 'DEVNET_TOKEN_PRICE', group: 'devnet', default: '1000', meaning: 'Devnet price of one token, smallest coin unit.' },
   { name: 'DEVNET_MODELS', group: 'devnet', meaning: 'Models the devnet serves, comma-separated. Default: DEVSHARD_MODEL.' },

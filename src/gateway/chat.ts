@@ -215,6 +215,17 @@ const noneAvailable = (model: string): GatewayError =>
 
 function noCapacity(ctx: GatewayContext, model: string, need: bigint): GatewayError {
   const routable = ctx.projections.pool.routableOf(model);
+  // Every escrow of the model reached the nonce routing stop (or was stopped there): a nonce limit, not a balance one.
+  const ofModel = [...ctx.projections.pool.contexts()].filter(([, e]) => e.context.model === model && e.state !== 'removed' && e.state !== 'settled');
+  const atStop = ofModel.filter(([, e]) => e.state === 'routingStopped' || (e.state === 'active' && e.context.nonce + 1 >= e.context.routingStop));
+  if (ofModel.length > 0 && atStop.length === ofModel.length && routable.every((r) => atStop.some(([id]) => id === r.escrowId))) {
+    const stop = atStop[0]![1].context.routingStop;
+    return refuse.unavailable(
+      `Every escrow of model '${model}' reached the nonce routing stop (${stop}, below the chain's max_nonce): no new request can be signed on them. Create and register a new escrow (POST /v1/admin/escrows), or enable escrow rotation so the gateway replaces them.`,
+      NO_CAPACITY_RETRY_S,
+      'escrow_nonce_limit',
+    );
+  }
   if (routable.length === 0) {
     return refuse.unavailable(`No active escrow serves model '${model}' right now; an operator must create and register one.`, NO_CAPACITY_RETRY_S, 'no_active_escrow');
   }

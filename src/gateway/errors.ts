@@ -12,6 +12,8 @@ export type RefusalKind =
   | 'invalid'
   /** The caller's key may not do this. */
   | 'unauthorized'
+  /** Understood and authenticated, but the rule forbids this actor (a creator not on the chain's allowlist). */
+  | 'forbidden'
   | 'not_found'
   /** The state of an escrow or of the gateway does not allow it now. */
   | 'conflict'

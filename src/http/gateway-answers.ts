@@ -9,6 +9,7 @@ import { ApiError, type ErrorType } from './api-error.js';
 const ANSWER: Record<RefusalKind, { status: number; type?: ErrorType }> = {
   invalid: { status: 400 },
   unauthorized: { status: 401 },
+  forbidden: { status: 403, type: 'invalid_request_error' },
   not_found: { status: 404 },
   conflict: { status: 409 },
   // A chain rule said no: the request was understood and cannot be done (WebDAV's "unprocessable").

@@ -95,7 +95,8 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
     let rpc = config.chain.rpc;
     let rest = config.chain.chainRest ?? config.chain.chainApi;
     let nodeBase = config.chain.nodeBase;
-    if (!rpc) {
+    // No chain endpoint: the embedded devnet (the CLI only gets here with `serve --devnet`).
+    if (!rest) {
       devnet = await startDevnet({
         env: config.env,
         chainId: config.chain.chainId,
@@ -114,7 +115,10 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
       nodeBaseUrl: nodeBase ?? rest,
       txQueryRestUrl: config.chain.txQueryRest,
       chainId: config.chain.chainId,
+      publicApiUrl: devnet ? devnet.url : config.compatibility.publicApi,
       gasLimit: config.chain.txGasLimit,
+      feeAmount: config.chain.txFeeAmount,
+      feeDenom: config.chain.txFeeDenom,
     });
     chain = ownedClient;
   }

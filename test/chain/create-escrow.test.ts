@@ -30,17 +30,25 @@ describe('create escrow through the client against a devnet', () => {
     const outcome = await client.broadcast(await client.prepareCreateEscrow(outsider.privateKeyHex, MIN_AMOUNT, MODEL));
     expect(outcome.code).not.toBe(0);
     expect(outcome.codespace).toBe('inference');
-    expect(outcome.rawLog).toContain('not allowlisted');
+    expect(outcome.code).toBe(1173);
+    expect(outcome.rawLog).toContain('address is not allowed to create devshard escrows for devshards');
     expect(client.errorOf(outcome).kind).toBe('not_allowlisted');
     expect(await client.balance(outsider.address)).toBe(before - client.feeAmount);
     await expect(client.createEscrow(outsider.privateKeyHex, MIN_AMOUNT, MODEL)).rejects.toMatchObject({ kind: 'not_allowlisted' });
   });
 
-  it('refuses a deposit below min_amount', async () => {
+  it('refuses a deposit below min_amount with the keeper\'s plain text (codespace undefined, code 1)', async () => {
     await expect(client.createEscrow(CREATOR_KEYS[0]!, MIN_AMOUNT - 1n, MODEL)).rejects.toMatchObject({
-      kind: 'below_min_amount',
-      detail: { codespace: 'inference' },
+      kind: 'amount_out_of_range',
+      detail: { codespace: 'undefined', code: 1, rawLog: expect.stringContaining(`escrow amount ${MIN_AMOUNT - 1n} out of range [${MIN_AMOUNT}, 18446744073709551615]`) },
     });
+  });
+
+  it('takes deposits across the uint64 range (3,000,000,000 and 2^33 + 7 arrive intact)', async () => {
+    for (const amount of [3_000_000_000n, 2n ** 33n + 7n]) {
+      const { escrow } = await client.createEscrow(CREATOR_KEYS[0]!, amount, MODEL);
+      expect(escrow.amount).toBe(amount);
+    }
   });
 
   it('refuses a deposit larger than the creator holds', async () => {

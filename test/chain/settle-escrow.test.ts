@@ -25,11 +25,13 @@ describe('settle escrow through the client against a devnet', () => {
 
     const result = await client.settleEscrow(key, signedSettlement(id, devnet.hosts, { costs, fees }));
 
+    // As the keeper pays: each slot gets its cost plus fees / 3, the first fees % 3 slots one more
+    // coin; total_payout includes the fee shares, and the remainder goes back to the creator.
     const refund = AMOUNT - 350_000n - fees;
     expect(result.refund).toBe(refund);
     expect(await client.balance(creator)).toBe(creatorBefore + refund - client.feeAmount);
     const hostsAfter = await Promise.all(devnet.hosts.map((h) => client.balance(h.address)));
-    expect(hostsAfter.map((b, i) => b - hostsBefore[i]!)).toEqual(costs);
+    expect(hostsAfter.map((b, i) => b - hostsBefore[i]!)).toEqual([101_667n, 251_667n, 1_666n]);
     expect((await client.escrow(id))?.settled).toBe(true);
   });
 
@@ -52,8 +54,10 @@ describe('settle escrow through the client against a devnet', () => {
     await expect(client.settleEscrow(CREATOR_KEYS[1]!, signedSettlement(id, devnet.hosts))).rejects.toMatchObject({
       kind: 'wrong_settler',
     });
+    // Not on the allowlist: the registered refusal (inference/1173) comes first, for settle as for create.
     await expect(client.settleEscrow(devnet.notAllowlisted.privateKeyHex, signedSettlement(id, devnet.hosts))).rejects.toMatchObject({
-      kind: 'wrong_settler',
+      kind: 'not_allowlisted',
+      detail: { codespace: 'inference', code: 1173 },
     });
   });
 
@@ -85,5 +89,41 @@ describe('settle escrow through the client against a devnet', () => {
     devnet.chain.jumpTo(nextBoundaryHeight + 600);
     await expect(client.settleEscrow(key, signedSettlement(tooLate, devnet.hosts))).rejects.toMatchObject({ kind: 'wrong_epoch' });
     expect((await client.escrow(tooLate))?.settled).toBe(false);
+  });
+});
+
+describe('pruning (DEVNET_PRUNE_UNSETTLED): what not settling costs', () => {
+  let devnet: Devnet;
+  let client: CosmosChainClient;
+  const key = CREATOR_KEYS[0]!;
+  beforeAll(async () => ({ devnet, client } = await startDevnetAndClient({ epochBlocks: 100, pocBlocks: 10, autoBlocks: false, pruneUnsettled: true })));
+  afterAll(() => stopDevnetAndClient({ devnet, client }));
+
+  it('an escrow settled in the next epoch is paid out normally; one left unsettled is pruned two epochs later and its whole deposit goes to the hosts', async () => {
+    const amount = 3_000_000_000n;
+    const created = async () => {
+      const p = client.createEscrow(key, amount, MODEL);
+      await new Promise((r) => setTimeout(r, 30));
+      devnet.chain.advance();
+      return (await p).escrowId;
+    };
+    const settled = await created();
+    const unsettled = await created();
+    const { nextBoundaryHeight } = await client.epoch();
+    devnet.chain.jumpTo(nextBoundaryHeight + 1);
+    const settling = client.settleEscrow(key, signedSettlement(settled, devnet.hosts));
+    await new Promise((r) => setTimeout(r, 30));
+    devnet.chain.advance();
+    expect((await settling).refund).toBe(amount); // no cost served: everything back
+
+    const creator = await client.addressOf(key);
+    const creatorBefore = await client.balance(creator);
+    const hostsBefore = await Promise.all(devnet.hosts.map((h) => client.balance(h.address)));
+    devnet.chain.jumpTo(nextBoundaryHeight + 100); // epoch of the escrows + 2
+    expect(await client.escrow(unsettled)).toBeNull();
+    const hostsAfter = await Promise.all(devnet.hosts.map((h) => client.balance(h.address)));
+    // Split equally per unique slot address: 3 hosts, 1,000,000,000 each; the creator gets nothing back.
+    expect(hostsAfter.map((b, i) => b - hostsBefore[i]!)).toEqual([1_000_000_000n, 1_000_000_000n, 1_000_000_000n]);
+    expect(await client.balance(creator)).toBe(creatorBefore);
   });
 });

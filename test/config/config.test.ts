@@ -13,7 +13,9 @@ describe('loadConfig', () => {
     const c = loadConfig({ env: pool, cwd: '/srv/gw' });
     expect(c.server).toMatchObject({ host: '127.0.0.1', port: 8080, storageDir: '/srv/gw/.devshardctl', instanceName: 'devshardctl-multi' });
     expect(c.limits).toMatchObject({ maxConcurrentRequests: 512, maxInputTokensInFlight: 0, defaultMaxTokens: 3072, maxTokensCap: 4096 });
-    expect(c.chain.txGasLimit).toBe(700000);
+    expect(c.chain.txGasLimit).toBe(500000);
+    expect(c.chain.txFeeAmount).toBe(1_000_000n);
+    expect(c.chain.txFeeDenom).toBe('ngonka');
     expect(c.chain.rpc).toBeUndefined();
     expect(c.behaviour).toMatchObject({ rotationIntervalMs: 15000, balanceCheckIntervalMs: 30000 });
     expect(c.compatibility).toMatchObject({ pocRequestMode: 'relaxed', capacityAwareLimits: true });
@@ -29,7 +31,7 @@ describe('loadConfig', () => {
     expect(c.server.port).toBe(9000);
     expect(c.server.host).toBe('0.0.0.0');
     expect(c.chain).toMatchObject({ rpc: 'http://n:26657/', chainRest: 'http://n:1317' });
-    // Unset: txs are looked up through the RPC (tx_search), not a REST address.
+    // Unset: txs are looked up at the chain REST address only.
     expect(c.chain.txQueryRest).toBeUndefined();
     expect(c.compatibility).toMatchObject({ capacityAwareLimits: false, publicApi: 'http://n:8000' });
     // Accepted, but the operator is told it changes nothing.

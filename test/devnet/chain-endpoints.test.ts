@@ -32,10 +32,15 @@ describe('devnet endpoints an operator reads', () => {
     const params = await client.params();
     expect(params).toEqual({
       minAmount: 1_000_000_000n,
+      maxAmount: 2n ** 64n - 1n,
       maxEscrowsPerEpoch: 500_000,
+      groupSize: 3,
       maxNonce: 1_000_000,
       allowedCreatorAddresses: await Promise.all(CREATOR_KEYS.map((k) => client.addressOf(k))),
       tokenPrice: 1000n,
+      approvedVersions: ['v1', 'v2'],
+      createDevshardFee: 10_000n,
+      feePerNonce: 1_000n,
     });
     expect(params.allowedCreatorAddresses).not.toContain(devnet.notAllowlisted.address);
     expect(await client.models()).toEqual([MODEL]);
@@ -67,6 +72,18 @@ describe('devnet endpoints an operator reads', () => {
       })).json();
     expect(await send()).toMatchObject({ result: { code: 0, hash: prepared.txHash } });
     expect(await send()).toMatchObject({ error: { code: -32603, data: 'tx already exists in cache' } });
+  });
+
+  it('answers a duplicate REST broadcast with the SDK\'s mempool-cache code', async () => {
+    const prepared = await client.prepareCreateEscrow(CREATOR_KEYS[0]!, 1_000_000_000n, MODEL);
+    const send = async () =>
+      (await fetch(`${devnet.url}/cosmos/tx/v1beta1/txs`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ tx_bytes: prepared.txBytes, mode: 'BROADCAST_MODE_SYNC' }),
+      })).json();
+    expect(await send()).toMatchObject({ tx_response: { code: 0, txhash: prepared.txHash } });
+    expect(await send()).toMatchObject({ tx_response: { code: 19, codespace: 'sdk', txhash: prepared.txHash } });
   });
 });
 

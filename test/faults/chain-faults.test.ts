@@ -173,14 +173,28 @@ describe('chain faults', () => {
     expect(settleTxsOnChain(gw.devnet, id)).toBe(1);
   });
 
-  it('chain error codes are recorded and answered as 422 with the chain reason', async () => {
+  it('pre-checkable refusals are answered before any tx (4xx); a chain refusal is recorded and answered as 422 with the chain reason', async () => {
     const creates = createTxsOnChain(gw.devnet);
-    const poor = await gw.call('/v1/admin/escrows', { body: createBody('999999999999999999999') });
-    expect(poor.status).toBe(422);
+    const intentsBefore = intentStreams().size;
+    const poor = await gw.call('/v1/admin/escrows', { body: createBody('18000000000000000000') });
+    expect(poor.status).toBe(400);
     expect(poor.json.error.code).toBe('insufficient_funds');
     const stranger = await gw.call('/v1/admin/escrows', { body: { ...createBody(), private_key: gw.devnet.notAllowlisted.privateKeyHex } });
-    expect(stranger.status, stranger.text).toBe(422);
+    expect(stranger.status, stranger.text).toBe(403);
     expect(stranger.json.error.code).toBe('not_allowlisted');
+    expect(intentStreams().size).toBe(intentsBefore);
+    // The per-epoch limit has no count to pre-check: the chain refuses it, and the refusal is recorded.
+    const p = gw.devnet.chain.state.params;
+    const limit = p.maxEscrowsPerEpoch;
+    p.maxEscrowsPerEpoch = gw.devnet.chain.state.escrowsPerEpoch[gw.devnet.chain.epoch().epochIndex] ?? 0;
+    try {
+      const full = await gw.call('/v1/admin/escrows', { body: createBody() });
+      expect(full.status, full.text).toBe(422);
+      expect(full.json.error.code).toBe('epoch_limit');
+      expect(full.json.error.message).toMatch(/epoch \d+ already has \d+ escrows \(max \d+\)/);
+    } finally {
+      p.maxEscrowsPerEpoch = limit;
+    }
     expect(createTxsOnChain(gw.devnet)).toBe(creates);
     const failed = [...intentStreams().values()].filter((t) => t.at(-1) === 'EscrowCreateFailed');
     expect(failed.length).toBeGreaterThanOrEqual(1);

@@ -66,7 +66,7 @@ export class ServeProcess {
   /** Starts `serve` with exactly `env` (plus PATH) and waits until `statusUrl` answers 200. */
   async start(env: Record<string, string>, statusUrl: string, timeoutMs = 20_000): Promise<void> {
     this.stderr = '';
-    const child = spawn(process.execPath, [ensureBuilt('dist/src/cli/main.js'), 'serve'], { cwd: this.cwd, env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(process.execPath, [ensureBuilt('dist/src/cli/main.js'), 'serve', '--devnet'], { cwd: this.cwd, env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
     this.child = child;
     child.stderr!.on('data', (d) => (this.stderr = (this.stderr + String(d)).slice(-20_000)));
     const deadline = Date.now() + timeoutMs;

@@ -197,7 +197,7 @@ describe('hot swap: export from a temporary gateway, import into the main one (o
     expect(s.status, s.text).toBe(200);
     expect(s.json).toMatchObject({ status: 'settled', settled: true, refund: (AMOUNT - spent).toString() });
     expect(devnet.chain.state.escrows[escrowId]!.settled).toBe(true);
-    expect((await balanceOf(devnet, creator)) - before).toBe(AMOUNT - spent - BigInt(b.ctx.config.chain.txGasLimit));
+    expect((await balanceOf(devnet, creator)) - before).toBe(AMOUNT - spent - b.ctx.config.chain.txFeeAmount);
     expect(await verifyLog(eventsFile(b.storageDir))).toMatchObject({ ok: true });
   });
 });

@@ -52,7 +52,7 @@ describe('operator procedure', () => {
     expect(r.json.active_requests).toBe(0);
   });
 
-  it('6a. a creator not on the allowlist: 4xx naming the chain reason, EscrowCreateFailed recorded', async () => {
+  it('6a. a creator not on the allowlist: 403 naming the rule and the remedy, no tx sent, no fee spent', async () => {
     const bad = gw.devnet!.notAllowlisted;
     const before = await balanceOf(gw, bad.address);
     const r = await gw.call('/v1/admin/escrows', { body: { amount: AMOUNT.toString(), model_id: MODEL, private_key: bad.privateKeyHex, chain_id: 'shardgate-devnet', register: true } });
@@ -61,12 +61,12 @@ describe('operator procedure', () => {
     expect(r.json.error.code).toBe('not_allowlisted');
     expect(r.json.error.message).toMatch(/allowlist/i);
     expect(r.text).not.toContain(bad.privateKeyHex);
-    const failed = eventsOfType(gw, 'EscrowCreateFailed');
-    expect(failed).toHaveLength(1);
-    expect((failed[0]!.data as { error: { kind: string } }).error.kind).toBe('not_allowlisted');
-    // Nothing registered, no deposit locked (at most the gas of the failed tx).
+    expect(r.status).toBe(403);
+    // Refused by the pre-check: no intent, nothing registered, not even the fee spent.
+    expect(eventsOfType(gw, 'EscrowCreateRequested')).toHaveLength(0);
+    expect(eventsOfType(gw, 'EscrowCreateFailed')).toHaveLength(0);
     expect((await gw.call('/v1/admin/devshards')).json.data).toEqual([]);
-    expect(before - (await balanceOf(gw, bad.address))).toBeLessThan(AMOUNT);
+    expect(await balanceOf(gw, bad.address)).toBe(before);
   });
 
   it('6b. create and register an escrow: the answer names it, the chain has it', async () => {
@@ -161,7 +161,7 @@ describe('operator procedure', () => {
     expect(refund).toBe(AMOUNT - spent);
     expect((await chainEscrow(gw, a)).settled).toBe(true);
     // The unused deposit is back with the creator, minus the settle tx's gas fee.
-    const gasFee = BigInt(gw.ctx.config.chain.txGasLimit);
+    const gasFee = gw.ctx.config.chain.txFeeAmount;
     expect((await balanceOf(gw, creator)) - before).toBe(refund - gasFee);
     // The record names the env var, never the key.
     const requested = eventsOfType(gw, 'EscrowSettleRequested');

@@ -76,7 +76,11 @@ describe('nonce routing stop (19,800) through the real stack', () => {
     // Nothing routable is left for the model: a clear 503, no nonce past the stop.
     const refused = await chat();
     expect(refused.status).toBe(503);
-    expect(JSON.parse(refused.body).error.message).toMatch(/escrow/i);
+    const error = JSON.parse(refused.body).error;
+    // The 503 names the nonce limit and the remedy, not a balance problem.
+    expect(error.code).toBe('escrow_nonce_limit');
+    expect(error.message).toContain(`nonce routing stop (${ROUTING_STOP_NONCE}`);
+    expect(error.message).toMatch(/Create and register a new escrow.*enable escrow rotation/);
     expect(gw.ctx.engine.escrow(first)?.context.nonce).toBe(last);
 
     // Another escrow of the model serves on from nonce 1.

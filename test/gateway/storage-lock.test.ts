@@ -51,7 +51,7 @@ describe('storage lock', () => {
     try {
       expect(existsSync(join(storage, 'gateway.lock'))).toBe(true);
       const env = { PATH: process.env.PATH ?? '', ...testGatewayEnv(keys, storage) };
-      const second = await run(process.execPath, [ensureBuilt('dist/src/cli/main.js'), 'serve'], { cwd: repoRoot, env }).then(
+      const second = await run(process.execPath, [ensureBuilt('dist/src/cli/main.js'), 'serve', '--devnet'], { cwd: repoRoot, env }).then(
         () => ({ code: 0, stderr: '' }),
         (e: { code: number; stderr: string }) => ({ code: e.code, stderr: e.stderr }),
       );

@@ -187,9 +187,10 @@ describe('validation through HTTP', () => {
       expect(err.message).toContain('shardgate-devnet');
     });
 
-    it('amount must be >= the chain\'s min_amount', async () => {
+    it('amount must be within the chain\'s [min_amount, max_amount]', async () => {
       const err = expectOpenAiError(await create({ ...good(), amount: 1000 }), 400, 'amount');
       expect(err.message).toContain('min_amount');
+      expect(err.message).toContain('escrow amount 1000 out of range');
       expectOpenAiError(await create({ ...good(), amount: 0 }), 400, 'amount');
       expectOpenAiError(await create({ ...good(), amount: '-5' }), 400, 'amount');
       expectOpenAiError(await create({ ...good(), amount: 1.5 }), 400, 'amount');

@@ -95,7 +95,7 @@ describe('depletion replacement settle retries on a devnet with faults', () => {
     expect(await depletionRetries(g)).toEqual([]);
     const text = explainText(g);
     expect(text).toContain(`escrow ${old} settled on chain at height ${(settled.data as { height: number }).height} after 3 failed settle attempt(s)`);
-    expect(text).toContain(`settle of escrow ${old} attempt 1: no answer from the chain (unreachable: chain RPC call failed`);
+    expect(text).toContain(`settle of escrow ${old} attempt 1: no answer from the chain (unreachable: chain REST answered 503`);
     expect(text).toContain('transient, settled on a later attempt');
 
     // Replay: the rotation stream folds to the live state; the projections checkpoint equals a rebuild.

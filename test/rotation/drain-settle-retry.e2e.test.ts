@@ -18,7 +18,7 @@ import { SETTLE_RETRY_MAX_BLOCKS } from '../../src/gateway/rotation/settle-retry
 import { foldEscrow } from '../../src/machines/index.js';
 import { settleTxsOnChain, streamTypes } from '../faults/helpers.js';
 import { createEscrowViaApi } from '../helpers/gateway.js';
-import { depletionTickAboveDeposit, disposeFaultyGateway, enableRotation, expectBackoff, expectCheckpointVerified, expectNeverSent, expectRefusedOnce, explainText, marked, MODEL, ofType, settleRequests, startRotationGateway, tickFor, tickUntilSettled, useCreatorSequence, waitFor, type RotationGateway } from './helpers.js';
+import { depletionTickAboveDeposit, disposeFaultyGateway, enableRotation, expectBackoff, expectCheckpointVerified, expectNeverSent, expectRefusedOnce, explainText, marked, MODEL, ofType, settleRequests, startRotationGateway, tickFor, tickUntilSettled, staleOnResend, waitFor, type RotationGateway } from './helpers.js';
 
 /** Long epochs: the escrow's settle window (its epoch and the next) must outlast the retries. */
 const EPOCH = 200;
@@ -109,7 +109,7 @@ describe('drained settle retries on a devnet with faults', () => {
       expect(await view(g, id)).toMatchObject({
         state: 'settleDeferred',
         in_flight: 0,
-        last_error: expect.stringContaining('chain RPC call failed'),
+        last_error: expect.stringContaining('chain REST answered 503'),
         settle_retry: { failed_attempts: 3, retry_at_height: settleFailures(g, id)[2]!.data.retryAtHeight },
       });
     } finally {
@@ -231,7 +231,7 @@ describe('drained settle retries on a devnet with faults', () => {
     } finally {
       g.devnet!.chain.faults.rpcDown = false;
     }
-    await useCreatorSequence(g);
+    staleOnResend(g);
     const [lost] = settleRequests(g, id);
     return { g, id, lost: lost!.data };
   }

@@ -17,7 +17,7 @@ import { SETTLE_RETRY_MAX_BLOCKS } from '../../src/gateway/rotation/settle-retry
 import { foldEscrow, foldRotation, settleRetriesOf, stateName } from '../../src/machines/index.js';
 import { settleTxsOnChain } from '../faults/helpers.js';
 import { createEscrowViaApi } from '../helpers/gateway.js';
-import { depletionTickAboveDeposit, disposeFaultyGateway, depletionSettleFailures, enableRotation, expectBackoff, expectCheckpointVerified, marked, MODEL, ofType, settleRequests, startRotationGateway, tickFor, tickUntilSettled, useCreatorSequence, type RotationGateway } from './helpers.js';
+import { depletionTickAboveDeposit, disposeFaultyGateway, depletionSettleFailures, enableRotation, expectBackoff, expectCheckpointVerified, marked, MODEL, ofType, settleRequests, startRotationGateway, tickFor, tickUntilSettled, staleOnResend, type RotationGateway } from './helpers.js';
 
 const EPOCH = 200;
 
@@ -54,7 +54,7 @@ describe("a depletion replacement's direct settle of unknown outcome, refused wh
     const [lost] = settleRequests(g, id);
     // The intent names the depletion check's attempt (and the replacement's reason) for the reconciler.
     expect(lost!.data).toMatchObject({ origin: 'depletion', retriedBy: 'depletion', reason: 'depleted', attempt: 1, height: expect.any(Number) });
-    await useCreatorSequence(g);
+    staleOnResend(g);
     return { g, id, lost: lost!.data };
   }
 
@@ -142,7 +142,7 @@ describe("a rotation's direct settle of unknown outcome, refused when the reconc
     expect(stage()).toBe('waitingPoc');
     const [lost] = settleRequests(g, first);
     expect(lost!.data).toMatchObject({ origin: 'rotation', retriedBy: 'rotation', attempt: 1 });
-    await useCreatorSequence(g);
+    staleOnResend(g);
 
     expect(await reconcileIntents(g.ctx)).toMatchObject({ settles: [{ escrowId: first, result: 'failed' }] });
     const failures = ofType(g, 'RotationFailed').filter((e) => e.data.step === 'settle' && e.data.escrowId === first);

@@ -84,7 +84,7 @@ describe('rotation settle retries on a devnet with faults', () => {
     expect((settled.data as { height: number }).height).toBeGreaterThan(failures[2]!.retryAtHeight!);
     expect(marked(g, 'escrow_rotation_settle_retry_scheduled', first).map((l) => l.attempt)).toEqual([1, 2, 3]);
     expect(marked(g, 'escrow_rotation_settled', first)).toEqual([expect.objectContaining({ attempt: 4, status: 'settled' })]);
-    expect(explainText(g)).toContain(`step settle of escrow ${first} attempt 3 (regular): no answer from the chain (unreachable: chain RPC call failed`);
+    expect(explainText(g)).toContain(`step settle of escrow ${first} attempt 3 (regular): no answer from the chain (unreachable: chain REST answered 503`);
     expect(explainText(g)).toContain('transient, settled on a later attempt');
 
     // Replay: the rotation stream folds to the live state; the projections checkpoint equals a rebuild.

@@ -11,9 +11,9 @@ const files = (dir: string): string[] =>
 
 describe('generated wire code', () => {
   it.each([
-    ['protocol', 'devshard'],
-    ['chain', 'inference'],
-  ])('src/%s/gen matches proto/ (%s)', (room, protoDir) => {
+    ['protocol', ['devshard']],
+    ['chain', ['inference', 'cosmos']],
+  ])('src/%s/gen matches proto/ (%s)', (room, protoDirs) => {
     const out = mkdtempSync(join(tmpdir(), 'gen-'));
     try {
       const template = JSON.stringify({
@@ -22,7 +22,7 @@ describe('generated wire code', () => {
       });
       const tpl = join(out, 'buf.gen.json');
       writeFileSync(tpl, template);
-      execFileSync(join(root, 'node_modules', '.bin', 'buf'), ['generate', '--template', tpl, '--path', protoDir], {
+      execFileSync(join(root, 'node_modules', '.bin', 'buf'), ['generate', '--template', tpl, ...protoDirs.flatMap((d) => ['--path', d])], {
         cwd: join(root, 'proto'),
         stdio: 'pipe',
       });

@@ -12,6 +12,7 @@ interface ServeOptions {
   envFile?: string;
   port?: string;
   storage?: string;
+  devnet?: boolean;
 }
 
 /**
@@ -24,7 +25,8 @@ export async function runServe(opts: ServeOptions): Promise<void> {
   if (opts.port !== undefined) env.DEVSHARD_PORT = opts.port;
   if (opts.storage !== undefined) env.DEVSHARD_STORAGE_DIR = opts.storage;
   let envFile = opts.envFile;
-  const embedded = !env.NODE_RPC;
+  // The devnet is an explicit choice (`serve --devnet`, as `npm start` runs it), never a fallback.
+  const embedded = opts.devnet === true;
   if (!envFile && existsSync(DEFAULT_ENV_FILE)) envFile = DEFAULT_ENV_FILE;
   if (!envFile && embedded && !env.DEVSHARD_ADMIN_API_KEY) {
     // Only init's first line: serve prints its own how-to-call below.
@@ -44,6 +46,21 @@ export async function runServe(opts: ServeOptions): Promise<void> {
       process.exit(2);
     }
     throw err;
+  }
+  const endpoint = config.chain.chainRest ?? config.chain.chainApi;
+  if (!embedded && !endpoint) {
+    process.stderr.write(
+      'shardgate: no chain endpoint configured\n' +
+        'Set the chain REST address: DEVSHARD_CHAIN_REST or NODE_CHAIN_API (e.g. http://node:1317), and usually\n' +
+        'DEVSHARD_PUBLIC_API or NODE_BASE (the public API: /v1/epochs/latest, /v1/governance/models) and\n' +
+        'DEVSHARD_TX_QUERY_REST (where txs are looked up by hash). NODE_RPC is accepted but not needed.\n' +
+        'To try shardgate against the embedded simulated chain instead: `shardgate serve --devnet` (what `npm start` runs).\n',
+    );
+    process.exit(2);
+  }
+  if (embedded && endpoint) {
+    process.stderr.write('shardgate: --devnet and a chain endpoint (DEVSHARD_CHAIN_REST / NODE_CHAIN_API) were both given; choose one\n');
+    process.exit(2);
   }
   for (const w of config.warnings) process.stderr.write(`warning: ${w}\n`);
   tuneV8ForServing();
@@ -70,7 +87,7 @@ export async function runServe(opts: ServeOptions): Promise<void> {
   const say = (s: string) => process.stderr.write(`${s}\n`);
   say('');
   say(`shardgate is listening on ${gw.url}  (state: ${config.server.storageDir})`);
-  if (gw.devnet) say(`embedded devnet (chain ${gw.devnet.chainId}) at ${gw.devnet.url}  — NODE_RPC unset`);
+  if (gw.devnet) say(`embedded devnet (chain ${gw.devnet.chainId}) at ${gw.devnet.url}  — serve --devnet`);
   say(`keys: ${keyFile} (mode 600; never printed)`);
   say('');
   say('Try it:');
@@ -100,7 +117,8 @@ export async function runServe(opts: ServeOptions): Promise<void> {
 export function registerServe(program: Command): void {
   program
     .command('serve')
-    .description('run the gateway (embedded devnet when NODE_RPC is unset)')
+    .description('run the gateway against the chain at DEVSHARD_CHAIN_REST / NODE_CHAIN_API (or the embedded devnet with --devnet)')
+    .option('--devnet', 'run against the embedded devnet (simulated chain and hosts, in-process)')
     .option('--env-file <file>', `config file (default ./${DEFAULT_ENV_FILE} when present; the environment overrides it)`)
     .option('--port <port>', 'listen port (DEVSHARD_PORT)')
     .option('--storage <dir>', 'state directory (DEVSHARD_STORAGE_DIR)')

@@ -1,15 +1,18 @@
 /**
- * The ante handler: what a Cosmos node checks before running a tx's messages. Decodes the real
- * signed TxRaw, verifies the secp256k1 signature over the SIGN_MODE_DIRECT SignDoc (account number,
- * chain id), the sequence (SDK code 32 on mismatch) and that the fee is payable in ngonka.
- * Used twice, as a node does: at broadcast (CheckTx, against the mempool's view of sequences) and
- * when the block runs the tx (DeliverTx).
+ * The ante handler: what a Cosmos SDK v0.53 node checks before running a tx's messages. Decodes the
+ * signed TxRaw (proto/cosmos, strict as Go), verifies the secp256k1 signature over the
+ * SIGN_MODE_DIRECT SignDoc (account number, chain id), and then either
+ * - an **ordered** tx: its sequence (SDK code 32 on mismatch), or
+ * - an **unordered** tx (ADR 070, TxBody.unordered): timeout_timestamp set, not passed, at most
+ *   MAX_UNORDERED_TTL_MS ahead, and the pair (signer, timeout_timestamp) not used while unexpired
+ *   (the SDK's texts, x/auth/ante sigverify.go; SDK code 18 invalid request);
+ * and that the fee is payable in ngonka. Used twice, as a node does: at broadcast (CheckTx, against
+ * the mempool's view) and when the block runs the tx (DeliverTx).
  */
 import { Secp256k1, Secp256k1Signature, sha256 } from '@cosmjs/crypto';
 import { toBase64 } from '@cosmjs/encoding';
-import { decodeTxRaw, makeSignBytes, makeSignDoc, type DecodedTxRaw } from '@cosmjs/proto-signing';
-import { PubKey } from 'cosmjs-types/cosmos/crypto/secp256k1/keys';
-import { TxRaw } from 'cosmjs-types/cosmos/tx/v1beta1/tx';
+import { timestampMs } from '@bufbuild/protobuf/wkt';
+import { decodeTx, secp256k1KeyOf, signDocBytes, SECP256K1_PUBKEY_TYPE_URL, type DecodedTx } from '../../chain/tx.js';
 import { SDK_CODES } from '../../chain/devshard-errors.js';
 import { addressOfPubKey, DENOM } from '../../chain/keys.js';
 import {
@@ -24,10 +27,15 @@ export type DevnetMsg =
   | { typeUrl: '/inference.inference.MsgCreateDevshardEscrow'; value: MsgCreateDevshardEscrow }
   | { typeUrl: '/inference.inference.MsgSettleDevshardEscrow'; value: MsgSettleDevshardEscrow };
 
+/** The SDK's default max TTL of an unordered tx (DefaultMaxTimeoutDuration, 10 minutes). */
+export const MAX_UNORDERED_TTL_MS = 10 * 60_000;
+
 export interface CheckedTx {
   signer: string;
   pubKey: Uint8Array;
   sequence: number;
+  /** Unordered: the replay key `signer/timeout-ms` and the timeout (ms); ordered: undefined. */
+  unordered?: { key: string; timeoutMs: number };
   fee: bigint;
   gasLimit: bigint;
   msgs: DevnetMsg[];
@@ -41,7 +49,7 @@ export interface TxFailure {
 
 const fail = (code: number, log: string, codespace = 'sdk'): TxFailure => ({ code, codespace, log });
 
-function decodeMsgs(tx: DecodedTxRaw): DevnetMsg[] | TxFailure {
+function decodeMsgs(tx: DecodedTx): DevnetMsg[] | TxFailure {
   const msgs: DevnetMsg[] = [];
   for (const any of tx.body.messages) {
     try {
@@ -68,20 +76,19 @@ function decodeMsgs(tx: DecodedTxRaw): DevnetMsg[] | TxFailure {
 const signerOf = (msg: DevnetMsg): string =>
   msg.typeUrl === MsgCreateDevshardEscrowType.typeUrl ? msg.value.creator : msg.value.settler;
 
-/**
- * @param expectedSequence the sequence the tx must carry (mempool view at CheckTx, committed at
- *   DeliverTx); the account's own sequence when undefined.
- */
-export function checkTx(
-  state: ChainState,
-  txBytes: Uint8Array,
-  expectedSequence?: (account: AccountState) => number,
-): CheckedTx | TxFailure {
-  let raw: TxRaw;
-  let tx: DecodedTxRaw;
+export interface AnteView {
+  /** The sequence an ordered tx must carry (mempool view at CheckTx, committed at DeliverTx). */
+  expectedSequence?: (account: AccountState) => number;
+  /** Time the checks run at (ms): the block's time. */
+  blockTimeMs: number;
+  /** Whether an unordered replay key is taken (committed, or pending in the mempool at CheckTx). */
+  usedUnordered: (key: string) => boolean;
+}
+
+export function checkTx(state: ChainState, txBytes: Uint8Array, view: AnteView): CheckedTx | TxFailure {
+  let tx: DecodedTx;
   try {
-    raw = TxRaw.decode(txBytes);
-    tx = decodeTxRaw(txBytes);
+    tx = decodeTx(txBytes);
   } catch (e) {
     return fail(SDK_CODES.txDecode, `${(e as Error).message}: tx parse error`);
   }
@@ -92,10 +99,15 @@ export function checkTx(
   if (tx.authInfo.signerInfos.length !== 1 || tx.signatures.length !== 1 || !signerInfo?.publicKey) {
     return fail(SDK_CODES.unauthorized, 'devnet accepts exactly one signer with a public key: unauthorized');
   }
-  if (signerInfo.publicKey.typeUrl !== '/cosmos.crypto.secp256k1.PubKey') {
+  if (signerInfo.publicKey.typeUrl !== SECP256K1_PUBKEY_TYPE_URL) {
     return fail(SDK_CODES.invalidPubKey, `unsupported public key type ${signerInfo.publicKey.typeUrl}: invalid pubkey`);
   }
-  const pubKey = PubKey.decode(signerInfo.publicKey.value).key;
+  let pubKey: Uint8Array;
+  try {
+    pubKey = secp256k1KeyOf(signerInfo.publicKey)!;
+  } catch (e) {
+    return fail(SDK_CODES.txDecode, `${(e as Error).message}: tx parse error`);
+  }
   if (pubKey.length !== 33) return fail(SDK_CODES.invalidPubKey, 'public key must be 33 bytes: invalid pubkey');
   const signer = addressOfPubKey(pubKey);
   for (const msg of msgs) {
@@ -111,15 +123,35 @@ export function checkTx(
   }
 
   const sequence = Number(signerInfo.sequence);
-  const expected = expectedSequence ? expectedSequence(account) : account.sequence;
-  if (sequence !== expected) {
-    return fail(
-      SDK_CODES.wrongSequence,
-      `account sequence mismatch, expected ${expected}, got ${sequence}: incorrect account sequence`,
-    );
+  let unordered: CheckedTx['unordered'];
+  if (tx.body.unordered) {
+    const ts = tx.body.timeoutTimestamp;
+    if (!ts || ts.seconds === 0n) {
+      return fail(SDK_CODES.invalidRequest, 'unordered transaction must have timeout_timestamp set: invalid request');
+    }
+    const timeoutMs = timestampMs(ts);
+    if (timeoutMs < view.blockTimeMs) {
+      return fail(SDK_CODES.invalidRequest, 'unordered transaction has a timeout_timestamp that has already passed: invalid request');
+    }
+    if (timeoutMs > view.blockTimeMs + MAX_UNORDERED_TTL_MS) {
+      return fail(SDK_CODES.invalidRequest, 'unordered tx ttl exceeds 10m0s: invalid request');
+    }
+    const key = `${signer}/${ts.seconds}.${String(ts.nanos).padStart(9, '0')}`;
+    if (view.usedUnordered(key)) {
+      return fail(SDK_CODES.invalidRequest, `failed to add unordered nonce: already used timeout (${timeoutMs}) for ${signer}: invalid request`);
+    }
+    unordered = { key, timeoutMs };
+  } else {
+    const expected = view.expectedSequence ? view.expectedSequence(account) : account.sequence;
+    if (sequence !== expected) {
+      return fail(
+        SDK_CODES.wrongSequence,
+        `account sequence mismatch, expected ${expected}, got ${sequence}: incorrect account sequence`,
+      );
+    }
   }
 
-  const signBytes = makeSignBytes(makeSignDoc(raw.bodyBytes, raw.authInfoBytes, state.chainId, account.accountNumber));
+  const signBytes = signDocBytes(tx.bodyBytes, tx.authInfoBytes, state.chainId, BigInt(account.accountNumber));
   const sigBytes = tx.signatures[0]!;
   let valid = false;
   try {
@@ -138,12 +170,13 @@ export function checkTx(
   let fee = 0n;
   for (const coin of feeCoins) {
     if (coin.denom !== DENOM) return fail(SDK_CODES.insufficientFee, `fee denom ${coin.denom} not accepted, use ${DENOM}: insufficient fee`);
+    if (!/^\d+$/.test(coin.amount)) return fail(SDK_CODES.invalidRequest, `invalid fee amount ${JSON.stringify(coin.amount)}: invalid coins`);
     fee += BigInt(coin.amount);
   }
   if (account.balance < fee) {
     return fail(SDK_CODES.insufficientFunds, `spendable balance ${account.balance}${DENOM} is smaller than ${fee}${DENOM}: insufficient funds`);
   }
-  return { signer, pubKey, sequence, fee, gasLimit: tx.authInfo.fee?.gasLimit ?? 0n, msgs };
+  return { signer, pubKey, sequence, ...(unordered ? { unordered } : {}), fee, gasLimit: tx.authInfo.fee?.gasLimit ?? 0n, msgs };
 }
 
 export function isFailure(x: CheckedTx | TxFailure): x is TxFailure {

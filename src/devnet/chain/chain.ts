@@ -15,13 +15,16 @@ import { checkTx, isFailure, type CheckedTx, type TxFailure } from './ante.js';
 import type { DevnetConfig } from './config.js';
 import { epochAt, type EpochPosition } from './epochs.js';
 import { createEscrow, MsgFailure, settleEscrow, type MsgResult } from './escrow-handlers.js';
-import type { ChainState, TxEvent, TxRecord, TxResult } from './state.js';
+import { ensureAccount, type ChainState, type TxEvent, type TxRecord, type TxResult } from './state.js';
 
 /** Fixed gas costs: enough that the reference limit (700000) always suffices, as on the network. */
 const GAS = { base: 60_000n, create: 40_000n, settle: 60_000n, perSignature: 5_000n };
 
 export interface DevnetFaults {
-  /** Answer every RPC call with HTTP 503 (node unreachable / overloaded). */
+  /**
+   * Answer HTTP 503 on the RPC and on every REST route a tx needs (accounts, node info, broadcast,
+   * tx lookup): the node cannot take or report txs. Module queries (params, escrows, epochs) still answer.
+   */
   rpcDown: boolean;
   /** Accept broadcasts but never include them (stuck mempool). */
   holdMempool: boolean;
@@ -31,6 +34,12 @@ export interface DevnetFaults {
    * reached the chain; it must look it up by hash.
    */
   dropBroadcastResponse: false | 'error' | 'reset' | 'hang';
+  /**
+   * One shot: the next broadcast reaches the node this many ms late (CheckTx runs as if the clock
+   * were that far ahead), so a recorded unordered tx re-sent after its timeout is refused, as a
+   * real node refuses a stale one. Cleared by that broadcast.
+   */
+  lateArrivalMs: number;
 }
 
 export interface StateStore {
@@ -43,12 +52,14 @@ export type BroadcastAnswer = { inCache: true; hash: string } | { inCache: false
 export class DevnetChain implements DevnetChainView {
   /** Origin of the devnet server (`http://127.0.0.1:PORT`), known once it listens. */
   baseUrl = '';
-  readonly faults: DevnetFaults = { rpcDown: false, holdMempool: false, dropBroadcastResponse: false };
+  readonly faults: DevnetFaults = { rpcDown: false, holdMempool: false, dropBroadcastResponse: false, lateArrivalMs: 0 };
   private mempool: { hash: string; bytes: Uint8Array }[] = [];
   /** Mempool cache (CometBFT keeps accepted tx hashes to refuse duplicates). */
   private readonly cache = new Set<string>();
   /** Sequences as the mempool sees them: committed + txs already accepted this block. */
   private readonly checkSequences = new Map<string, number>();
+  /** Unordered replay keys of txs in the mempool (committed ones are in the state). */
+  private readonly pendingUnordered = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
   private waiters: { height: number; resolve: () => void }[] = [];
   private blocksSinceSave = 0;
@@ -103,9 +114,17 @@ export class DevnetChain implements DevnetChainView {
   broadcast(txBytes: Uint8Array): BroadcastAnswer {
     const hash = toHex(sha256(txBytes)).toUpperCase();
     if (this.cache.has(hash) || this.state.txs[hash]) return { inCache: true, hash };
-    const checked = checkTx(this.state, txBytes, (acc) => this.checkSequences.get(acc.address) ?? acc.sequence);
+    // CheckTx runs against the last block; the devnet's blocks are timed by the wall clock.
+    const late = this.faults.lateArrivalMs;
+    this.faults.lateArrivalMs = 0;
+    const checked = checkTx(this.state, txBytes, {
+      expectedSequence: (acc) => this.checkSequences.get(acc.address) ?? acc.sequence,
+      blockTimeMs: Date.now() + late,
+      usedUnordered: (key) => this.pendingUnordered.has(key) || this.state.unorderedNonces?.[key] !== undefined,
+    });
     if (isFailure(checked)) return { inCache: false, hash, failure: checked };
-    this.checkSequences.set(checked.signer, checked.sequence + 1);
+    if (checked.unordered) this.pendingUnordered.add(checked.unordered.key);
+    else this.checkSequences.set(checked.signer, checked.sequence + 1);
     this.cache.add(hash);
     this.mempool.push({ hash, bytes: txBytes });
     return { inCache: false, hash };
@@ -147,18 +166,26 @@ export class DevnetChain implements DevnetChainView {
   }
 
   produceBlock(height = this.state.height + 1): void {
-    const time = new Date().toISOString();
+    const now = new Date();
+    const time = now.toISOString();
     const included = this.faults.holdMempool ? [] : this.mempool;
     if (!this.faults.holdMempool) this.mempool = [];
     const epochIndex = this.epoch(height).epochIndex;
+    if (this.config.pruneUnsettled) this.pruneUnsettled(epochIndex);
+    // PreBlock (x/auth): unordered replay keys whose timeout passed are forgotten.
+    const nonces = (this.state.unorderedNonces ??= {});
+    for (const [key, timeoutMs] of Object.entries(nonces)) if (timeoutMs < now.getTime()) delete nonces[key];
     const hashes: string[] = [];
     for (const [index, { hash, bytes }] of included.entries()) {
-      const result = this.deliverTx(bytes, height, epochIndex);
+      const result = this.deliverTx(bytes, height, epochIndex, now.getTime());
       this.state.txs[hash] = { hash, height, index, tx: toBase64(bytes), result };
       hashes.push(hash);
     }
     // Once the mempool is drained, the committed sequences are the mempool's view again.
-    if (!this.faults.holdMempool) this.checkSequences.clear();
+    if (!this.faults.holdMempool) {
+      this.checkSequences.clear();
+      this.pendingUnordered.clear();
+    }
     this.state.height = height;
     this.state.latestBlockTime = time;
     if (hashes.length > 0) this.state.blocks[height] = { time, txs: hashes };
@@ -166,6 +193,25 @@ export class DevnetChain implements DevnetChainView {
     const ready = this.waiters.filter((w) => w.height <= height);
     this.waiters = this.waiters.filter((w) => w.height > height);
     for (const w of ready) w.resolve();
+  }
+
+  /**
+   * k/devshard_pruning.go: once the epoch is ≥ an unsettled escrow's epoch + 2 (the settle window,
+   * its epoch and the next, has closed), the escrow is deleted and its deposit split equally per
+   * unique slot address, in slot order (the integer remainder stays with the module); at most 100
+   * per block. What not settling costs the creator: the whole deposit.
+   */
+  private pruneUnsettled(epochIndex: number): void {
+    let pruned = 0;
+    for (const [id, e] of Object.entries(this.state.escrows)) {
+      if (pruned >= 100) break;
+      if (e.settled || epochIndex < e.epochIndex + 2) continue;
+      const unique = [...new Set(e.slots.map((s) => s.host))];
+      const share = unique.length > 0 ? e.amount / BigInt(unique.length) : 0n;
+      if (share > 0n) for (const address of unique) ensureAccount(this.state, address).balance += share;
+      delete this.state.escrows[id];
+      pruned++;
+    }
   }
 
   private persist(changed: boolean): void {
@@ -199,15 +245,18 @@ export class DevnetChain implements DevnetChainView {
 
   // --- DeliverTx ---
 
-  private deliverTx(bytes: Uint8Array, height: number, epochIndex: number): TxResult {
-    const checked = checkTx(this.state, bytes);
+  private deliverTx(bytes: Uint8Array, height: number, epochIndex: number, blockTimeMs: number): TxResult {
+    const nonces = (this.state.unorderedNonces ??= {});
+    const checked = checkTx(this.state, bytes, { blockTimeMs, usedUnordered: (key) => nonces[key] !== undefined });
     if (isFailure(checked)) return failed(checked, 0n, 0n);
     const account = this.state.accounts[checked.signer]!;
     account.balance -= checked.fee;
-    account.sequence += 1;
+    // An unordered tx leaves the sequence alone (x/auth IncrementSequenceDecorator skips it).
+    if (checked.unordered) nonces[checked.unordered.key] = checked.unordered.timeoutMs;
+    else account.sequence += 1;
     account.pubKey ??= toBase64(checked.pubKey);
     this.state.feesCollected += checked.fee;
-    const base = standardEvents(checked, account.sequence - 1);
+    const base = standardEvents(checked, account.sequence - (checked.unordered ? 0 : 1));
 
     const gasUsed = gasOf(checked);
     if (checked.gasLimit < gasUsed) {
@@ -226,7 +275,7 @@ export class DevnetChain implements DevnetChainView {
       escrows: structuredClone(this.state.escrows),
       escrowsPerEpoch: { ...this.state.escrowsPerEpoch },
     };
-    const ctx = { state: work, height, epochIndex, slots: this.slots() };
+    const ctx = { state: work, height, epochIndex, slots: this.slots(), appHash: this.appHash().toLowerCase() };
     const events: TxEvent[] = [...base];
     const responses: MsgResult['response'][] = [];
     for (const [i, msg] of checked.msgs.entries()) {
@@ -241,7 +290,7 @@ export class DevnetChain implements DevnetChainView {
       } catch (e) {
         if (!(e instanceof MsgFailure)) throw e;
         const log = `failed to execute message; message index: ${i}: ${e.message}`;
-        return failed({ code: e.failure.code, codespace: e.codespace, log }, checked.gasLimit, gasUsed, base);
+        return failed({ code: e.code, codespace: e.codespace, log }, checked.gasLimit, gasUsed, base);
       }
     }
     this.state = { ...work, txs: this.state.txs, blocks: this.state.blocks };

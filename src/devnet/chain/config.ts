@@ -12,6 +12,8 @@ export interface DevnetOptions {
   creators?: string[];
   creatorFunds?: bigint;
   minAmount?: bigint;
+  /** Default 2^64-1: the devnet takes deposits across the whole uint64 range. */
+  maxAmount?: bigint;
   maxEscrowsPerEpoch?: number;
   maxNonce?: number;
   tokenPrice?: bigint;
@@ -24,6 +26,12 @@ export interface DevnetOptions {
   startHeight?: number;
   /** Whether the block timer runs (default true); tests may drive blocks by hand instead. */
   autoBlocks?: boolean;
+  /**
+   * Prune unsettled escrows two epochs after theirs, as the real chain does (k/devshard_pruning.go).
+   * Default off for now (DEVNET_PRUNE_UNSETTLED=1 turns it on): the gateway does not yet read a
+   * pruned escrow's `not found` as its closed settle window.
+   */
+  pruneUnsettled?: boolean;
   /** fastify request logging (default false). */
   logRequests?: boolean;
   env?: NodeJS.ProcessEnv;
@@ -38,6 +46,7 @@ export interface DevnetConfig {
   creators: string[];
   creatorFunds: bigint;
   minAmount: bigint;
+  maxAmount: bigint;
   maxEscrowsPerEpoch: number;
   maxNonce: number;
   tokenPrice: bigint;
@@ -47,6 +56,7 @@ export interface DevnetConfig {
   statePath: string | undefined;
   startHeight: number;
   autoBlocks: boolean;
+  pruneUnsettled: boolean;
   logRequests: boolean;
 }
 
@@ -85,6 +95,7 @@ export function resolveDevnetConfig(options: DevnetOptions = {}): DevnetConfig {
     creators: options.creators ?? listFrom(env.DEVNET_CREATORS) ?? [],
     creatorFunds: options.creatorFunds ?? bigFrom(env.DEVNET_CREATOR_FUNDS, 'DEVNET_CREATOR_FUNDS') ?? 10n ** 13n,
     minAmount: options.minAmount ?? bigFrom(env.DEVNET_MIN_AMOUNT, 'DEVNET_MIN_AMOUNT') ?? 1_000_000_000n,
+    maxAmount: options.maxAmount ?? bigFrom(env.DEVNET_MAX_AMOUNT, 'DEVNET_MAX_AMOUNT') ?? 2n ** 64n - 1n,
     maxEscrowsPerEpoch:
       options.maxEscrowsPerEpoch ?? intFrom(env.DEVNET_MAX_ESCROWS_PER_EPOCH, 'DEVNET_MAX_ESCROWS_PER_EPOCH') ?? 500_000,
     maxNonce: options.maxNonce ?? intFrom(env.DEVNET_MAX_NONCE, 'DEVNET_MAX_NONCE') ?? 1_000_000,
@@ -97,6 +108,7 @@ export function resolveDevnetConfig(options: DevnetOptions = {}): DevnetConfig {
     statePath: options.statePath ?? (env.DEVNET_STATE?.trim() || undefined),
     startHeight: positive(options.startHeight ?? 1, 'start height'),
     autoBlocks: options.autoBlocks ?? true,
+    pruneUnsettled: options.pruneUnsettled ?? ['1', 'true', 'on'].includes((env.DEVNET_PRUNE_UNSETTLED ?? '').trim().toLowerCase()),
     logRequests: options.logRequests ?? false,
   };
 }

@@ -4,22 +4,30 @@
  * message fails, so a failed tx keeps only its fee and sequence, as on a real chain).
  */
 import { Secp256k1, Secp256k1Signature, sha256 } from '@cosmjs/crypto';
-import { DEVSHARD_FAILURES, type DevshardFailure } from '../../chain/devshard-errors.js';
+import {
+  CURRENT_EPOCH_GROUP_NOT_FOUND,
+  DEVSHARD_TEXT as T,
+  NOT_ALLOWED_ESCROW_CREATOR,
+  UNREGISTERED,
+} from '../../chain/devshard-errors.js';
 import { DENOM } from '../../chain/keys.js';
 import type { MsgCreateDevshardEscrow, MsgSettleDevshardEscrow } from '../../chain/messages.js';
 import type { EscrowSlot } from '../../chain/port.js';
 import { hostPubKey } from './genesis.js';
+import { sealGraceNonces } from './params.js';
 import { ensureAccount, type ChainState, type TxEvent } from './state.js';
 
+/**
+ * A message the keeper refuses: a plain text (codespace `undefined`, code 1) unless a registered
+ * error says otherwise (the allowlist's inference/1173, the bank's sdk/5).
+ */
 export class MsgFailure extends Error {
-  constructor(
-    readonly failure: DevshardFailure | { code: number; codespace: 'sdk'; reason: string },
-    readonly detail: string,
-  ) {
-    super(`${detail}: ${failure.reason}`);
-  }
-  get codespace(): string {
-    return 'codespace' in this.failure ? this.failure.codespace : 'inference';
+  readonly code: number;
+  readonly codespace: string;
+  constructor(text: string, registered: { code: number; codespace: string } = UNREGISTERED) {
+    super(text);
+    this.code = registered.code;
+    this.codespace = registered.codespace;
   }
 }
 
@@ -29,6 +37,8 @@ export interface MsgContext {
   epochIndex: number;
   /** Slots every new escrow gets: all hosts, slot i = host i. */
   slots: EscrowSlot[];
+  /** Hex app hash of the block (DevshardEscrow.app_hash). */
+  appHash: string;
 }
 
 export interface MsgResult {
@@ -50,29 +60,28 @@ function transfer(state: ChainState, from: string | undefined, to: string | unde
   });
 }
 
+/** k/permissions.go EscrowAllowListPermission: an empty allowlist lets anyone create and settle. */
+function checkAllowed(state: ChainState, address: string): void {
+  const allowed = state.params.allowedCreatorAddresses;
+  if (allowed.length > 0 && !allowed.includes(address)) {
+    throw new MsgFailure(NOT_ALLOWED_ESCROW_CREATOR.text, NOT_ALLOWED_ESCROW_CREATOR);
+  }
+}
+
+/** k/msg_server_create_devshard_escrow.go, in its order. */
 export function createEscrow(ctx: MsgContext, msg: MsgCreateDevshardEscrow, encodeResponse: (id: bigint) => Uint8Array): MsgResult {
   const { state, epochIndex } = ctx;
-  const F = DEVSHARD_FAILURES;
-  if (!state.params.allowedCreatorAddresses.includes(msg.creator)) {
-    throw new MsgFailure(F.notAllowlisted, `${msg.creator} is not in devshard_escrow_params.allowed_creator_addresses`);
-  }
-  if (!state.models.includes(msg.modelId)) {
-    throw new MsgFailure(F.unknownModel, `model ${JSON.stringify(msg.modelId)} is not a governance model`);
-  }
-  if (msg.amount < state.params.minAmount) {
-    throw new MsgFailure(F.belowMinAmount, `amount ${msg.amount} is below min_amount ${state.params.minAmount}`);
-  }
+  const p = state.params;
+  checkAllowed(state, msg.creator);
+  if (msg.modelId === '') throw new MsgFailure(T.modelRequired());
+  if (msg.amount < p.minAmount || msg.amount > p.maxAmount) throw new MsgFailure(T.amountOutOfRange(msg.amount, p.minAmount, p.maxAmount));
   const created = state.escrowsPerEpoch[epochIndex] ?? 0;
-  if (created >= state.params.maxEscrowsPerEpoch) {
-    throw new MsgFailure(F.epochLimit, `epoch ${epochIndex} already has ${created} escrows (max_escrows_per_epoch ${state.params.maxEscrowsPerEpoch})`);
-  }
+  if (created >= p.maxEscrowsPerEpoch) throw new MsgFailure(T.epochLimit(epochIndex, created, p.maxEscrowsPerEpoch));
+  if (!state.models.includes(msg.modelId)) throw new MsgFailure(T.noEpochGroup(msg.modelId), CURRENT_EPOCH_GROUP_NOT_FOUND);
   const creator = state.accounts[msg.creator]!;
   if (creator.balance < msg.amount) {
-    // The bank module's own error, as the real chain returns it when locking the deposit.
-    throw new MsgFailure(
-      { code: 5, codespace: 'sdk', reason: 'insufficient funds' },
-      `spendable balance ${creator.balance}${DENOM} is smaller than ${msg.amount}${DENOM}`,
-    );
+    // The bank module's registered error, wrapped by the keeper (so sdk/5 with the keeper's text).
+    throw new MsgFailure(T.lockFunds(`spendable balance ${creator.balance}${DENOM} is smaller than ${msg.amount}${DENOM}: insufficient funds`), { code: 5, codespace: 'sdk' });
   }
   const id = state.nextEscrowId++;
   const events: TxEvent[] = [];
@@ -87,6 +96,13 @@ export function createEscrow(ctx: MsgContext, msg: MsgCreateDevshardEscrow, enco
     modelId: msg.modelId,
     slots: ctx.slots.map((s) => ({ ...s })),
     createdHeight: ctx.height,
+    appHash: ctx.appHash,
+    tokenPrice: p.tokenPrice,
+    createDevshardFee: p.createDevshardFee,
+    feePerNonce: p.feePerNonce,
+    inferenceSealGraceNonces: p.defaultInferenceSealGraceNonces || sealGraceNonces(ctx.slots.length),
+    inferenceSealGraceSeconds: p.defaultInferenceSealGraceSeconds,
+    autoSealEveryNNonces: p.defaultAutoSealEveryNNonces,
   };
   events.push({
     type: 'devshard_escrow_created',
@@ -100,8 +116,10 @@ function signedSlots(state: ChainState, slots: EscrowSlot[], msg: MsgSettleDevsh
   const digest = sha256(msg.stateRoot);
   const valid = new Set<number>();
   for (const entry of msg.signatures) {
+    if (valid.has(entry.slotId)) throw new MsgFailure(T.duplicateSignature(entry.slotId));
     const slot = slots.find((s) => s.slotId === entry.slotId);
-    const pubKey = slot ? hostPubKey(state, slot.host) : undefined;
+    if (!slot) throw new MsgFailure(T.signatureSlotOutOfRange(entry.slotId));
+    const pubKey = hostPubKey(state, slot.host);
     let ok = false;
     try {
       ok = pubKey !== undefined && entry.signature.length === 64 &&
@@ -109,64 +127,85 @@ function signedSlots(state: ChainState, slots: EscrowSlot[], msg: MsgSettleDevsh
     } catch {
       ok = false;
     }
-    if (!ok) throw new MsgFailure(DEVSHARD_FAILURES.badSignatures, `signature of slot ${entry.slotId} does not verify over the state root`);
+    if (!ok) throw new MsgFailure(T.badSignature(entry.slotId));
     valid.add(entry.slotId);
   }
   return valid;
 }
 
+/**
+ * k/msg_server_settle_devshard_escrow.go and k/devshard_settlement.go, in their order. Payout as the
+ * keeper computes it: each host_stats entry's slot address gets its cost plus fees / slots (the
+ * first fees % slots entries one more coin); total_payout includes the fee shares, and the
+ * remainder (deposit − total_payout) goes back to the creator. Hosts' signatures: the devnet keeps
+ * its own check (64-byte r‖s over sha256(state_root)) until the protocol's settlement lands.
+ */
 export function settleEscrow(ctx: MsgContext, msg: MsgSettleDevshardEscrow): MsgResult {
   const { state, epochIndex } = ctx;
-  const F = DEVSHARD_FAILURES;
+  const p = state.params;
+  checkAllowed(state, msg.settler);
   const escrow = state.escrows[msg.escrowId.toString()];
-  if (!escrow) throw new MsgFailure(F.notFound, `escrow ${msg.escrowId}`);
-  if (msg.settler !== escrow.creator) throw new MsgFailure(F.wrongSettler, `escrow ${escrow.id} was created by ${escrow.creator}`);
-  if (escrow.settled) throw new MsgFailure(F.alreadySettled, `escrow ${escrow.id} settled at height ${escrow.settledHeight}`);
-  if (epochIndex !== escrow.epochIndex && epochIndex !== escrow.epochIndex + 1) {
-    throw new MsgFailure(F.wrongEpoch, `escrow ${escrow.id} belongs to epoch ${escrow.epochIndex}, current epoch is ${epochIndex}`);
-  }
-  if (msg.nonce > BigInt(state.params.maxNonce)) {
-    throw new MsgFailure(F.nonceTooHigh, `nonce ${msg.nonce} > max_nonce ${state.params.maxNonce}`);
-  }
-  if (msg.stateRoot.length === 0) throw new MsgFailure(F.invalidRequest, 'state_root is empty');
+  if (!escrow) throw new MsgFailure(T.notFound(msg.escrowId));
+  if (escrow.settled) throw new MsgFailure(T.alreadySettled(escrow.id));
+  if (msg.settler !== escrow.creator) throw new MsgFailure(T.wrongSettler(msg.settler, escrow.creator));
+  const version = msg.stateRootAndProtocolVersion;
+  if (version === '') throw new MsgFailure(T.versionRequired());
+  if (msg.nonce > BigInt(p.maxNonce)) throw new MsgFailure(T.nonceTooHigh(msg.nonce, p.maxNonce));
+  if (version.length > 128) throw new MsgFailure(T.versionTooLong());
+  if (p.approvedVersions.length > 0 && !p.approvedVersions.some((v) => v.name === version)) throw new MsgFailure(T.versionNotApproved(version));
+  if (msg.stateRoot.length !== 32) throw new MsgFailure(T.stateRootLength(msg.stateRoot.length));
   const needed = Math.floor((2 * escrow.slots.length) / 3) + 1;
   const signed = signedSlots(state, escrow.slots, msg);
-  if (signed.size < needed) {
-    throw new MsgFailure(F.badSignatures, `${signed.size} of ${escrow.slots.length} slots signed, ${needed} needed`);
-  }
+  if (signed.size < needed) throw new MsgFailure(T.insufficientQuorum(signed.size, needed));
   let hostCosts = 0n;
   const seen = new Set<number>();
   for (const stat of msg.hostStats) {
-    if (!escrow.slots.some((s) => s.slotId === stat.slotId) || seen.has(stat.slotId)) {
-      throw new MsgFailure(F.invalidRequest, `host_stats names slot ${stat.slotId} twice or outside the escrow`);
-    }
+    if (seen.has(stat.slotId)) throw new MsgFailure(T.duplicateHostStats(stat.slotId));
     seen.add(stat.slotId);
     hostCosts += stat.cost;
   }
-  if (hostCosts + msg.fees > escrow.amount) {
-    throw new MsgFailure(F.overspent, `host costs ${hostCosts} + fees ${msg.fees} > amount ${escrow.amount}`);
-  }
-  const events: TxEvent[] = [];
+  if (hostCosts + msg.fees > escrow.amount) throw new MsgFailure(T.totalDebit(hostCosts + msg.fees, hostCosts, msg.fees, escrow.amount));
+  if (epochIndex < escrow.epochIndex || epochIndex > escrow.epochIndex + 1) throw new MsgFailure(T.wrongEpoch(epochIndex, escrow.epochIndex));
+
+  const totalSlots = BigInt(escrow.slots.length);
+  const feePerSlot = msg.fees / totalSlots;
+  let remainderFees = msg.fees % totalSlots;
+  const payouts = new Map<string, bigint>();
   for (const stat of msg.hostStats) {
-    const slot = escrow.slots.find((s) => s.slotId === stat.slotId)!;
-    transfer(state, undefined, slot.host, stat.cost, events);
+    const slot = escrow.slots.find((s) => s.slotId === stat.slotId);
+    if (!slot) throw new MsgFailure(T.hostStatsOutOfRange(stat.slotId));
+    let pay = (payouts.get(slot.host) ?? 0n) + stat.cost + feePerSlot;
+    if (remainderFees > 0n) {
+      pay += 1n;
+      remainderFees -= 1n;
+    }
+    payouts.set(slot.host, pay);
   }
-  state.feesCollected += msg.fees;
-  const refund = escrow.amount - hostCosts - msg.fees;
-  transfer(state, undefined, escrow.creator, refund, events);
+  const totalPayout = [...payouts.values()].reduce((a, b) => a + b, 0n);
+  if (totalPayout > escrow.amount) throw new MsgFailure(`total payout ${totalPayout} exceeds escrow amount ${escrow.amount}`);
+  const events: TxEvent[] = [];
+  const paid = new Set<string>();
+  for (const slot of escrow.slots) {
+    const pay = payouts.get(slot.host);
+    if (!pay || paid.has(slot.host)) continue;
+    paid.add(slot.host);
+    transfer(state, undefined, slot.host, pay, events);
+  }
+  const remainder = escrow.amount - totalPayout;
+  transfer(state, undefined, escrow.creator, remainder, events);
   escrow.settled = true;
   escrow.settledHeight = ctx.height;
-  escrow.refund = refund;
+  escrow.refund = remainder;
+  // The keeper's event: deposit = total_payout + remainder.
   events.push({
     type: 'devshard_escrow_settled',
     attributes: attrs({
       escrow_id: escrow.id,
+      state_root_and_protocol_version: version,
       settler: msg.settler,
-      nonce: msg.nonce,
-      host_paid: hostCosts,
+      total_payout: totalPayout,
       fees: msg.fees,
-      refund,
-      signed_slots: signed.size,
+      remainder,
     }),
   });
   return { events, response: { typeUrl: '/inference.inference.MsgSettleDevshardEscrowResponse', value: new Uint8Array() } };

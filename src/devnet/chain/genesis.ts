@@ -14,6 +14,7 @@ import {
   privateKeyBytes,
 } from '../../chain/keys.js';
 import type { DevnetConfig } from './config.js';
+import { devnetParams } from './params.js';
 import { ensureAccount, type ChainState } from './state.js';
 
 export interface FundedKey {
@@ -77,13 +78,7 @@ export function genesisState(config: DevnetConfig, ids: GenesisIdentities, now =
     escrowsPerEpoch: {},
     txs: {},
     blocks: {},
-    params: {
-      minAmount: config.minAmount,
-      maxEscrowsPerEpoch: config.maxEscrowsPerEpoch,
-      maxNonce: config.maxNonce,
-      allowedCreatorAddresses: ids.creatorAddresses,
-      tokenPrice: config.tokenPrice,
-    },
+    params: devnetParams(config, ids.creatorAddresses),
     models: config.models,
     feesCollected: 0n,
   };

@@ -1,77 +1,246 @@
 /**
  * The chain REST API (cosmos-sdk gRPC-gateway style: snake_case, integers as strings) and the
- * node's governance model list. Paths are documented in docs/chain.md.
+ * node's governance model list, and the public API's epoch routes. Routes and sources: docs/chain.md.
  */
 import type { FastifyInstance } from 'fastify';
+import { fromBase64 } from '@cosmjs/encoding';
+import { SDK_CODES } from '../../chain/devshard-errors.js';
 import { DENOM } from '../../chain/keys.js';
 import type { DevnetChain } from './chain.js';
-import type { EscrowState } from './state.js';
+import type { HostIdentity } from '../hosts/chain-view.js';
+import type { EscrowParamsState, EscrowState } from './state.js';
+
+/** Participant (participant.proto) in grpc-gateway JSON: every field, defaults included. */
+function participantJson(chain: DevnetChain, host: HostIdentity) {
+  return {
+    index: host.address,
+    address: host.address,
+    weight: 1,
+    join_time: '0',
+    join_height: '1',
+    last_inference_time: '0',
+    inference_url: `${chain.baseUrl}${host.prefix}`,
+    status: 'ACTIVE',
+    coin_balance: '0',
+    validator_key: '',
+    consecutive_invalid_inferences: '0',
+    worker_public_key: '',
+    epochs_completed: 0,
+    current_epoch_stats: null,
+  };
+}
 
 export const REST_PATHS = {
   params: '/productscience/inference/inference/params',
   escrow: '/productscience/inference/inference/devshard_escrow/:id',
-  epoch: '/productscience/inference/inference/epoch',
+  participant: '/productscience/inference/inference/participant/:address',
+  epochInfo: '/productscience/inference/inference/epoch_info',
+  currentEpoch: '/productscience/inference/inference/get_current_epoch',
+  publicEpochLatest: '/v1/epochs/latest',
+  publicParticipants: '/v1/epochs/current/participants',
   balances: '/cosmos/bank/v1beta1/balances/:address',
   account: '/cosmos/auth/v1beta1/accounts/:address',
   latestBlock: '/cosmos/base/tendermint/v1beta1/blocks/latest',
   tx: '/cosmos/tx/v1beta1/txs/:hash',
+  broadcast: '/cosmos/tx/v1beta1/txs',
+  nodeInfo: '/cosmos/base/tendermint/v1beta1/node_info',
   models: '/v1/governance/models',
 } as const;
 
-function escrowJson(e: EscrowState) {
+/** DevshardEscrow (devshard_escrow.proto) in grpc-gateway JSON: 64-bit ints as strings, slots as addresses. */
+export function escrowJson(e: EscrowState, params: EscrowParamsState) {
   return {
     id: String(e.id),
     creator: e.creator,
     amount: e.amount.toString(),
-    settled: e.settled,
+    slots: e.slots.map((s) => s.host),
     epoch_index: String(e.epochIndex),
+    app_hash: e.appHash ?? '',
+    settled: e.settled,
+    token_price: (e.tokenPrice ?? params.tokenPrice).toString(),
     model_id: e.modelId,
-    slots: e.slots.map((s) => ({ slot_id: s.slotId, host: s.host, url: s.url })),
+    create_devshard_fee: (e.createDevshardFee ?? params.createDevshardFee).toString(),
+    fee_per_nonce: (e.feePerNonce ?? params.feePerNonce).toString(),
+    inference_seal_grace_nonces: e.inferenceSealGraceNonces ?? params.defaultInferenceSealGraceNonces,
+    inference_seal_grace_seconds: e.inferenceSealGraceSeconds ?? params.defaultInferenceSealGraceSeconds,
+    auto_seal_every_n_nonces: e.autoSealEveryNNonces ?? params.defaultAutoSealEveryNNonces,
+  };
+}
+
+/** DevshardEscrowParams (params.proto) in grpc-gateway JSON. */
+export function paramsJson(p: EscrowParamsState) {
+  return {
+    min_amount: p.minAmount.toString(),
+    max_amount: p.maxAmount.toString(),
+    max_escrows_per_epoch: p.maxEscrowsPerEpoch,
+    group_size: p.groupSize,
+    allowed_creator_addresses: p.allowedCreatorAddresses,
+    token_price: p.tokenPrice.toString(),
+    approved_versions: p.approvedVersions.map((v) => ({ name: v.name, binary: v.binary, sha256: v.sha256 })),
+    max_nonce: p.maxNonce,
+    devshard_requests_enabled: p.devshardRequestsEnabled,
+    default_inference_seal_grace_nonces: p.defaultInferenceSealGraceNonces,
+    default_inference_seal_grace_seconds: p.defaultInferenceSealGraceSeconds,
+    create_devshard_fee: p.createDevshardFee.toString(),
+    fee_per_nonce: p.feePerNonce.toString(),
+    refusal_timeout: p.refusalTimeout.toString(),
+    execution_timeout: p.executionTimeout.toString(),
+    validation_rate: p.validationRate,
+    vote_threshold_factor: p.voteThresholdFactor,
+    default_auto_seal_every_n_nonces: p.defaultAutoSealEveryNNonces,
+  };
+}
+
+/**
+ * The public API's EpochStages (inference-chain/x/inference/types/epoch_stages.go) of devnet epoch
+ * `i`. The devnet's timeline: set_new_validators of epoch i at (i+1)·E, then a PoC window of P blocks.
+ */
+function epochStages(chain: DevnetChain, i: number) {
+  const E = chain.config.epochBlocks;
+  const P = chain.config.pocBlocks;
+  const pocStart = i * E;
+  const third = Math.floor(P / 3);
+  return {
+    epoch_index: i,
+    poc_start: pocStart,
+    poc_generation_wind_down: pocStart + third,
+    poc_generation_end: pocStart + third,
+    poc_validation_start: pocStart + third,
+    poc_validation_wind_down: pocStart + P,
+    poc_validation_end: pocStart + P,
+    set_new_validators: (i + 1) * E,
+    claim_money: (i + 1) * E,
+    inference_validation_cutoff: (i + 1) * E,
+    next_poc_start: (i + 1) * E,
+    poc_exchange_window: { start: pocStart, end: pocStart + third },
+    poc_validation_exchange_window: { start: pocStart + third, end: pocStart + P },
   };
 }
 
 const grpcNotFound = (message: string) => ({ code: 5, message, details: [] });
 
+/** A `tx_response` for a tx the node refused or took into its mempool (not yet in a block). */
+function checkTxResponse(hash: string, code: number, codespace: string, rawLog: string) {
+  return {
+    height: '0', txhash: hash, codespace, code, data: '', raw_log: rawLog, logs: [], info: '',
+    gas_wanted: '0', gas_used: '0', tx: null, timestamp: '', events: [],
+  };
+}
+
 export function registerRestRoutes(app: FastifyInstance, chain: DevnetChain): void {
+  // The rpcDown fault takes down what a tx needs (RPC, accounts, node info, broadcast, tx lookup);
+  // the inference module's queries keep answering, as when one of several nodes behind a proxy fails.
+  const txPaths = ['/cosmos/tx/', '/cosmos/auth/', '/cosmos/base/tendermint/'];
+  app.addHook('onRequest', async (request, reply) => {
+    if (chain.faults.rpcDown && txPaths.some((p) => request.url.startsWith(p))) return reply.code(503).send('node unavailable');
+  });
+  const hanging = new Set<import('node:net').Socket>();
+  app.addHook('preClose', async () => {
+    for (const s of hanging) s.destroy();
+  });
+
+  // cosmos.tx.v1beta1.Service/BroadcastTx over the gRPC gateway (devshardctl's broadcastTx).
+  app.post(REST_PATHS.broadcast, async (request, reply) => {
+    const body = (request.body ?? {}) as { tx_bytes?: unknown; mode?: unknown };
+    if (body.mode !== 'BROADCAST_MODE_SYNC' && body.mode !== 'BROADCAST_MODE_ASYNC') {
+      return reply.code(400).send({ code: 3, message: `unsupported broadcast mode ${JSON.stringify(body.mode)}: invalid request`, details: [] });
+    }
+    if (typeof body.tx_bytes !== 'string' || body.tx_bytes === '') {
+      return reply.code(400).send({ code: 3, message: 'invalid empty tx', details: [] });
+    }
+    let bytes: Uint8Array;
+    try {
+      bytes = fromBase64(body.tx_bytes);
+    } catch {
+      return reply.code(400).send({ code: 3, message: 'tx_bytes is not base64', details: [] });
+    }
+    const lose = chain.faults.dropBroadcastResponse;
+    const answer = chain.broadcast(bytes); // with a lost answer the tx goes into the mempool all the same
+    if (lose === 'error') return reply.code(503).send('upstream connect error or disconnect/reset before headers');
+    if (lose === 'reset') {
+      request.raw.socket.destroy();
+      return reply.hijack();
+    }
+    if (lose === 'hang') {
+      hanging.add(request.raw.socket);
+      request.raw.socket.once('close', () => hanging.delete(request.raw.socket));
+      return reply.hijack();
+    }
+    if (answer.inCache) return { tx_response: checkTxResponse(answer.hash, SDK_CODES.txInMempoolCache, 'sdk', 'tx already exists in cache') };
+    const f = answer.failure;
+    return { tx_response: f ? checkTxResponse(answer.hash, f.code, f.codespace, f.log) : checkTxResponse(answer.hash, 0, '', '[]') };
+  });
+
+  app.get(REST_PATHS.nodeInfo, async () => ({
+    default_node_info: {
+      protocol_version: { p2p: '8', block: '11', app: '0' },
+      default_node_id: chain.blockHash(0).slice(0, 40).toLowerCase(),
+      listen_addr: 'tcp://0.0.0.0:26656',
+      network: chain.chainId,
+      version: '0.38.17',
+      channels: '40202122233038606100',
+      moniker: 'shardgate-devnet',
+      other: { tx_index: 'on', rpc_address: 'tcp://0.0.0.0:26657' },
+    },
+    application_version: {
+      name: 'inference', app_name: 'inferenced', version: 'devnet', git_commit: '', build_tags: '',
+      go_version: '', build_deps: [], cosmos_sdk_version: 'v0.53',
+    },
+  }));
+
   app.get(REST_PATHS.params, async () => {
-    const p = chain.state.params;
-    return {
-      params: {
-        devshard_escrow_params: {
-          min_amount: p.minAmount.toString(),
-          max_escrows_per_epoch: String(p.maxEscrowsPerEpoch),
-          max_nonce: String(p.maxNonce),
-          allowed_creator_addresses: p.allowedCreatorAddresses,
-          token_price: p.tokenPrice.toString(),
-        },
-      },
-    };
+    return { params: { devshard_escrow_params: paramsJson(chain.state.params) } };
   });
 
   app.get<{ Params: { id: string } }>(REST_PATHS.escrow, async (request, reply) => {
     if (!/^\d+$/.test(request.params.id)) return reply.code(400).send({ code: 3, message: 'escrow id must be an unsigned integer', details: [] });
-    const e = chain.state.escrows[String(Number(request.params.id))];
-    if (!e) {
-      return { escrow: { id: '0', creator: '', amount: '0', settled: false, epoch_index: '0', model_id: '', slots: [] }, found: false };
-    }
-    return { escrow: escrowJson(e), found: true };
+    const e = chain.state.escrows[String(BigInt(request.params.id))];
+    // An unknown id is an answer, not an error (k/query_devshard_escrow.go).
+    if (!e) return { escrow: null, found: false };
+    return { escrow: escrowJson(e, chain.state.params), found: true };
   });
 
-  app.get(REST_PATHS.epoch, async () => {
+  // QueryGetParticipantResponse (participant.proto); an unknown address is gRPC NotFound.
+  app.get<{ Params: { address: string } }>(REST_PATHS.participant, async (request, reply) => {
+    const host = chain.hosts.find((h) => h.address === request.params.address);
+    if (!host) return reply.code(404).send(grpcNotFound('key not found'));
+    return { participant: participantJson(chain, host) };
+  });
+
+  // QueryEpochInfoResponse (query.proto): of Params the devnet serves devshard_escrow_params.
+  app.get(REST_PATHS.epochInfo, async () => {
     const p = chain.epoch();
     return {
-      height: String(p.height),
-      epoch_index: String(p.epochIndex),
-      epoch_start_height: String(p.epochStartHeight),
-      epoch_length: String(chain.config.epochBlocks),
-      next_set_new_validators_height: String(p.nextBoundaryHeight),
-      blocks_until_set_new_validators: String(p.blocksUntilBoundary),
-      poc_active: p.pocActive,
-      poc_start_height: String(p.pocStartHeight),
-      poc_end_height: String(p.pocEndHeight),
-      poc_length: String(chain.config.pocBlocks),
+      block_height: String(p.height),
+      params: { devshard_escrow_params: paramsJson(chain.state.params) },
+      latest_epoch: { index: String(p.epochIndex), poc_start_block_height: String(p.epochIndex * chain.config.epochBlocks) },
+      is_confirmation_poc_active: false,
+      active_confirmation_poc_event: null,
     };
   });
+
+  // QueryGetCurrentEpochResponse (deprecated on the chain; still served).
+  app.get(REST_PATHS.currentEpoch, async () => ({ epoch: String(chain.epoch().epochIndex) }));
+
+  // The public API (decentralized-api internal/server/public/get_epoch.go): JSON numbers; only `latest`.
+  app.get(REST_PATHS.publicEpochLatest, async () => {
+    const p = chain.epoch();
+    return {
+      block_height: p.height,
+      latest_epoch: { index: p.epochIndex, poc_start_block_height: p.epochIndex * chain.config.epochBlocks },
+      phase: p.pocActive ? 'PoCGenerate' : 'Inference',
+      epoch_stages: epochStages(chain, p.epochIndex),
+      next_epoch_stages: epochStages(chain, p.epochIndex + 1),
+      is_confirmation_poc_active: false,
+    };
+  });
+
+  // The public API's active participants (the fields devshardctl's phase gate reads).
+  app.get(REST_PATHS.publicParticipants, async () => ({
+    active_participants: {
+      participants: chain.hosts.map((h) => ({ index: h.address, inference_url: `${chain.baseUrl}${h.prefix}`, weight: 1, models: chain.state.models, ml_nodes: [] })),
+    },
+  }));
 
   app.get<{ Params: { address: string } }>(REST_PATHS.balances, async (request) => {
     const balance = chain.balanceOf(request.params.address);
@@ -110,11 +279,15 @@ export function registerRestRoutes(app: FastifyInstance, chain: DevnetChain): vo
         code: r.code,
         data: r.data,
         raw_log: r.log,
+        logs: [],
+        info: '',
         gas_wanted: r.gasWanted,
         gas_used: r.gasUsed,
         events: r.events.map((e) => ({ type: e.type, attributes: e.attributes.map((a) => ({ ...a, index: true })) })),
+        tx: null,
         timestamp: chain.state.blocks[rec.height]?.time ?? '',
       },
+      tx: null,
     };
   });
 

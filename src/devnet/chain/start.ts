@@ -9,6 +9,7 @@ import { DevnetChain } from './chain.js';
 import { resolveDevnetConfig, type DevnetConfig, type DevnetOptions } from './config.js';
 import { genesisIdentities, genesisState, type FundedKey } from './genesis.js';
 import { listenDevnet } from './listen.js';
+import { completeParams } from './params.js';
 import { openStateStore } from './persistence.js';
 import { registerRestRoutes } from './rest-routes.js';
 import { registerRpcRoutes } from './rpc-routes.js';
@@ -40,6 +41,7 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
   const ids = genesisIdentities(config);
   const store = config.statePath ? openStateStore(config.statePath) : undefined;
   const state = store?.load() ?? genesisState(config, ids);
+  state.params = completeParams(state.params, config);
   const chain = new DevnetChain(config, ids.hosts, state, store);
 
   const app = Fastify({ logger: config.logRequests, bodyLimit: 8 * 1024 * 1024 });

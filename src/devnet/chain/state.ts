@@ -25,6 +25,15 @@ export interface EscrowState {
   createdHeight: number;
   settledHeight?: number;
   refund?: bigint;
+  /** Hex app hash of the block the escrow was created in (DevshardEscrow.app_hash). */
+  appHash?: string;
+  /** Frozen at creation from the params (DevshardEscrow fields 9–14). */
+  tokenPrice?: bigint;
+  createDevshardFee?: bigint;
+  feePerNonce?: bigint;
+  inferenceSealGraceNonces?: number;
+  inferenceSealGraceSeconds?: number;
+  autoSealEveryNNonces?: number;
 }
 
 export interface TxEvent {
@@ -58,12 +67,34 @@ export interface BlockRecord {
   txs: string[];
 }
 
+export interface ApprovedVersion {
+  name: string;
+  binary: string;
+  sha256: string;
+}
+
+/** params.proto DevshardEscrowParams, all 18 fields (field numbers in rest-routes.ts). */
 export interface EscrowParamsState {
   minAmount: bigint;
+  maxAmount: bigint;
   maxEscrowsPerEpoch: number;
-  maxNonce: number;
+  groupSize: number;
+  /** Empty = anyone may create and settle (k/params.go IsAllowedEscrowCreator). */
   allowedCreatorAddresses: string[];
   tokenPrice: bigint;
+  /** Empty = any settlement version tag (k/devshard_settlement.go). */
+  approvedVersions: ApprovedVersion[];
+  maxNonce: number;
+  devshardRequestsEnabled: boolean;
+  defaultInferenceSealGraceNonces: number;
+  defaultInferenceSealGraceSeconds: number;
+  createDevshardFee: bigint;
+  feePerNonce: bigint;
+  refusalTimeout: bigint;
+  executionTimeout: bigint;
+  validationRate: number;
+  voteThresholdFactor: number;
+  defaultAutoSealEveryNNonces: number;
 }
 
 export interface ChainState {
@@ -78,6 +109,11 @@ export interface ChainState {
   hostPubKeys: Record<string, string>;
   escrows: Record<string, EscrowState>;
   escrowsPerEpoch: Record<string, number>;
+  /**
+   * Unordered-tx replay protection (ADR 070): `signer/timeout` → timeout (ms since epoch), kept
+   * until a block's time passes the timeout. Absent in snapshots older than unordered support.
+   */
+  unorderedNonces?: Record<string, number>;
   txs: Record<string, TxRecord>;
   /** Only blocks that carried txs are kept; empty blocks are synthesized on query. */
   blocks: Record<string, BlockRecord>;

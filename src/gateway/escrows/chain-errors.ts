@@ -27,6 +27,11 @@ export function chainErrorInfo(err: unknown): ChainErrorInfo {
 }
 
 export function chainRefusal(err: unknown, what: string): GatewayError {
+  if (err instanceof ChainError && err.detail.precheck) {
+    // Refused by the gateway's pre-check: nothing was signed or sent, no fee spent.
+    const param = err.kind === 'not_allowlisted' ? 'private_key' : err.kind === 'amount_out_of_range' || err.kind === 'insufficient_funds' ? 'amount' : null;
+    return new GatewayError(err.kind === 'not_allowlisted' ? 'forbidden' : 'invalid', err.kind, `${what} refused before any transaction was sent (no fee spent): ${err.message}`, { param, cause: err });
+  }
   const info = chainErrorInfo(err);
   return new GatewayError(KIND[info.kind] ?? 'chain_refused', info.kind, `${what} failed on chain: ${info.kind}: ${info.message}`, {
     // Kept so a recorded failure (rotation) carries the chain's code and raw log, not only the kind.

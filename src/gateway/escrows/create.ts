@@ -8,6 +8,8 @@ import { createIntentStream, newEvent, type CreateOrigin, type EscrowRole, type 
 import type { EventMetadata } from '../../events/envelope.js';
 import type { ChainEscrow, TxOutcome } from '../../chain/port.js';
 import type { GatewayContext } from '../context.js';
+import { DENOM } from '../../chain/keys.js';
+import { createRefusal } from '../../chain/prechecks.js';
 import { broadcastByHash } from './broadcast.js';
 import { chainErrorInfo, outcomeUnknown } from './chain-errors.js';
 import { recordedTxOutcome } from './broadcast.js';
@@ -37,6 +39,10 @@ export async function createEscrow(ctx: GatewayContext, cmd: CreateEscrowCommand
   const epoch = cmd.epoch ?? (await ctx.chain.epoch()).epochIndex;
   let prepared;
   try {
+    // The chain's own rules first, so no fee is spent on a tx it must refuse.
+    const [params, balance] = await Promise.all([ctx.chain.params(), ctx.chain.balance(creator)]);
+    const refusal = createRefusal(params, { creator, amount: cmd.amount, balance, fee: ctx.chain.txFee?.(), denom: DENOM });
+    if (refusal) throw refusal;
     prepared = await ctx.chain.prepareCreateEscrow(cmd.privateKeyHex, cmd.amount, cmd.model);
   } catch (error) {
     return { ok: false, intentId, error, pending: false };

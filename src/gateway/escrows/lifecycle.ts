@@ -3,6 +3,7 @@
  * requests are in flight, completed when they drain), deactivate, remove. Each asks the escrow
  * statechart first; a refusal is a 409 naming the state.
  */
+import { settleRefusal } from '../../chain/prechecks.js';
 import { newEvent, type CreateOrigin, type KeySource, type SlotInfo } from '../../events/catalog.js';
 import type { EventMetadata } from '../../events/envelope.js';
 import { clip, refuse } from '../errors.js';
@@ -183,7 +184,11 @@ async function broadcastSettle(ctx: GatewayContext, escrowId: string, key: strin
   }
   let prepared;
   try {
-    prepared = await ctx.chain.prepareSettleEscrow(key, toChainSettlement(c.settlement!));
+    const settlement = toChainSettlement(c.settlement!);
+    // The chain checks the settler's allowlist and the version tag; check them before any fee is spent.
+    const refusal = settleRefusal(await ctx.chain.params(), { settler: c.creator ?? '', version: `v${settlement.version}` });
+    if (refusal) throw refusal;
+    prepared = await ctx.chain.prepareSettleEscrow(key, settlement);
   } catch (err) {
     throw chainRefusal(err, 'Preparing the settlement');
   }

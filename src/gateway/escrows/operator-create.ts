@@ -1,8 +1,8 @@
 /**
  * POST /v1/admin/escrows as a use case: the checks an operator's create must pass before anything
- * is signed (the key is a usable secp256k1 key, the chain id is ours, the amount meets the chain's
- * min_amount), then the write-ahead create (create.ts). A refused or failed create is a refusal;
- * a create whose outcome is not known yet comes back as pending (reconciled by hash).
+ * is signed (the key is a usable secp256k1 key, the chain id is ours), then the write-ahead create
+ * (create.ts, which pre-checks the chain's rules). A refused or failed create is a refusal; a create
+ * whose outcome is not known yet comes back as pending (reconciled by hash).
  */
 import { isPrivateKeyHex, PRIVATE_KEY_RULE } from '../../config/private-key.js';
 import type { KeySource } from '../../events/catalog.js';
@@ -34,12 +34,8 @@ export async function createEscrowForOperator(ctx: GatewayContext, cmd: Operator
   if (chainId !== ctx.config.chain.chainId) {
     throw refuse.invalid(`chain_id '${chainId.slice(0, 128)}' is not this gateway's chain ('${ctx.config.chain.chainId}').`, 'chain_id', 'wrong_chain_id');
   }
-  const params = await ctx.chain.params().catch((err) => {
-    throw chainRefusal(err, 'Reading chain params');
-  });
-  if (cmd.amount < params.minAmount) {
-    throw refuse.invalid(`amount ${cmd.amount} is below the chain's min_amount ${params.minAmount}.`, 'amount', 'below_min_amount');
-  }
+  // The chain's own rules (allowlist, [min_amount, max_amount], balance + fee) are pre-checked in
+  // create.ts before anything is signed (src/chain/prechecks.ts).
   const r = await createEscrow(ctx, {
     privateKeyHex: cmd.privateKeyHex,
     keySource: cmd.keySource ?? { kind: 'request' },

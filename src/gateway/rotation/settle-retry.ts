@@ -83,7 +83,7 @@ export function ownerAttemptOf(intent: { attempt?: number; height?: number; retr
 
 /**
  * The chain accepts a settle only while its epoch is the escrow's or the next one (docs/chain.md,
- * error 1107 `wrong_epoch` otherwise). An escrow of unknown epoch is left to the chain to judge.
+ * the keeper's plain-text `wrong_epoch` otherwise). An escrow of unknown epoch is left to the chain to judge.
  */
 export function settleWindowOpen(escrowEpoch: number | null, chainEpoch: number): boolean {
   return escrowEpoch === null || chainEpoch <= escrowEpoch + 1;
