@@ -93,7 +93,30 @@ export class DevnetChain implements DevnetChainView {
   escrow(id: string): DevnetEscrowView | undefined {
     const e = this.state.escrows[id];
     if (!e) return undefined;
-    return { id: String(e.id), creator: e.creator, modelId: e.modelId, settled: e.settled, epochIndex: e.epochIndex, slots: e.slots };
+    return {
+      id: String(e.id),
+      creator: e.creator,
+      modelId: e.modelId,
+      settled: e.settled,
+      epochIndex: e.epochIndex,
+      slots: e.slots,
+      // What a real host binds its session to: the deposit and the values frozen on the escrow.
+      amount: e.amount,
+      session: {
+        ...(e.tokenPrice !== undefined ? { tokenPrice: e.tokenPrice } : {}),
+        ...(e.createDevshardFee !== undefined ? { createDevshardFee: e.createDevshardFee } : {}),
+        ...(e.feePerNonce !== undefined ? { feePerNonce: e.feePerNonce } : {}),
+        ...(e.inferenceSealGraceNonces !== undefined ? { inferenceSealGraceNonces: e.inferenceSealGraceNonces } : {}),
+        ...(e.inferenceSealGraceSeconds !== undefined ? { inferenceSealGraceSeconds: e.inferenceSealGraceSeconds } : {}),
+        ...(e.autoSealEveryNNonces !== undefined ? { autoSealEveryNNonces: e.autoSealEveryNNonces } : {}),
+      },
+    };
+  }
+
+  /** The chain params a host freezes into a session at bind (vote factor, timeouts, validation rate). */
+  sessionBindParams() {
+    const p = this.state.params;
+    return { refusalTimeout: p.refusalTimeout, executionTimeout: p.executionTimeout, validationRate: p.validationRate, voteThresholdFactor: p.voteThresholdFactor };
   }
 
   pubKeyOf(address: string): Uint8Array | undefined {
