@@ -18,6 +18,8 @@ import { createLogger } from '../http/logger.js';
 import { createGatewayMetrics } from '../http/metrics.js';
 import { registerRoutes } from '../http/routes/index.js';
 import { createHostTransport } from '../network/host-transport.js';
+import { createProtocolTransport } from '../network/devshard/protocol-transport.js';
+import type { SessionEscrow } from '../network/devshard/session.js';
 import type { InferencePort } from '../network/port.js';
 import { createUpstreamPort } from '../network/upstream.js';
 import { followProjections } from '../projections/index.js';
@@ -125,11 +127,20 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
   await chainInfo.load();
   chainInfo.follow(60_000);
 
+  // The devshard protocol transport reads each escrow's chain facts from the engine's decided state.
+  let ctxRef: GatewayContext | undefined;
   const network =
     options.network ??
     (config.network.upstreamUrl
       ? createUpstreamPort({ url: config.network.upstreamUrl, ...(config.network.upstreamKey ? { apiKey: config.network.upstreamKey } : {}), stallTimeoutMs: config.limits.stallTimeoutMs, timeoutMs: config.limits.requestTimeoutMs })
-      : createHostTransport({ stallTimeoutMs: config.limits.stallTimeoutMs, timeoutMs: config.limits.requestTimeoutMs }));
+      : config.network.hostProtocol === 'devshard'
+        ? createProtocolTransport({
+            escrowOf: (id) => (ctxRef ? protocolEscrow(ctxRef, id) : undefined),
+            routePrefix: config.network.routePrefix,
+            stallTimeoutMs: config.limits.stallTimeoutMs,
+            timeoutMs: config.limits.requestTimeoutMs,
+          })
+        : createHostTransport({ stallTimeoutMs: config.limits.stallTimeoutMs, timeoutMs: config.limits.requestTimeoutMs }));
 
   const metrics = createGatewayMetrics();
   const limiter = new Limiter({ maxConcurrentRequests: config.limits.maxConcurrentRequests, maxInputTokensInFlight: config.limits.maxInputTokensInFlight });
@@ -152,6 +163,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
     },
   };
 
+  ctxRef = ctx;
   const report = await reconcile(ctx);
   if (report.creates.length || report.settles.length || report.orphanedRequests || report.noncesSkipped.length) logger.info({ reconcile: report }, 'reconciled recorded chain intents');
   // Outcomes still unknown (node unreachable, tx not yet included) are asked for by hash until known.
@@ -203,4 +215,21 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
     })());
 
   return { url, app, ctx, store, devnet, stop, tasks: { rotation, depletion, drain: drainTask } };
+}
+
+/**
+ * An escrow's session facts for the devshard protocol transport: creator, amount and slots as
+ * recorded from the chain, the token price (the escrow's session fields beyond it and the chain's
+ * bind params are the protocol defaults until the chain port reads them).
+ */
+function protocolEscrow(ctx: GatewayContext, escrowId: string): SessionEscrow | undefined {
+  const c = ctx.engine.escrow(escrowId)?.context;
+  if (!c || !c.creator || c.slots.length === 0) return undefined;
+  return {
+    escrowId,
+    creator: c.creator,
+    amount: BigInt(c.deposit),
+    slots: c.slots.map((s) => ({ host: s.host, url: s.url })),
+    session: { tokenPrice: ctx.chainInfo.tokenPrice },
+  };
 }

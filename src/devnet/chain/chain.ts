@@ -82,7 +82,8 @@ export class DevnetChain implements DevnetChainView {
   escrow(id: string): DevnetEscrowView | undefined {
     const e = this.state.escrows[id];
     if (!e) return undefined;
-    return { id: String(e.id), creator: e.creator, modelId: e.modelId, settled: e.settled, epochIndex: e.epochIndex, slots: e.slots };
+    // amount: the real host protocol binds its replica to it (the session fields and bind params stay the defaults).
+    return { id: String(e.id), creator: e.creator, modelId: e.modelId, settled: e.settled, epochIndex: e.epochIndex, slots: e.slots, amount: e.amount };
   }
 
   pubKeyOf(address: string): Uint8Array | undefined {

