@@ -33,16 +33,17 @@ describe('chat over the real devshard host protocol (DEVSHARD_HOST_PROTOCOL=devs
   let gw: TestGateway;
   let escrowId: string;
   const usages: { nonce: number; total: number; prompt: number; completion: number }[] = [];
+  const captured: Exchange[] = [];
 
   beforeAll(async () => {
     ({ gw, escrowId } = await startGatewayWithEscrow({ env: { DEVSHARD_HOST_PROTOCOL: 'devshard' } }));
+    (gw.ctx.network as ProtocolTransport).setExchangeListener((x) => captured.push(x));
   }, 60_000);
   afterAll(() => disposeTestGateway(gw));
 
   const transport = () => gw.ctx.network as ProtocolTransport;
 
   it('serves streamed and non-streamed chats, each receipt matching our root, usage the host counted', async () => {
-    const captured: Exchange[] = [];
     for (let i = 0; i < 8; i++) {
       const nonce = i + 1;
       if (i % 2 === 0) {
@@ -67,7 +68,9 @@ describe('chat over the real devshard host protocol (DEVSHARD_HOST_PROTOCOL=devs
         usages.push({ nonce, total: r.json.usage.total_tokens, prompt: r.json.usage.prompt_tokens, completion: r.json.usage.completion_tokens });
       }
     }
-    void captured;
+    // every request went to its executor, slots[nonce % 3], and was answered 200
+    expect(captured.map((x) => x.status)).toEqual(Array(8).fill(200));
+    expect(captured.map((x) => new URL(x.url).pathname.split('/')[2])).toEqual(['1', '2', '0', '1', '2', '0', '1', '2']);
     const s = transport().session(escrowId)!;
     expect(s.latestNonce).toBe(8n);
     // ConfirmStart and Finish of inferences 1..7 were taken from receipts and mempools into later diffs
@@ -109,11 +112,31 @@ describe('chat over the real devshard host protocol (DEVSHARD_HOST_PROTOCOL=devs
     }
   }, 30_000);
 
-  // The traffic in ../shared/tools/realnet's capture format, when GWPROTO_CAPTURE_DIR is set.
+  // GWPROTO_CAPTURE_DIR: the gateway→host traffic in ../shared/tools/realnet's capture format (one
+  // file per request, as its tap.mjs writes them) and the session's facts, for verify-request.mjs
+  // and verify-diffs.mjs.
   afterAll(() => {
     const dir = process.env.GWPROTO_CAPTURE_DIR;
-    if (!dir) return;
+    if (!dir || captured.length === 0) return;
     mkdirSync(join(dir, 'caps'), { recursive: true });
-    void writeFileSync;
+    const s = (gw.ctx.network as ProtocolTransport).session(escrowId)!;
+    captured.forEach((c, seq) => {
+      const u = new URL(c.url);
+      const m = /^(\/hosts\/(\d+))(\/.*)$/.exec(u.pathname)!;
+      const slot = s.escrow.slots.findIndex((x) => x.url === u.origin + m[1]);
+      const record = {
+        seq,
+        received_at: c.at,
+        method: 'POST',
+        url: m[3],
+        headers: c.headers,
+        body_base64: Buffer.from(c.body).toString('base64'),
+        target: u.origin + m[1],
+        host_address: s.escrow.slots[slot]!.host,
+        response: { status: c.status },
+      };
+      writeFileSync(join(dir, 'caps', `${String(seq).padStart(4, '0')}-POST.json`), JSON.stringify(record));
+    });
+    writeFileSync(join(dir, 'session.json'), JSON.stringify({ creator: s.escrow.creator, slots: s.escrow.slots.map((x) => x.host), amount: String(s.escrow.amount), token_price: String(s.replica.config.tokenPrice) }));
   });
 });

@@ -60,6 +60,8 @@ export interface Exchange {
 export interface ProtocolTransport extends InferencePort {
   /** The escrow's session, when one was opened (tests, status). */
   session(escrowId: string): DevshardSession | undefined;
+  /** Replaces the traffic listener (ProtocolTransportOptions.onExchange); undefined stops it. */
+  setExchangeListener(fn: ((x: Exchange) => void) | undefined): void;
   close(): Promise<void>;
 }
 
@@ -149,6 +151,7 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
   const sessions = new Map<string, DevshardSession>();
   const turns = new Map<string, Turns>();
   const drains = new Set<Promise<void>>();
+  let onExchange = opts.onExchange;
 
   function sessionFor(call: ChatCall): DevshardSession {
     let s = sessions.get(call.escrowId);
@@ -233,6 +236,9 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
 
   return {
     session: (id) => sessions.get(id),
+    setExchangeListener(fn) {
+      onExchange = fn;
+    },
 
     async chat(call: ChatCall): Promise<ChatResult> {
       const s = sessionFor(call);
@@ -261,7 +267,7 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
         'x-devshard-timestamp': String(ts),
       };
       const at = now();
-      const capture = opts.onExchange;
+      const capture = onExchange;
       const exchanged = (status: number, response: string): void =>
         capture?.({ url: url.href, headers, body: Buffer.from(prepared.body).toString('utf8'), status, response, at });
 
