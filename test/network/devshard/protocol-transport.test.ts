@@ -95,6 +95,22 @@ describe('devshard protocol transport against the simulated hosts', () => {
     }
   });
 
+  it('a client that stops reading does not lose the Finish: the host stream is read on for its meta', async () => {
+    const s = transport.session(net.escrow.id)!;
+    const nonce = Number(s.latestNonce) + 1;
+    const r = await transport.chat({ ...call(nonce, true), body: { ...call(nonce, true).body, max_tokens: 64 } });
+    expect(r.kind).toBe('stream');
+    if (r.kind !== 'stream') return;
+    const it = r.chunks[Symbol.asyncIterator]();
+    expect((await it.next()).done).toBe(false);
+    await it.return?.(undefined); // the client left after one chunk
+    // the host finishes on its own; its Finish reaches our pending set, then the next diff
+    for (let i = 0; i < 100 && !s.pendingTxs().some((t) => t.tx.case === 'finishInference' && t.tx.value.inferenceId === BigInt(nonce)); i++) await new Promise((res) => setTimeout(res, 20));
+    expect(s.pendingTxs().some((t) => t.tx.case === 'finishInference' && t.tx.value.inferenceId === BigInt(nonce))).toBe(true);
+    expect(await consume(await transport.chat(call(nonce + 1, false)))).toBeGreaterThan(0);
+    expect(s.replica.inference(BigInt(nonce))?.status).toBe(InferenceStatus.Finished);
+  });
+
   it('a receipt whose state_hash is not our root fails the call with a clear host error', async () => {
     // A second transport whose session believes in another escrow amount: its roots differ from the hosts'.
     const other = createProtocolTransport({
