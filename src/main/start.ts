@@ -31,6 +31,7 @@ import { Keyring } from '../gateway/keyring.js';
 import { Limiter } from '../gateway/limiter.js';
 import { NonceLeases } from '../gateway/nonce-lease.js';
 import { gatewayPort } from '../gateway/port.js';
+import { recordDiff, recordedDiffs } from '../gateway/devshard-diffs.js';
 import { createDrainReactor, type DrainTask } from '../gateway/reactors.js';
 import { reconcile, releaseUnusedNonces, startIntentReconciler } from '../gateway/reconcile.js';
 import { onRequestEnded, startDepletionCheck, startRotation } from '../gateway/rotation/index.js';
@@ -137,6 +138,9 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
         ? createProtocolTransport({
             escrowOf: (id) => (ctxRef ? protocolEscrow(ctxRef, id) : undefined),
             routePrefix: config.network.routePrefix,
+            // Each diff is in the log before a request carries it; a restart rebuilds the session from them.
+            onDiff: (escrowId, d) => recordDiff(engine, escrowId, d),
+            recordedDiffs: (escrowId) => recordedDiffs(engine, escrowId),
             stallTimeoutMs: config.limits.stallTimeoutMs,
             timeoutMs: config.limits.requestTimeoutMs,
           })

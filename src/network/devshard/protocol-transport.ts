@@ -23,6 +23,7 @@ import { countCompletionTokens, countPromptTokens } from '../tokens.js';
 import { chunksForClient, clientAsk, completionForClient } from './client-output.js';
 import { HostEventError, readHostEvent, type HostReceipt } from './host-events.js';
 import { DEFAULT_ROUTE_PREFIX, sessionUrl } from './request-body.js';
+import type { RecordedDiff } from '../../protocol/index.js';
 import { DevshardSession, ReceiptMismatch, type SentDiff, type SessionEscrow } from './session.js';
 
 export interface ProtocolTransportOptions extends AgentOptions {
@@ -40,8 +41,10 @@ export interface ProtocolTransportOptions extends AgentOptions {
   drainMs?: number;
   now?: () => number;
   agent?: Agent;
-  /** Every diff as it is composed (the log's hook). */
-  onDiff?: (escrowId: string, d: SentDiff) => void;
+  /** Every diff as it is composed (the log's hook); a promise answered is awaited before the request leaves. */
+  onDiff?: (escrowId: string, d: SentDiff) => unknown;
+  /** The diffs an earlier run recorded for an escrow (the log), to rebuild its session; none: a new session. */
+  recordedDiffs?: (escrowId: string) => readonly RecordedDiff[];
   /** Every exchange with a host, when it ends (traffic capture). */
   onExchange?: (x: Exchange) => void;
 }
@@ -160,7 +163,7 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
     if (!escrow) throw new HostError('rejected', `escrow ${call.escrowId} is unknown to the devshard protocol transport`);
     const signer = call.signer;
     if (!signer.signProtocol) throw new HostError('rejected', `the signer of escrow ${call.escrowId} cannot make devshard protocol signatures`);
-    s = new DevshardSession(escrow, (m) => signer.signProtocol!(m));
+    s = new DevshardSession(escrow, (m) => signer.signProtocol!(m), opts.recordedDiffs?.(call.escrowId) ?? []);
     if (opts.onDiff) {
       const onDiff = opts.onDiff;
       s.onDiff = (d) => onDiff(call.escrowId, d);
@@ -256,6 +259,14 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
       }
       const hostUrl = prepared.hostUrl;
       const label = `host ${hostUrl}`;
+      // The diffs are durable (recorded) before the first request carrying them leaves.
+      if (prepared.recorded.length > 0) {
+        try {
+          await Promise.all(prepared.recorded);
+        } catch (err) {
+          throw new HostError('rejected', `the diffs of nonce ${nonce} could not be recorded; not sent: ${err instanceof Error ? err.message : String(err)}`);
+        }
+      }
       const url = new URL(sessionUrl(hostUrl, call.escrowId, 'chat/completions', prefix));
       const ts = BigInt(Math.floor(now() / 1000));
       const sig = call.signer.signProtocol!(s.headerMessage(prepared.body, ts));

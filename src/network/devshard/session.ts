@@ -27,7 +27,9 @@ import {
   sha256,
   toHex,
   Replica,
+  replay,
   type ChainBindParams,
+  type RecordedDiff,
   type Diff,
   type EscrowSessionFields,
   type WarmKeyBinding,
@@ -67,6 +69,8 @@ export interface PreparedRequest {
   body: Uint8Array;
   /** The diffs the body carries (catch-up and the new one). */
   diffs: number;
+  /** What `onDiff` answered for the diffs composed here (their recording): settle before sending. */
+  recorded: Promise<unknown>[];
 }
 
 /** A receipt that disagrees with our replica: the host's state is not ours. */
@@ -87,16 +91,27 @@ export class DevshardSession {
   /** Host txs waiting for the next diff, by content hash (a tx seen twice is taken once). */
   private readonly pending = new Map<string, DevshardTx>();
   private readonly hostUrls: string[];
-  /** Called with every diff as it is composed (before it is sent). */
-  onDiff: ((d: SentDiff) => void) | undefined;
+  /** Called with every diff as it is composed (before it is sent); a promise answered is awaited before sending. */
+  onDiff: ((d: SentDiff) => unknown) | undefined;
+  private recording: Promise<unknown>[] = [];
 
+  /**
+   * `recorded`: the diffs of an earlier run (the log), replayed into the replica. Which of them each
+   * host holds is not known, so every host is sent them all once (hosts skip what they applied).
+   */
   constructor(
     readonly escrow: SessionEscrow,
     private readonly sign: ProtocolSign,
+    recorded: readonly RecordedDiff[] = [],
   ) {
     const n = escrow.slots.length;
     const config = applyChainBindParams(sessionConfigFromEscrow(n, escrow.session), n, escrow.bind ?? {});
-    this.replica = Replica.create({ escrowId: escrow.escrowId, slots: escrow.slots.map((s) => s.host), amount: escrow.amount, userAddress: escrow.creator, config });
+    const params = { escrowId: escrow.escrowId, slots: escrow.slots.map((s) => s.host), amount: escrow.amount, userAddress: escrow.creator, config };
+    this.replica = recorded.length > 0 ? replay(params, recorded) : Replica.create(params);
+    for (const d of recorded) {
+      this.unacked.push(d);
+      this.roots.set(d.nonce, d.postStateRoot);
+    }
     this.hostUrls = [...new Set(escrow.slots.map((s) => s.url))];
   }
 
@@ -127,7 +142,8 @@ export class DevshardSession {
     const d: SentDiff = { nonce: c.nonce, txs: c.applied, postStateRoot: c.root, userSig, warmKeyBindings: c.warmKeyBindings };
     this.unacked.push(d);
     this.roots.set(c.nonce, c.root);
-    this.onDiff?.(d);
+    const r = this.onDiff?.(d);
+    if (r instanceof Promise) this.recording.push(r);
     return d;
   }
 
@@ -138,6 +154,7 @@ export class DevshardSession {
    */
   prepare(nonce: bigint, p: { prompt: Uint8Array; model: string; maxTokens: bigint; startedAt: bigint }): PreparedRequest {
     if (nonce <= this.replica.latestNonce) throw new RangeError(`nonce ${nonce} is already used on escrow ${this.escrow.escrowId} (latest ${this.replica.latestNonce})`);
+    this.recording = [];
     while (this.replica.latestNonce + 1n < nonce) this.next([]);
     const payload: InferencePayload = { prompt: p.prompt, model: p.model, inputLength: BigInt(p.prompt.length), maxTokens: p.maxTokens, startedAt: p.startedAt };
     const start = create(MsgStartInferenceSchema, {
@@ -151,7 +168,9 @@ export class DevshardSession {
     this.next([create(DevshardTxSchema, { tx: { case: 'startInference', value: start } })]);
     const hostUrl = this.executorUrl(nonce);
     const diffs = this.catchUp(hostUrl);
-    return { nonce, hostUrl, body: new TextEncoder().encode(inferenceRequestJson(diffs, nonce, payload)), diffs: diffs.length };
+    const recorded = this.recording;
+    this.recording = [];
+    return { nonce, hostUrl, body: new TextEncoder().encode(inferenceRequestJson(diffs, nonce, payload)), diffs: diffs.length, recorded };
   }
 
   /** The diffs host `url` has not acknowledged. */
