@@ -22,7 +22,7 @@ import { SseParser, type SseEvent } from '../sse.js';
 import { countCompletionTokens, countPromptTokens } from '../tokens.js';
 import { chunksForClient, clientAsk, completionForClient } from './client-output.js';
 import { HostEventError, readHostEvent, type HostReceipt } from './host-events.js';
-import { DEFAULT_ROUTE_PREFIX, sessionUrl } from './request-body.js';
+import { DEFAULT_ROUTE_PREFIX, sessionUrl, verifyTimeoutJson } from './request-body.js';
 import type { RecordedDiff } from '../../protocol/index.js';
 import { DevshardSession, ReceiptMismatch, type SentDiff, type SessionEscrow } from './session.js';
 
@@ -47,6 +47,8 @@ export interface ProtocolTransportOptions extends AgentOptions {
   recordedDiffs?: (escrowId: string) => readonly RecordedDiff[];
   /** Every exchange with a host, when it ends (traffic capture). */
   onExchange?: (x: Exchange) => void;
+  /** Period of the timeout sweep (sweepTimeouts), ms; 0 = only when called. Default 15 s. */
+  timeoutSweepMs?: number;
 }
 
 export interface Exchange {
@@ -63,6 +65,13 @@ export interface Exchange {
 export interface ProtocolTransport extends InferencePort {
   /** The escrow's session, when one was opened (tests, status). */
   session(escrowId: string): DevshardSession | undefined;
+  /**
+   * Asks the other hosts to vote on every inference of ours past its refusal or execution timeout
+   * (POST verify-timeout); with more accepting votes than the session's threshold a
+   * MsgTimeoutInference goes into the escrow's next diff, which releases its reservation. Answers
+   * how many were queued.
+   */
+  sweepTimeouts(): Promise<number>;
   /** Replaces the traffic listener (ProtocolTransportOptions.onExchange); undefined stops it. */
   setExchangeListener(fn: ((x: Exchange) => void) | undefined): void;
   close(): Promise<void>;
@@ -237,8 +246,49 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
     return p;
   }
 
+  /** One host's vote on a timeout, or undefined (refused, unreachable, rejected). */
+  async function vote(s: DevshardSession, url: string, nonce: bigint, reason: 'refused' | 'execution', payload: Parameters<typeof verifyTimeoutJson>[3]) {
+    const body = Buffer.from(verifyTimeoutJson(s.catchUp(url), nonce, reason, reason === 'refused' ? payload : undefined), 'utf8');
+    const ts = BigInt(Math.floor(now() / 1000));
+    const target = new URL(sessionUrl(url, s.escrow.escrowId, 'verify-timeout', prefix));
+    const headers = { 'content-type': 'application/json', 'x-devshard-signature': s.headerSignature(body, ts), 'x-devshard-timestamp': String(ts) };
+    try {
+      const res = await agent.request({ origin: target.origin, path: target.pathname, method: 'POST', headers, body, signal: AbortSignal.timeout(stallTimeoutMs) });
+      const text = await res.body.text();
+      onExchange?.({ url: target.href, headers, body: body.toString('utf8'), status: res.statusCode, response: text, at: Date.now() });
+      if (res.statusCode !== 200) return undefined;
+      const v = JSON.parse(text) as { accept?: unknown; signature?: unknown; voter_slot?: unknown };
+      if (v.accept !== true || typeof v.signature !== 'string' || typeof v.voter_slot !== 'number') return undefined;
+      return { voterSlot: v.voter_slot, signature: new Uint8Array(Buffer.from(v.signature, 'base64')) };
+    } catch {
+      return undefined;
+    }
+  }
+
+  let sweeping: Promise<number> | undefined;
+  async function sweep(): Promise<number> {
+    let queued = 0;
+    const nowS = BigInt(Math.floor(now() / 1000));
+    for (const s of sessions.values()) {
+      for (const c of s.timeoutCandidates(nowS)) {
+        const voters = s.hosts().filter((u) => u !== c.executorUrl);
+        const votes = (await Promise.all(voters.map((u) => vote(s, u, c.nonce, c.reason, c.payload)))).filter((v) => v !== undefined);
+        if (s.enoughVotes(votes.length)) {
+          s.addTimeout(c.nonce, c.reason, votes);
+          queued++;
+        }
+      }
+    }
+    return queued;
+  }
+  const sweepTimeouts = (): Promise<number> => (sweeping ??= sweep().finally(() => (sweeping = undefined)));
+  const sweepMs = opts.timeoutSweepMs ?? 15_000;
+  const sweepTimer = sweepMs > 0 ? setInterval(() => void sweepTimeouts().catch(() => undefined), sweepMs) : undefined;
+  sweepTimer?.unref();
+
   return {
     session: (id) => sessions.get(id),
+    sweepTimeouts,
     setExchangeListener(fn) {
       onExchange = fn;
     },
@@ -426,6 +476,7 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
     },
 
     async close() {
+      if (sweepTimer) clearInterval(sweepTimer);
       for (const s of sessions.values()) s.onDiff = undefined;
       await Promise.race([Promise.allSettled([...drains]), new Promise((r) => setTimeout(r, 1_000).unref())]);
       if (ownsAgent) await agent.close();

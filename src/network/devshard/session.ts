@@ -35,7 +35,8 @@ import {
   type WarmKeyBinding,
 } from '../../protocol/index.js';
 import { DevshardTxSchema, type DevshardTx } from '../../protocol/gen/devshard/v1/diff_pb.js';
-import { MsgConfirmStartSchema, MsgStartInferenceSchema } from '../../protocol/gen/devshard/v1/tx_pb.js';
+import { MsgConfirmStartSchema, MsgStartInferenceSchema, MsgTimeoutInferenceSchema, TimeoutReason, TimeoutVoteSchema } from '../../protocol/gen/devshard/v1/tx_pb.js';
+import { InferenceStatus } from '../../protocol/inference-record.js';
 import type { HostReceipt } from './host-events.js';
 import { inferenceRequestJson, type InferencePayload, type SignedDiff } from './request-body.js';
 
@@ -91,6 +92,10 @@ export class DevshardSession {
   /** Host txs waiting for the next diff, by content hash (a tx seen twice is taken once). */
   private readonly pending = new Map<string, DevshardTx>();
   private readonly hostUrls: string[];
+  /** Payloads of our inferences not yet finished or timed out (a refusal timeout vote needs it). */
+  private readonly open = new Map<bigint, InferencePayload>();
+  /** Inference → our latest nonce when its MsgTimeoutInference was queued (not asked again until a diff was composed). */
+  private readonly timingOut = new Map<bigint, bigint>();
   /** Called with every diff as it is composed (before it is sent); a promise answered is awaited before sending. */
   onDiff: ((d: SentDiff) => unknown) | undefined;
   private recording: Promise<unknown>[] = [];
@@ -166,6 +171,7 @@ export class DevshardSession {
       startedAt: payload.startedAt,
     });
     this.next([create(DevshardTxSchema, { tx: { case: 'startInference', value: start } })]);
+    this.open.set(nonce, payload);
     const hostUrl = this.executorUrl(nonce);
     const diffs = this.catchUp(hostUrl);
     const recorded = this.recording;
@@ -184,6 +190,11 @@ export class DevshardSession {
   /** The signature input of the `X-Devshard-Signature` header for `body` at `timestampSeconds`. */
   headerMessage(body: Uint8Array, timestampSeconds: bigint): Uint8Array {
     return requestHeaderMessage(this.escrow.escrowId, body, timestampSeconds);
+  }
+
+  /** The `X-Devshard-Signature` value (hex, 65 bytes) for `body` at `timestampSeconds`. */
+  headerSignature(body: Uint8Array, timestampSeconds: bigint): string {
+    return Buffer.from(this.sign(this.headerMessage(body, timestampSeconds))).toString('hex');
   }
 
   /**
@@ -207,6 +218,56 @@ export class DevshardSession {
   /** `devshard_meta.mempool`: host txs (Finish, ConfirmStart, …) for later diffs. */
   onMempool(txs: readonly Uint8Array[]): void {
     for (const b of txs) this.take(fromBinary(DevshardTxSchema, b));
+  }
+
+  /**
+   * Our inferences past their deadline (gonka host/timeout.go): still pending `refusal_timeout`
+   * seconds after started_at (the executor never confirmed), or started and not finished
+   * `execution_timeout` seconds after confirmed_at. Finished ones are forgotten here.
+   */
+  timeoutCandidates(nowSeconds: bigint): { nonce: bigint; reason: 'refused' | 'execution'; executorUrl: string; payload: InferencePayload }[] {
+    const out: { nonce: bigint; reason: 'refused' | 'execution'; executorUrl: string; payload: InferencePayload }[] = [];
+    const cfg = this.replica.config;
+    for (const [nonce, payload] of this.open) {
+      const rec = this.replica.inference(nonce);
+      if (!rec || (rec.status !== InferenceStatus.Pending && rec.status !== InferenceStatus.Started)) {
+        this.open.delete(nonce);
+        this.timingOut.delete(nonce);
+        continue;
+      }
+      const queuedAt = this.timingOut.get(nonce);
+      if (queuedAt !== undefined && queuedAt >= this.replica.latestNonce) continue;
+      if (rec.status === InferenceStatus.Pending && nowSeconds >= rec.startedAt + cfg.refusalTimeout) out.push({ nonce, reason: 'refused', executorUrl: this.executorUrl(nonce), payload });
+      else if (rec.status === InferenceStatus.Started && nowSeconds >= rec.confirmedAt + cfg.executionTimeout) out.push({ nonce, reason: 'execution', executorUrl: this.executorUrl(nonce), payload });
+    }
+    return out;
+  }
+
+  /** The hosts' URLs (distinct), in slot order. */
+  hosts(): readonly string[] {
+    return this.hostUrls;
+  }
+
+  /** More accepting weight than the session's vote threshold? (tx-rules: accept > threshold) */
+  enoughVotes(acceptingSlots: number): boolean {
+    return acceptingSlots > this.replica.config.voteThreshold;
+  }
+
+  /** A MsgTimeoutInference with the accepting votes, for the next diff. */
+  addTimeout(nonce: bigint, reason: 'refused' | 'execution', votes: readonly { voterSlot: number; signature: Uint8Array }[]): void {
+    this.timingOut.set(nonce, this.replica.latestNonce);
+    this.take(
+      create(DevshardTxSchema, {
+        tx: {
+          case: 'timeoutInference',
+          value: create(MsgTimeoutInferenceSchema, {
+            inferenceId: nonce,
+            reason: reason === 'refused' ? TimeoutReason.REFUSED : TimeoutReason.EXECUTION,
+            votes: votes.map((v) => create(TimeoutVoteSchema, { voterSlot: v.voterSlot, accept: true, signature: v.signature })),
+          }),
+        },
+      }),
+    );
   }
 
   private take(tx: DevshardTx): void {

@@ -26,6 +26,9 @@ describe('devshard protocol transport against the simulated hosts', () => {
           ? { escrowId: id, creator: net.escrow.creator, amount: net.escrow.amount!, slots: net.escrow.slots, session: SESSION, bind: BIND }
           : undefined,
       orderWaitMs: 300,
+      timeoutSweepMs: 0,
+      // the hosts' clock (tests move it); requests are signed and started_at set with it
+      now: () => Date.now() + net.clock.offsetMs,
     });
   });
   afterAll(async () => {
@@ -126,6 +129,31 @@ describe('devshard protocol transport against the simulated hosts', () => {
       expect(err).toBeInstanceOf(HostError);
     } finally {
       await other.close();
+    }
+  });
+
+  it('an executor that refuses: after refusal_timeout the other hosts vote and a MsgTimeoutInference releases it', async () => {
+    const s = transport.session(net.escrow.id)!;
+    const nonce = Number(s.latestNonce) + 1;
+    net.faults.hosts = [nonce % 3];
+    net.faults.failStatus = 503;
+    net.faults.remaining = 1;
+    await expect(transport.chat(call(nonce, false))).rejects.toBeInstanceOf(HostError);
+    clearFaults(net.faults);
+    expect(s.replica.inference(BigInt(nonce))?.status).toBe(InferenceStatus.Pending);
+    const missedBefore = s.replica.hostStats()[nonce % 3]!.missed;
+    net.clock.offsetMs += 61_000; // refusal_timeout 60 s
+    try {
+      expect(await transport.sweepTimeouts()).toBeGreaterThanOrEqual(1);
+      expect(s.pendingTxs().some((t) => t.tx.case === 'timeoutInference' && t.tx.value.inferenceId === BigInt(nonce))).toBe(true);
+      expect(await consume(await transport.chat(call(nonce + 1, false)))).toBeGreaterThan(0);
+      expect(s.replica.inference(BigInt(nonce))?.status).toBe(InferenceStatus.TimedOut);
+      expect(s.replica.hostStats()[nonce % 3]!.missed).toBe(missedBefore + 1);
+      // nonce 2 (refused in the first test) timed out the same way; nothing is left to vote on
+      expect(s.replica.inference(2n)?.status).toBe(InferenceStatus.TimedOut);
+      expect(await transport.sweepTimeouts()).toBe(0);
+    } finally {
+      net.clock.offsetMs = 0;
     }
   });
 });
