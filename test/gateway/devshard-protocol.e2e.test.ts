@@ -15,7 +15,7 @@ import { eventsFile } from '../../src/events/sqlite-store.js';
 import { verifyLog } from '../../src/events/verify.js';
 import { recordedDiffs } from '../../src/gateway/devshard-diffs.js';
 import { projectionsCheck } from '../../src/projections/verify-check.js';
-import { bytesEqual, InferenceStatus, replay } from '../../src/protocol/index.js';
+import { bytesEqual, InferenceStatus, Phase, replay } from '../../src/protocol/index.js';
 import { disposeTestGateway, MODEL, startGatewayWithEscrow, type TestGateway } from '../helpers/gateway.js';
 
 const chat = (i: number, extra: Record<string, unknown> = {}) => ({ model: MODEL, messages: [{ role: 'user', content: `question number ${i}` }], max_tokens: 32, ...extra });
@@ -117,6 +117,25 @@ describe('chat over the real devshard host protocol (DEVSHARD_HOST_PROTOCOL=devs
     }
   }, 30_000);
 
+  let settlementFile = '';
+  it('finalizes over the protocol: every slot signs the settlement, in the file the chain CLI reads', async () => {
+    const s = transport().session(escrowId)!;
+    const signer = gw.ctx.keyring.signerFor(s.escrow.creator)!;
+    const f = await transport().finalize(escrowId, signer, { signatureWaitMs: 5_000 });
+    expect(f.failures).toEqual([]);
+    // MsgFinalizeRound at 9, Settlement at 9 + 3
+    expect(f.settlement.nonce).toBe(12n);
+    expect(s.replica.phase).toBe(Phase.Settlement);
+    expect(f.signatures.map((x) => x.slotId)).toEqual([0, 1, 2]);
+    // inference 8's ConfirmStart and Finish came with the finalize rounds
+    for (let id = 1n; id <= 8n; id++) expect(s.replica.inference(id)?.status ?? InferenceStatus.Finished, `inference ${id}`).not.toBe(InferenceStatus.Pending);
+    const file = JSON.parse(f.file) as { escrow_id: string; version: string; nonce: number; host_stats: unknown[]; signatures: unknown[] };
+    expect(file).toMatchObject({ escrow_id: escrowId, version: 'v2', nonce: 12 });
+    expect(file.host_stats).toHaveLength(3);
+    expect(file.signatures).toHaveLength(3);
+    settlementFile = f.file;
+  }, 60_000);
+
   // GWPROTO_CAPTURE_DIR: the gateway→host traffic in ../shared/tools/realnet's capture format (one
   // file per request, as its tap.mjs writes them) and the session's facts, for verify-request.mjs
   // and verify-diffs.mjs.
@@ -142,6 +161,7 @@ describe('chat over the real devshard host protocol (DEVSHARD_HOST_PROTOCOL=devs
       };
       writeFileSync(join(dir, 'caps', `${String(seq).padStart(4, '0')}-POST.json`), JSON.stringify(record));
     });
+    if (settlementFile) writeFileSync(join(dir, 'settlement.json'), settlementFile);
     writeFileSync(join(dir, 'session.json'), JSON.stringify({ creator: s.escrow.creator, slots: s.escrow.slots.map((x) => x.host), amount: String(s.escrow.amount), token_price: String(s.replica.config.tokenPrice) }));
   });
 });

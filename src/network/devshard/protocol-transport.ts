@@ -17,13 +17,13 @@
  */
 import type { Agent, Dispatcher } from 'undici';
 import { createHttpAgent, type AgentOptions } from '../http-agent.js';
-import { HostError, type ChatCall, type ChatChunk, type ChatCompletion, type ChatResult, type InferencePort, type Usage } from '../port.js';
+import { HostError, type ChatCall, type ChatChunk, type ChatCompletion, type ChatResult, type InferencePort, type RequestSigner, type Usage } from '../port.js';
 import { SseParser, type SseEvent } from '../sse.js';
 import { countCompletionTokens, countPromptTokens } from '../tokens.js';
 import { chunksForClient, clientAsk, completionForClient } from './client-output.js';
 import { HostEventError, readHostEvent, type HostReceipt } from './host-events.js';
 import { DEFAULT_ROUTE_PREFIX, sessionUrl, verifyTimeoutJson } from './request-body.js';
-import type { RecordedDiff } from '../../protocol/index.js';
+import { buildSettlement, settlementFileJson, settlementSignatureValid, type RecordedDiff, type Settlement } from '../../protocol/index.js';
 import { DevshardSession, ReceiptMismatch, type SentDiff, type SessionEscrow } from './session.js';
 
 export interface ProtocolTransportOptions extends AgentOptions {
@@ -62,6 +62,15 @@ export interface Exchange {
   at: number;
 }
 
+export interface FinalizedSession {
+  settlement: Settlement;
+  signatures: { slotId: number; signature: Uint8Array }[];
+  /** The settlement file's JSON text. */
+  file: string;
+  /** Hosts that did not take a finalize diff (they may still have signed). */
+  failures: string[];
+}
+
 export interface ProtocolTransport extends InferencePort {
   /** The escrow's session, when one was opened (tests, status). */
   session(escrowId: string): DevshardSession | undefined;
@@ -72,6 +81,14 @@ export interface ProtocolTransport extends InferencePort {
    * how many were queued.
    */
   sweepTimeouts(): Promise<number>;
+  /**
+   * Finalizes the escrow's session over the protocol (gonka user/session.go `Finalize`): the
+   * MsgFinalizeRound, then diffs until the Settlement phase, each sent to every host; then
+   * `GET …/signatures?nonce=N` until every slot signed (or, after `signatureWaitMs`, at least
+   * ⌊2n/3⌋+1). Answers the settlement, the slots' signatures (each checked) and the file
+   * `inferenced tx inference settle-devshard-escrow` reads.
+   */
+  finalize(escrowId: string, signer: RequestSigner, o?: { signatureWaitMs?: number }): Promise<FinalizedSession>;
   /** Replaces the traffic listener (ProtocolTransportOptions.onExchange); undefined stops it. */
   setExchangeListener(fn: ((x: Exchange) => void) | undefined): void;
   close(): Promise<void>;
@@ -165,7 +182,7 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
   const drains = new Set<Promise<void>>();
   let onExchange = opts.onExchange;
 
-  function sessionFor(call: ChatCall): DevshardSession {
+  function sessionFor(call: Pick<ChatCall, 'escrowId' | 'signer'>): DevshardSession {
     let s = sessions.get(call.escrowId);
     if (s) return s;
     const escrow = opts.escrowOf(call.escrowId);
@@ -179,6 +196,78 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
     }
     sessions.set(call.escrowId, s);
     return s;
+  }
+
+  /** Brings host `url` to our latest nonce: the whole SSE answer read, its receipt checked, its meta taken. */
+  async function syncHost(s: DevshardSession, url: string): Promise<void> {
+    const body = Buffer.from(s.syncBody(url));
+    const ts = BigInt(Math.floor(now() / 1000));
+    const target = new URL(sessionUrl(url, s.escrow.escrowId, 'chat/completions', prefix));
+    const headers = { 'content-type': 'application/json', accept: 'text/event-stream', 'x-devshard-signature': s.headerSignature(body, ts), 'x-devshard-timestamp': String(ts) };
+    let status: number;
+    let text: string;
+    try {
+      const res = await agent.request({ origin: target.origin, path: target.pathname, method: 'POST', headers, body, signal: AbortSignal.timeout(stallTimeoutMs) });
+      status = res.statusCode;
+      text = await res.body.text();
+    } catch (err) {
+      throw new HostError('unreachable', `host ${url} unreachable: ${(err as Error)?.message ?? String(err)}`);
+    }
+    onExchange?.({ url: target.href, headers, body: body.toString('utf8'), status, response: text, at: now() });
+    if (status !== 200) throw new HostError('rejected', `host ${url} answered ${status}: ${messageOf(text)}`, status);
+    const events: SseEvent[] = [];
+    const parser = new SseParser();
+    parser.push(Buffer.from(text, 'utf8'), events);
+    parser.end(events);
+    for (const e of events) {
+      const ev = readHostEvent(e.data);
+      if (ev.kind === 'receipt') receiptOf(s, url, ev.receipt, s.latestNonce);
+      else if (ev.kind === 'meta') s.onMempool(ev.mempool);
+    }
+  }
+
+  async function finalize(escrowId: string, signer: RequestSigner, o: { signatureWaitMs?: number } = {}): Promise<FinalizedSession> {
+    const s = sessionFor({ escrowId, signer });
+    const failures: string[] = [];
+    for (let step = s.nextFinalizeDiff(); step; step = s.nextFinalizeDiff()) {
+      await Promise.all(step.recorded);
+      for (const url of s.hosts()) {
+        try {
+          await syncHost(s, url);
+        } catch (err) {
+          failures.push(`nonce ${step.diff.nonce}: ${err instanceof Error ? err.message : String(err)}`);
+        }
+      }
+    }
+    const settlement = buildSettlement(s.replica, s.latestNonce);
+    const slots = s.escrow.slots;
+    const quorum = Math.floor((2 * slots.length) / 3) + 1;
+    const signed = new Map<number, Uint8Array>();
+    const deadline = now() + (o.signatureWaitMs ?? 10_000);
+    for (;;) {
+      for (const url of s.hosts()) {
+        try {
+          const target = new URL(`${sessionUrl(url, escrowId, 'signatures', prefix)}?nonce=${settlement.nonce}`);
+          const res = await agent.request({ origin: target.origin, path: target.pathname + target.search, method: 'GET', signal: AbortSignal.timeout(stallTimeoutMs) });
+          const text = await res.body.text();
+          if (res.statusCode !== 200) continue;
+          const got = (JSON.parse(text) as { signatures?: Record<string, string> }).signatures ?? {};
+          for (const [slotText, b64] of Object.entries(got)) {
+            const slot = Number(slotText);
+            if (!Number.isInteger(slot) || slot < 0 || slot >= slots.length || signed.has(slot)) continue;
+            const sig = new Uint8Array(Buffer.from(b64, 'base64'));
+            if (settlementSignatureValid(settlement, slots[slot]!.host, sig)) signed.set(slot, sig);
+          }
+        } catch {
+          /* asked again on the next round */
+        }
+      }
+      if (signed.size === slots.length || (signed.size >= quorum && now() >= deadline)) break;
+      if (now() >= deadline) throw new HostError('rejected', `settlement of escrow ${escrowId} at nonce ${settlement.nonce}: ${signed.size} of ${slots.length} slots signed, ${quorum} needed`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    const signatures = [...signed].map(([slotId, signature]) => ({ slotId, signature })).sort((a, b) => a.slotId - b.slotId);
+    return { settlement, signatures, file: settlementFileJson(settlement, signatures), failures };
   }
 
   /** Waits (bounded) until `nonce` is the session's next one. */
@@ -289,6 +378,7 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
   return {
     session: (id) => sessions.get(id),
     sweepTimeouts,
+    finalize,
     setExchangeListener(fn) {
       onExchange = fn;
     },

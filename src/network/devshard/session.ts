@@ -26,6 +26,7 @@ import {
   sessionConfigFromEscrow,
   sha256,
   toHex,
+  Phase,
   Replica,
   replay,
   type ChainBindParams,
@@ -35,7 +36,7 @@ import {
   type WarmKeyBinding,
 } from '../../protocol/index.js';
 import { DevshardTxSchema, type DevshardTx } from '../../protocol/gen/devshard/v1/diff_pb.js';
-import { MsgConfirmStartSchema, MsgStartInferenceSchema, MsgTimeoutInferenceSchema, TimeoutReason, TimeoutVoteSchema } from '../../protocol/gen/devshard/v1/tx_pb.js';
+import { MsgConfirmStartSchema, MsgFinalizeRoundSchema, MsgStartInferenceSchema, MsgTimeoutInferenceSchema, TimeoutReason, TimeoutVoteSchema } from '../../protocol/gen/devshard/v1/tx_pb.js';
 import { InferenceStatus } from '../../protocol/inference-record.js';
 import type { HostReceipt } from './host-events.js';
 import { inferenceRequestJson, type InferencePayload, type SignedDiff } from './request-body.js';
@@ -177,6 +178,28 @@ export class DevshardSession {
     const recorded = this.recording;
     this.recording = [];
     return { nonce, hostUrl, body: new TextEncoder().encode(inferenceRequestJson(diffs, nonce, payload)), diffs: diffs.length, recorded };
+  }
+
+  /**
+   * The next finalize diff (gonka user/session.go `Finalize`): the MsgFinalizeRound while the
+   * session is active, then diffs with only the pending host txs until the phase is Settlement
+   * (FinalizeNonce + n). Undefined once there. Answers the diff and its recording to await.
+   */
+  nextFinalizeDiff(): { diff: SentDiff; recorded: Promise<unknown>[] } | undefined {
+    if (this.replica.phase === Phase.Settlement) return undefined;
+    this.recording = [];
+    const diff =
+      this.replica.phase === Phase.Active
+        ? this.next([create(DevshardTxSchema, { tx: { case: 'finalizeRound', value: create(MsgFinalizeRoundSchema, {}) } })])
+        : this.next([]);
+    const recorded = this.recording;
+    this.recording = [];
+    return { diff, recorded };
+  }
+
+  /** The body that brings host `url` to our latest nonce (diffs only, no payload). */
+  syncBody(url: string): Uint8Array {
+    return new TextEncoder().encode(inferenceRequestJson(this.catchUp(url), this.replica.latestNonce));
   }
 
   /** The diffs host `url` has not acknowledged. */
