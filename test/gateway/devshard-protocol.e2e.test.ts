@@ -215,4 +215,17 @@ describe('the devshard protocol diffs in the log (DevshardDiffSent)', () => {
       for (const x of list) expect(x.state_hash).toBe(x.diff.post_state_root);
     }
   }, 60_000);
+
+  it('concurrent chats through the gateway: all answered, the hosts hold contiguous diffs with our roots', async () => {
+    const results = await Promise.all(Array.from({ length: 6 }, (_, k) => ask(100 + k, k % 2 === 0)));
+    expect(results.map((r) => r.status)).toEqual(Array(6).fill(200));
+    const s = session();
+    await gw.ctx.engine.idle();
+    expect(recordedDiffs(gw.ctx.engine, escrowId).map((d) => Number(d.nonce))).toEqual([...Array(Number(s.latestNonce)).keys()].map((k) => k + 1));
+    for (const url of [...new Set(s.escrow.slots.map((x) => x.url))]) {
+      const list = (await (await fetch(`${url}/v1/devshard/sessions/${escrowId}/diffs?from=1&to=100`)).json()) as HostDiff[];
+      expect(list.map((x) => x.diff.nonce)).toEqual(list.map((_, k) => k + 1));
+      for (const x of list) expect(x.state_hash).toBe(x.diff.post_state_root);
+    }
+  }, 60_000);
 });

@@ -156,4 +156,18 @@ describe('devshard protocol transport against the simulated hosts', () => {
       net.clock.offsetMs = 0;
     }
   });
+
+  it('concurrent calls on one escrow: every one answered, nonces contiguous, every receipt matching', async () => {
+    const s = transport.session(net.escrow.id)!;
+    const first = Number(s.latestNonce) + 1;
+    const nonces = Array.from({ length: 9 }, (_, k) => first + k);
+    const usage = await Promise.all(nonces.map(async (n) => consume(await transport.chat(call(n, n % 2 === 0)))));
+    expect(usage.every((u) => u > 0)).toBe(true);
+    expect(s.latestNonce).toBe(BigInt(first + 8));
+    for (const slot of net.escrow.slots) {
+      const list = (await (await fetch(`${slot.url}/v1/devshard/sessions/${net.escrow.id}/diffs?from=1&to=1000`)).json()) as { diff: { nonce: number; post_state_root: string }; state_hash: string }[];
+      expect(list.map((x) => x.diff.nonce)).toEqual(list.map((_, i) => i + 1));
+      for (const x of list) expect(x.state_hash).toBe(x.diff.post_state_root);
+    }
+  });
 });
