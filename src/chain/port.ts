@@ -1,3 +1,4 @@
+import type { ChainBindParams, EscrowSessionFields } from '../protocol/session-config.js';
 /**
  * What the gateway needs from the chain. One implementation (cosmos-client.ts) talks to any
  * CometBFT/Cosmos node over RPC + REST with @cosmjs/stargate; the embedded devnet is such a node.
@@ -22,6 +23,8 @@ export interface EscrowParams {
   approvedVersions: string[];
   createDevshardFee: bigint;
   feePerNonce: bigint;
+  /** What hosts freeze into a session at bind: timeouts, validation rate, vote threshold factor. */
+  bind?: ChainBindParams;
 }
 
 /** Read from the public API's /v1/epochs/latest (as devshardctl's PoC gate). */
@@ -57,6 +60,8 @@ export interface ChainEscrow {
   epochIndex: number;
   modelId: string;
   slots: EscrowSlot[];
+  /** Price, fees and seal settings frozen on the escrow at creation (DevshardEscrow 8, 10–14; 0 = default). */
+  session?: EscrowSessionFields;
 }
 
 export interface HostStat {

@@ -57,6 +57,12 @@ export function parseEscrowParams(p: Obj): EscrowParams {
     approvedVersions: Array.isArray(p.approved_versions) ? p.approved_versions.map((v) => String(obj(v).name ?? '')).filter((n) => n !== '') : [],
     createDevshardFee: big(p.create_devshard_fee),
     feePerNonce: big(p.fee_per_nonce),
+    bind: {
+      refusalTimeout: big(p.refusal_timeout),
+      executionTimeout: big(p.execution_timeout),
+      validationRate: optNum(p.validation_rate),
+      voteThresholdFactor: optNum(p.vote_threshold_factor),
+    },
   };
 }
 
@@ -81,8 +87,19 @@ export async function fetchEscrow(o: RestOptions, id: string, urlOf: (address: s
     epochIndex: num(e.epoch_index, 'epoch_index'),
     modelId: String(e.model_id ?? ''),
     slots: addresses.map((host, slotId) => ({ slotId, host, url: urls.get(host) ?? '' })),
+    session: {
+      tokenPrice: big(e.token_price),
+      createDevshardFee: big(e.create_devshard_fee),
+      feePerNonce: big(e.fee_per_nonce),
+      inferenceSealGraceNonces: optNum(e.inference_seal_grace_nonces),
+      inferenceSealGraceSeconds: optNum(e.inference_seal_grace_seconds),
+      autoSealEveryNNonces: optNum(e.auto_seal_every_n_nonces),
+    },
   };
 }
+
+/** A 32-bit field that proto3 JSON may leave out when 0. */
+const optNum = (v: unknown): number => (v === undefined || v === null ? 0 : Number(v));
 
 /** `participant/{address}` → participant.inference_url; '' for an unknown participant or one without URL. */
 export async function fetchParticipantUrl(o: RestOptions, address: string): Promise<string> {

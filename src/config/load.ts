@@ -86,7 +86,14 @@ export interface GatewayConfig {
   };
   /** DEVSHARD_GATEWAY_DISABLED*: applied on the first start only (before the gateway database exists). */
   disabledBootstrap: { enabled: boolean; message: string | undefined; newUrl: string | undefined };
-  network: { upstreamUrl: string | undefined; upstreamKey: string | undefined };
+  network: {
+    upstreamUrl: string | undefined;
+    upstreamKey: string | undefined;
+    /** 'legacy' (default) or 'devshard' (the real host protocol). */
+    hostProtocol: 'legacy' | 'devshard';
+    /** Route prefix of the devshard host protocol. */
+    routePrefix: string;
+  };
   /**
    * The merged environment (file + process), for the devnet's own resolver
    * (resolveDevnetConfig({ env })) and for reading the variable named by `private_key_env`.
@@ -256,7 +263,18 @@ export function loadConfig(options: LoadConfigOptions = {}): GatewayConfig {
   // Without DEVSHARD_GATEWAY_DISABLED_NEW_URL a first start is refused (startup-settings.ts), not here:
   // on later starts the variables have no effect.
 
-  const network = { upstreamUrl: url('NETWORK_UPSTREAM_URL'), upstreamKey: get('NETWORK_UPSTREAM_KEY') };
+  const hostProtocolRaw = (get('DEVSHARD_HOST_PROTOCOL') ?? 'legacy').toLowerCase();
+  let hostProtocol: 'legacy' | 'devshard' = 'legacy';
+  if (hostProtocolRaw === 'devshard' || hostProtocolRaw === 'v2') hostProtocol = 'devshard';
+  else if (hostProtocolRaw !== 'legacy') fail('DEVSHARD_HOST_PROTOCOL', `must be legacy or devshard${shown('DEVSHARD_HOST_PROTOCOL', hostProtocolRaw)}`);
+  const routePrefixRaw = get('DEVSHARD_ROUTE_PREFIX') ?? '/v1/devshard';
+  if (!/^\/[A-Za-z0-9._~\/-]*$/.test(routePrefixRaw)) fail('DEVSHARD_ROUTE_PREFIX', `must be a path starting with /${shown('DEVSHARD_ROUTE_PREFIX', routePrefixRaw)}`);
+  const network = {
+    upstreamUrl: url('NETWORK_UPSTREAM_URL'),
+    upstreamKey: get('NETWORK_UPSTREAM_KEY'),
+    hostProtocol,
+    routePrefix: routePrefixRaw.replace(/\/+$/, ''),
+  };
 
   if (issues.length > 0) throw new ConfigError(issues);
   return {

@@ -10,6 +10,8 @@
  *  - `settings`              SettingsChanged, ModelAccessModeChanged, GatewayDisabled/Enabled:
  *                            one settings POST is one atomic append; SettingsDefaultsConfigured.
  *  - `rotation-<model>`      rotation decisions and depletion replacements of one model.
+ *  - `devshard-session-<chainId>`  the diffs sent over the real devshard host protocol
+ *                            (DevshardDiffSent), when DEVSHARD_HOST_PROTOCOL=devshard.
  *
  * Amounts are decimal strings (see catalog/common.ts). Data of an older schema version is brought
  * forward by `upcast` before anything folds it.
@@ -18,15 +20,17 @@ import type { EventMetadata, NewEvent, RecordedEvent } from './envelope.js';
 import type { EscrowEventData } from './catalog/escrow.js';
 import type { SettingsEventData } from './catalog/settings.js';
 import type { RotationEventData } from './catalog/rotation.js';
+import type { DevshardEventData } from './catalog/devshard.js';
 
 export type * from './catalog/common.js';
 export type * from './catalog/escrow.js';
 export type * from './catalog/rotation.js';
+export type * from './catalog/devshard.js';
 export type { AccessMode, GatewaySettings, MaxTokensDefaults, RotationModelSettings, SettingsPatch } from './catalog/settings.js';
 export { DEFAULT_SETTINGS } from './catalog/settings.js';
 
 /** Event type → data shape, for every catalog event. */
-export interface EventDataMap extends EscrowEventData, SettingsEventData, RotationEventData {}
+export interface EventDataMap extends EscrowEventData, SettingsEventData, RotationEventData, DevshardEventData {}
 
 export type EventType = keyof EventDataMap;
 
@@ -69,6 +73,7 @@ export const SCHEMA_VERSIONS: { readonly [K in EventType]: number } = {
   RotationFailed: 1,
   DepletionReplacementDecided: 1,
   DepletionReplacementFailed: 1,
+  DevshardDiffSent: 1,
 };
 
 /** All catalog event types, in catalog order. */
@@ -143,6 +148,8 @@ export const createIntentStream = (intentId: string): string => `${CREATE_INTENT
 export const settingsStream = 'settings';
 /** The kill switch lives in the settings stream so a settings POST stays one atomic append. */
 export const gatewayStream = settingsStream;
+/** The devshard protocol session of one escrow (its diffs). Not `escrow-`: the escrow fold does not read it. */
+export const devshardSessionStream = (escrowId: string): string => `devshard-session-${escrowId}`;
 /** Rotation decisions of one model. */
 export const rotationStream = (model: string): string => `${ROTATION_STREAM_PREFIX}${model}`;
 

@@ -291,6 +291,19 @@ export class Engine {
     }
   }
 
+  /**
+   * Appends to a stream no statechart decides and only one writer fills in order (an escrow's
+   * devshard session diffs): no version check, the group commit keeps the order of the calls.
+   */
+  async appendOrdered(streamId: string, events: NewEvent[]): Promise<RecordedEvent[]> {
+    this.appending++;
+    try {
+      return (await this.store.append(streamId, events, { expectedVersion: 'any' })).records;
+    } finally {
+      this.appendEnded();
+    }
+  }
+
   private appendEnded(): void {
     if (--this.appending === 0) for (const wake of this.idleWaiters.splice(0)) wake();
   }

@@ -18,6 +18,8 @@ import { createLogger } from '../http/logger.js';
 import { createGatewayMetrics } from '../http/metrics.js';
 import { registerRoutes } from '../http/routes/index.js';
 import { createHostTransport } from '../network/host-transport.js';
+import { createProtocolTransport } from '../network/devshard/protocol-transport.js';
+import type { SessionEscrow } from '../network/devshard/session.js';
 import type { InferencePort } from '../network/port.js';
 import { createUpstreamPort } from '../network/upstream.js';
 import { followProjections } from '../projections/index.js';
@@ -29,6 +31,7 @@ import { Keyring } from '../gateway/keyring.js';
 import { Limiter } from '../gateway/limiter.js';
 import { NonceLeases } from '../gateway/nonce-lease.js';
 import { gatewayPort } from '../gateway/port.js';
+import { recordDiff, recordedDiffs } from '../gateway/devshard-diffs.js';
 import { createDrainReactor, type DrainTask } from '../gateway/reactors.js';
 import { reconcile, releaseUnusedNonces, startIntentReconciler } from '../gateway/reconcile.js';
 import { onRequestEnded, startDepletionCheck, startRotation } from '../gateway/rotation/index.js';
@@ -129,11 +132,23 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
   await chainInfo.load();
   chainInfo.follow(60_000);
 
+  // The devshard protocol transport reads each escrow's chain facts from the engine's decided state.
+  let ctxRef: GatewayContext | undefined;
   const network =
     options.network ??
     (config.network.upstreamUrl
       ? createUpstreamPort({ url: config.network.upstreamUrl, ...(config.network.upstreamKey ? { apiKey: config.network.upstreamKey } : {}), stallTimeoutMs: config.limits.stallTimeoutMs, timeoutMs: config.limits.requestTimeoutMs })
-      : createHostTransport({ stallTimeoutMs: config.limits.stallTimeoutMs, timeoutMs: config.limits.requestTimeoutMs }));
+      : config.network.hostProtocol === 'devshard'
+        ? createProtocolTransport({
+            escrowOf: (id) => (ctxRef ? protocolEscrow(ctxRef, id) : undefined),
+            routePrefix: config.network.routePrefix,
+            // Each diff is in the log before a request carries it; a restart rebuilds the session from them.
+            onDiff: (escrowId, d) => recordDiff(engine, escrowId, d),
+            recordedDiffs: (escrowId) => recordedDiffs(engine, escrowId),
+            stallTimeoutMs: config.limits.stallTimeoutMs,
+            timeoutMs: config.limits.requestTimeoutMs,
+          })
+        : createHostTransport({ stallTimeoutMs: config.limits.stallTimeoutMs, timeoutMs: config.limits.requestTimeoutMs }));
 
   const metrics = createGatewayMetrics();
   const limiter = new Limiter({ maxConcurrentRequests: config.limits.maxConcurrentRequests, maxInputTokensInFlight: config.limits.maxInputTokensInFlight });
@@ -156,6 +171,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
     },
   };
 
+  ctxRef = ctx;
   const report = await reconcile(ctx);
   if (report.creates.length || report.settles.length || report.orphanedRequests || report.noncesSkipped.length) logger.info({ reconcile: report }, 'reconciled recorded chain intents');
   // Outcomes still unknown (node unreachable, tx not yet included) are asked for by hash until known.
@@ -207,4 +223,24 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
     })());
 
   return { url, app, ctx, store, devnet, stop, tasks: { rotation, depletion, drain: drainTask } };
+}
+
+/**
+ * An escrow's session facts for the devshard protocol transport, as a host binds them: creator,
+ * amount and slots as recorded from the chain, the price, fees and seal settings frozen on the
+ * escrow, and the chain's bind params (vote threshold factor, timeouts, validation rate), read once
+ * when the session opens (the transport keeps the session).
+ */
+async function protocolEscrow(ctx: GatewayContext, escrowId: string): Promise<SessionEscrow | undefined> {
+  const c = ctx.engine.escrow(escrowId)?.context;
+  if (!c || !c.creator || c.slots.length === 0) return undefined;
+  const [onChain, params] = await Promise.all([ctx.chain.escrow(escrowId), ctx.chain.params()]);
+  return {
+    escrowId,
+    creator: c.creator,
+    amount: BigInt(c.deposit),
+    slots: c.slots.map((s) => ({ host: s.host, url: s.url })),
+    session: onChain?.session ?? { tokenPrice: ctx.chainInfo.tokenPrice },
+    ...(params.bind ? { bind: params.bind } : {}),
+  };
 }

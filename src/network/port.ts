@@ -39,6 +39,11 @@ export interface ChatCompletion {
 export interface RequestSigner {
   /** Base64 64-byte secp256k1 signature over sha256(escrowId || body || timestamp as u64 BE). */
   sign(escrowId: string, body: Uint8Array, timestampSeconds: number): string;
+  /**
+   * The devshard protocol's signature (diffs, the request header): sha256(message) signed as
+   * go-ethereum does, 65 bytes R‖S‖V. Optional: only the protocol transport needs it.
+   */
+  signProtocol?(message: Uint8Array): Uint8Array;
 }
 
 export interface ChatCall {

@@ -17,6 +17,7 @@
  */
 import { createPrivateKey, createPublicKey, createSign, createVerify, type KeyObject } from 'node:crypto';
 import { Secp256k1, sha256 } from '@cosmjs/crypto';
+import { signMessage } from '../protocol/signatures.js';
 import type { RequestSigner } from './port.js';
 
 export const SIGNATURE_HEADER = 'x-devshard-signature';
@@ -75,10 +76,13 @@ export function createRequestSigner(privateKeyHex: string): RequestSigner {
   }
   const raw = Buffer.from(privateKeyHex, 'hex');
   let key: KeyObject;
+  // The devshard protocol signs with libsecp256k1 (65-byte recoverable signatures); it needs the scalar.
+  const scalar = new Uint8Array(raw);
   try {
     const { pubkey } = Secp256k1.makeKeypair(raw);
     key = createPrivateKey({ key: { ...jwkOf(pubkey), d: b64url(raw) }, format: 'jwk' });
   } catch {
+    scalar.fill(0);
     throw new Error('invalid creator private key: not a valid secp256k1 scalar');
   } finally {
     raw.fill(0);
@@ -90,6 +94,9 @@ export function createRequestSigner(privateKeyHex: string): RequestSigner {
       signer.update(body);
       signer.update(timestampBytes(timestampSeconds));
       return normaliseLowS(signer.sign({ key, dsaEncoding: 'ieee-p1363' })).toString('base64');
+    },
+    signProtocol(message: Uint8Array): Uint8Array {
+      return signMessage(message, scalar);
     },
     toJSON: () => '[RequestSigner]',
   });

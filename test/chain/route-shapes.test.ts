@@ -116,6 +116,7 @@ describe('our client parses the real shapes', () => {
       approvedVersions: ['v1'],
       createDevshardFee: 10_000n,
       feePerNonce: 1_000n,
+      bind: { refusalTimeout: 60n, executionTimeout: 1200n, validationRate: 5000, voteThresholdFactor: 50 },
     });
   });
 
@@ -124,6 +125,8 @@ describe('our client parses the real shapes', () => {
     expect(e).toMatchObject({ id: '7', amount: 5_000_000_000n, epochIndex: 12, settled: false });
     expect(e!.slots.map((s) => [s.slotId, s.url])).toEqual([[0, 'https://host.example:8443'], [1, 'https://host.example:8443'], [2, 'https://host.example:8443']]);
     expect(e!.slots[0]!.host).toBe(e!.slots[1]!.host);
+    // What a host binds its session to: the values frozen on the escrow (DevshardEscrow 8, 10–14).
+    expect(e!.session).toEqual({ tokenPrice: 1n, createDevshardFee: 10_000n, feePerNonce: 1_000n, inferenceSealGraceNonces: 160, inferenceSealGraceSeconds: 3600, autoSealEveryNNonces: 150 });
     expect(await client.escrow('8')).toBeNull();
   });
 

@@ -41,6 +41,7 @@ describe('devnet endpoints an operator reads', () => {
       approvedVersions: ['v1', 'v2'],
       createDevshardFee: 10_000n,
       feePerNonce: 1_000n,
+      bind: { refusalTimeout: 60n, executionTimeout: 1200n, validationRate: 5000, voteThresholdFactor: 50 },
     });
     expect(params.allowedCreatorAddresses).not.toContain(devnet.notAllowlisted.address);
     expect(await client.models()).toEqual([MODEL]);

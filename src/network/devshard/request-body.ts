@@ -41,14 +41,28 @@ export function wireTxs(diff: Pick<SignedDiff, 'nonce' | 'txs'>): Uint8Array {
  * a number literal exactly, beyond 2^53 too), so they are spliced in as text, not as JS numbers.
  */
 export function inferenceRequestJson(diffs: SignedDiff[], nonce: bigint, payload?: InferencePayload): string {
-  const diffText = diffs.map((d) => {
-    const root = d.postStateRoot && d.postStateRoot.length > 0 ? `,"post_state_root":"${b64(d.postStateRoot)}"` : '';
-    return `{"nonce":${d.nonce},"txs":"${b64(wireTxs(d))}","user_sig":"${b64(d.userSig)}"${root}}`;
-  });
-  const p = payload
-    ? `,"payload":{"prompt":"${b64(payload.prompt)}","model":${JSON.stringify(payload.model)},"input_length":${payload.inputLength},"max_tokens":${payload.maxTokens},"started_at":${payload.startedAt}}`
-    : '';
-  return `{"diffs":[${diffText.join(',')}],"nonce":${nonce}${p}}`;
+  const p = payload ? `,"payload":${payloadJson(payload)}` : '';
+  return `{"diffs":${diffsJson(diffs)},"nonce":${nonce}${p}}`;
+}
+
+const diffsJson = (diffs: SignedDiff[]): string =>
+  `[${diffs
+    .map((d) => {
+      const root = d.postStateRoot && d.postStateRoot.length > 0 ? `,"post_state_root":"${b64(d.postStateRoot)}"` : '';
+      return `{"nonce":${d.nonce},"txs":"${b64(wireTxs(d))}","user_sig":"${b64(d.userSig)}"${root}}`;
+    })
+    .join(',')}]`;
+
+const payloadJson = (p: InferencePayload): string =>
+  `{"prompt":"${b64(p.prompt)}","model":${JSON.stringify(p.model)},"input_length":${p.inputLength},"max_tokens":${p.maxTokens},"started_at":${p.startedAt}}`;
+
+/**
+ * The body of `POST …/verify-timeout`: `{inference_id, reason: "refused"|"execution", payload?, diffs?}`
+ * (gonka 8a35022 devshard/transport/types.go VerifyTimeoutRequest; host/timeout.go).
+ */
+export function verifyTimeoutJson(diffs: SignedDiff[], inferenceId: bigint, reason: 'refused' | 'execution', payload?: InferencePayload): string {
+  const p = payload ? `,"payload":${payloadJson(payload)}` : '';
+  return `{"inference_id":${inferenceId},"reason":"${reason}"${p},"diffs":${diffsJson(diffs)}}`;
 }
 
 /** `{prefix}/sessions/{escrow_id}/{route}` under a host's inference_url. */

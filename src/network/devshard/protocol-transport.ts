@@ -1,0 +1,588 @@
+/**
+ * The InferencePort over the real devshard host protocol (opt-in: DEVSHARD_HOST_PROTOCOL=devshard).
+ * Per call: the escrow's DevshardSession (session.ts) composes, applies and signs the nonce's diff
+ * with its MsgStartInference; the request `InferenceRequest{diffs: catch-up + new, nonce, payload}`
+ * goes to the executor slots[nonce % n] at `{inference_url}{prefix}/sessions/{escrow_id}/chat/completions`
+ * with `X-Devshard-Signature` (hex, 65 bytes over sha256(sha256(escrow_id‖body‖ts_be8))) and
+ * `X-Devshard-Timestamp`; the SSE answer is read (host-events.ts): the receipt's state_hash must
+ * equal our root (else a host error, `bad_response`), the model's output goes to the client without
+ * the host's own fields (client-output.ts), the meta mempool feeds later diffs.
+ * Sources: gonka 8a35022 devshard/user/session.go, httpsession.go, transport/client.go,
+ * cmd/devshardctl/proxy.go.
+ *
+ * Calls of one escrow are composed in nonce order: a call whose nonce is ahead waits (bounded) for
+ * the nonces before it; a nonce that never reaches the transport is then filled with an empty diff.
+ * The client leaving does not close the host's stream: it is read on (bounded) so the meta event's
+ * Finish reaches a later diff, as devshardctl does.
+ */
+import type { Agent, Dispatcher } from 'undici';
+import { createHttpAgent, type AgentOptions } from '../http-agent.js';
+import { HostError, type ChatCall, type ChatChunk, type ChatCompletion, type ChatResult, type InferencePort, type RequestSigner, type Usage } from '../port.js';
+import { SseParser, type SseEvent } from '../sse.js';
+import { countCompletionTokens, countPromptTokens } from '../tokens.js';
+import { chunksForClient, clientAsk, completionForClient } from './client-output.js';
+import { HostEventError, readHostEvent, type HostReceipt } from './host-events.js';
+import { DEFAULT_ROUTE_PREFIX, sessionUrl, verifyTimeoutJson } from './request-body.js';
+import { buildSettlement, settlementFileJson, settlementSignatureValid, type RecordedDiff, type Settlement } from '../../protocol/index.js';
+import { DevshardSession, ReceiptMismatch, type SentDiff, type SessionEscrow } from './session.js';
+
+export interface ProtocolTransportOptions extends AgentOptions {
+  /** The escrow's chain facts for its session (creator, amount, slots, session fields). */
+  /** The escrow's session facts; may read the chain (once per escrow: the session is kept). */
+  escrowOf(escrowId: string): SessionEscrow | undefined | Promise<SessionEscrow | undefined>;
+  /** devshardctl's DEVSHARD_ROUTE_PREFIX; default `/v1/devshard`. */
+  routePrefix?: string;
+  /** A stream with no event for this long fails with 'stalled'. Default 30 s. */
+  stallTimeoutMs?: number;
+  /** A non-stream call without its whole answer after this long fails with 'timeout'. Default 300 s. */
+  timeoutMs?: number;
+  /** How long a call waits for the nonces before its own to be composed. Default 2 s. */
+  orderWaitMs?: number;
+  /** After the client stopped reading, how long the host's stream is still read for its meta. Default 30 s. */
+  drainMs?: number;
+  now?: () => number;
+  agent?: Agent;
+  /** Every diff as it is composed (the log's hook); a promise answered is awaited before the request leaves. */
+  onDiff?: (escrowId: string, d: SentDiff) => unknown;
+  /** The diffs an earlier run recorded for an escrow (the log), to rebuild its session; none: a new session. */
+  recordedDiffs?: (escrowId: string) => readonly RecordedDiff[];
+  /** Every exchange with a host, when it ends (traffic capture). */
+  onExchange?: (x: Exchange) => void;
+  /** Period of the timeout sweep (sweepTimeouts), ms; 0 = only when called. Default 15 s. */
+  timeoutSweepMs?: number;
+}
+
+export interface Exchange {
+  url: string;
+  headers: Record<string, string>;
+  body: string;
+  status: number;
+  /** The answer's text as read (SSE). */
+  response: string;
+  /** When it was sent, ms. */
+  at: number;
+}
+
+export interface FinalizedSession {
+  settlement: Settlement;
+  signatures: { slotId: number; signature: Uint8Array }[];
+  /** The settlement file's JSON text. */
+  file: string;
+  /** Hosts that did not take a finalize diff (they may still have signed). */
+  failures: string[];
+}
+
+export interface ProtocolTransport extends InferencePort {
+  /** The escrow's session, when one was opened (tests, status). */
+  session(escrowId: string): DevshardSession | undefined;
+  /**
+   * Asks the other hosts to vote on every inference of ours past its refusal or execution timeout
+   * (POST verify-timeout); with more accepting votes than the session's threshold a
+   * MsgTimeoutInference goes into the escrow's next diff, which releases its reservation. Answers
+   * how many were queued.
+   */
+  sweepTimeouts(): Promise<number>;
+  /**
+   * Finalizes the escrow's session over the protocol (gonka user/session.go `Finalize`): the
+   * MsgFinalizeRound, then diffs until the Settlement phase, each sent to every host; then
+   * `GET …/signatures?nonce=N` until every slot signed (or, after `signatureWaitMs`, at least
+   * ⌊2n/3⌋+1). Answers the settlement, the slots' signatures (each checked) and the file
+   * `inferenced tx inference settle-devshard-escrow` reads.
+   */
+  finalize(escrowId: string, signer: RequestSigner, o?: { signatureWaitMs?: number }): Promise<FinalizedSession>;
+  /** Replaces the traffic listener (ProtocolTransportOptions.onExchange); undefined stops it. */
+  setExchangeListener(fn: ((x: Exchange) => void) | undefined): void;
+  close(): Promise<void>;
+}
+
+const MAX_ERROR_BODY = 64 * 1024;
+
+class Stalled extends Error {}
+
+/** Reads SSE data payloads one by one, each within a time limit; the body is destroyed on close. */
+class EventPump {
+  private readonly it: AsyncIterator<unknown>;
+  private readonly parser = new SseParser();
+  private queue: SseEvent[] = [];
+  private qi = 0;
+  private ended = false;
+  /** The stream's text as read (capture only). */
+  text = '';
+
+  constructor(
+    private readonly body: Dispatcher.ResponseData['body'],
+    private readonly keepText: boolean,
+  ) {
+    this.it = body[Symbol.asyncIterator]();
+  }
+
+  /** The next data payload, undefined at the end of the stream; throws Stalled after `timeoutMs` of silence. */
+  async next(timeoutMs: number): Promise<string | undefined> {
+    for (;;) {
+      if (this.qi < this.queue.length) return this.queue[this.qi++]!.data;
+      this.queue = [];
+      this.qi = 0;
+      if (this.ended) return undefined;
+      let timer: NodeJS.Timeout | undefined;
+      const r = await Promise.race([
+        this.it.next(),
+        new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Stalled()), Math.max(1, timeoutMs)))),
+      ]).finally(() => clearTimeout(timer));
+      if (r.done) {
+        this.ended = true;
+        this.parser.end(this.queue);
+        continue;
+      }
+      const chunk = r.value as Buffer;
+      if (this.keepText) this.text += chunk.toString('utf8');
+      this.parser.push(chunk, this.queue);
+    }
+  }
+
+  closed = false;
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.body.destroy();
+  }
+}
+
+function messageOf(text: string): string {
+  try {
+    const p = JSON.parse(text) as { error?: { message?: unknown } | string; message?: unknown };
+    if (typeof p.error === 'string') return p.error;
+    if (p.error && typeof p.error.message === 'string') return p.error.message;
+    if (typeof p.message === 'string') return p.message;
+  } catch {
+    /* not JSON */
+  }
+  return text.trim() || '(empty body)';
+}
+
+function isUsage(u: unknown): u is Usage {
+  const x = u as Usage | null | undefined;
+  return !!x && Number.isInteger(x.prompt_tokens) && Number.isInteger(x.completion_tokens) && Number.isInteger(x.total_tokens);
+}
+
+interface Turns {
+  waiters: { nonce: bigint; resolve: () => void }[];
+}
+
+export function createProtocolTransport(opts: ProtocolTransportOptions): ProtocolTransport {
+  const agent = opts.agent ?? createHttpAgent(opts);
+  const ownsAgent = !opts.agent;
+  const stallTimeoutMs = opts.stallTimeoutMs ?? 30_000;
+  const timeoutMs = opts.timeoutMs ?? 300_000;
+  const orderWaitMs = opts.orderWaitMs ?? 2_000;
+  const drainMs = opts.drainMs ?? 30_000;
+  const prefix = opts.routePrefix ?? DEFAULT_ROUTE_PREFIX;
+  const now = opts.now ?? Date.now;
+  const sessions = new Map<string, DevshardSession>();
+  const turns = new Map<string, Turns>();
+  const drains = new Set<Promise<void>>();
+  let onExchange = opts.onExchange;
+
+  const opening = new Map<string, Promise<DevshardSession>>();
+
+  /** The escrow's session, opened once even when several calls ask for it at the same time. */
+  async function sessionFor(call: Pick<ChatCall, 'escrowId' | 'signer'>): Promise<DevshardSession> {
+    const s = sessions.get(call.escrowId);
+    if (s) return s;
+    let p = opening.get(call.escrowId);
+    if (!p) {
+      p = openSession(call).finally(() => opening.delete(call.escrowId));
+      opening.set(call.escrowId, p);
+    }
+    return p;
+  }
+
+  async function openSession(call: Pick<ChatCall, 'escrowId' | 'signer'>): Promise<DevshardSession> {
+    const escrow = await opts.escrowOf(call.escrowId);
+    if (!escrow) throw new HostError('rejected', `escrow ${call.escrowId} is unknown to the devshard protocol transport`);
+    const signer = call.signer;
+    if (!signer.signProtocol) throw new HostError('rejected', `the signer of escrow ${call.escrowId} cannot make devshard protocol signatures`);
+    const s = new DevshardSession(escrow, (m) => signer.signProtocol!(m), opts.recordedDiffs?.(call.escrowId) ?? []);
+    if (opts.onDiff) {
+      const onDiff = opts.onDiff;
+      s.onDiff = (d) => onDiff(call.escrowId, d);
+    }
+    sessions.set(call.escrowId, s);
+    return s;
+  }
+
+  /** Brings host `url` to our latest nonce: the whole SSE answer read, its receipt checked, its meta taken. */
+  async function syncHost(s: DevshardSession, url: string): Promise<void> {
+    const body = Buffer.from(s.syncBody(url));
+    const ts = BigInt(Math.floor(now() / 1000));
+    const target = new URL(sessionUrl(url, s.escrow.escrowId, 'chat/completions', prefix));
+    const headers = { 'content-type': 'application/json', accept: 'text/event-stream', 'x-devshard-signature': s.headerSignature(body, ts), 'x-devshard-timestamp': String(ts) };
+    let status: number;
+    let text: string;
+    try {
+      const res = await agent.request({ origin: target.origin, path: target.pathname, method: 'POST', headers, body, signal: AbortSignal.timeout(stallTimeoutMs) });
+      status = res.statusCode;
+      text = await res.body.text();
+    } catch (err) {
+      throw new HostError('unreachable', `host ${url} unreachable: ${(err as Error)?.message ?? String(err)}`);
+    }
+    onExchange?.({ url: target.href, headers, body: body.toString('utf8'), status, response: text, at: now() });
+    if (status !== 200) throw new HostError('rejected', `host ${url} answered ${status}: ${messageOf(text)}`, status);
+    const events: SseEvent[] = [];
+    const parser = new SseParser();
+    parser.push(Buffer.from(text, 'utf8'), events);
+    parser.end(events);
+    for (const e of events) {
+      const ev = readHostEvent(e.data);
+      if (ev.kind === 'receipt') receiptOf(s, url, ev.receipt, s.latestNonce);
+      else if (ev.kind === 'meta') s.onMempool(ev.mempool);
+    }
+  }
+
+  async function finalize(escrowId: string, signer: RequestSigner, o: { signatureWaitMs?: number } = {}): Promise<FinalizedSession> {
+    const s = await sessionFor({ escrowId, signer });
+    const failures: string[] = [];
+    for (let step = s.nextFinalizeDiff(); step; step = s.nextFinalizeDiff()) {
+      await Promise.all(step.recorded);
+      for (const url of s.hosts()) {
+        try {
+          await syncHost(s, url);
+        } catch (err) {
+          failures.push(`nonce ${step.diff.nonce}: ${err instanceof Error ? err.message : String(err)}`);
+        }
+      }
+    }
+    const settlement = buildSettlement(s.replica, s.latestNonce);
+    const slots = s.escrow.slots;
+    const quorum = Math.floor((2 * slots.length) / 3) + 1;
+    const signed = new Map<number, Uint8Array>();
+    const deadline = now() + (o.signatureWaitMs ?? 10_000);
+    for (;;) {
+      for (const url of s.hosts()) {
+        try {
+          const target = new URL(`${sessionUrl(url, escrowId, 'signatures', prefix)}?nonce=${settlement.nonce}`);
+          const res = await agent.request({ origin: target.origin, path: target.pathname + target.search, method: 'GET', signal: AbortSignal.timeout(stallTimeoutMs) });
+          const text = await res.body.text();
+          if (res.statusCode !== 200) continue;
+          const got = (JSON.parse(text) as { signatures?: Record<string, string> }).signatures ?? {};
+          for (const [slotText, b64] of Object.entries(got)) {
+            const slot = Number(slotText);
+            if (!Number.isInteger(slot) || slot < 0 || slot >= slots.length || signed.has(slot)) continue;
+            const sig = new Uint8Array(Buffer.from(b64, 'base64'));
+            if (settlementSignatureValid(settlement, slots[slot]!.host, sig)) signed.set(slot, sig);
+          }
+        } catch {
+          /* asked again on the next round */
+        }
+      }
+      if (signed.size === slots.length || (signed.size >= quorum && now() >= deadline)) break;
+      if (now() >= deadline) throw new HostError('rejected', `settlement of escrow ${escrowId} at nonce ${settlement.nonce}: ${signed.size} of ${slots.length} slots signed, ${quorum} needed`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    const signatures = [...signed].map(([slotId, signature]) => ({ slotId, signature })).sort((a, b) => a.slotId - b.slotId);
+    return { settlement, signatures, file: settlementFileJson(settlement, signatures), failures };
+  }
+
+  /** Waits (bounded) until `nonce` is the session's next one. */
+  async function turn(escrowId: string, s: DevshardSession, nonce: bigint): Promise<void> {
+    if (nonce <= s.latestNonce + 1n) return;
+    let t = turns.get(escrowId);
+    if (!t) turns.set(escrowId, (t = { waiters: [] }));
+    const turns_ = t;
+    await new Promise<void>((resolve) => {
+      const w = { nonce, resolve };
+      const timer = setTimeout(() => {
+        turns_.waiters = turns_.waiters.filter((x) => x !== w);
+        resolve();
+      }, orderWaitMs);
+      w.resolve = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      turns_.waiters.push(w);
+    });
+  }
+
+  function wake(escrowId: string, s: DevshardSession): void {
+    const t = turns.get(escrowId);
+    if (!t) return;
+    const next = s.latestNonce + 1n;
+    const ready = t.waiters.filter((w) => w.nonce <= next);
+    if (ready.length === 0) return;
+    t.waiters = t.waiters.filter((w) => w.nonce > next);
+    if (t.waiters.length === 0) turns.delete(escrowId);
+    for (const w of ready) w.resolve();
+  }
+
+  function receiptOf(s: DevshardSession, url: string, r: HostReceipt, nonce: bigint): void {
+    if (r.nonce !== nonce) throw new HostError('bad_response', `host ${url} sent a receipt for nonce ${r.nonce}, the request was nonce ${nonce}`);
+    try {
+      s.onReceipt(url, r);
+    } catch (err) {
+      if (err instanceof ReceiptMismatch) throw new HostError('bad_response', err.message);
+      throw err;
+    }
+  }
+
+  /** Reads the rest of a host stream for its meta (bounded); never throws. */
+  function drain(s: DevshardSession, pump: EventPump, deadline: number, done: () => void): Promise<void> {
+    const p = (async () => {
+      try {
+        for (;;) {
+          const left = deadline - now();
+          if (left <= 0) break;
+          const data = await pump.next(left);
+          if (data === undefined) break;
+          const ev = readHostEvent(data);
+          if (ev.kind === 'meta') s.onMempool(ev.mempool);
+        }
+      } catch {
+        /* best effort: the Finish stays in the host's mempool for a later answer */
+      } finally {
+        pump.close();
+        done();
+      }
+    })();
+    drains.add(p);
+    void p.finally(() => drains.delete(p));
+    return p;
+  }
+
+  /** One host's vote on a timeout, or undefined (refused, unreachable, rejected). */
+  async function vote(s: DevshardSession, url: string, nonce: bigint, reason: 'refused' | 'execution', payload: Parameters<typeof verifyTimeoutJson>[3]) {
+    const body = Buffer.from(verifyTimeoutJson(s.catchUp(url), nonce, reason, reason === 'refused' ? payload : undefined), 'utf8');
+    const ts = BigInt(Math.floor(now() / 1000));
+    const target = new URL(sessionUrl(url, s.escrow.escrowId, 'verify-timeout', prefix));
+    const headers = { 'content-type': 'application/json', 'x-devshard-signature': s.headerSignature(body, ts), 'x-devshard-timestamp': String(ts) };
+    try {
+      const res = await agent.request({ origin: target.origin, path: target.pathname, method: 'POST', headers, body, signal: AbortSignal.timeout(stallTimeoutMs) });
+      const text = await res.body.text();
+      onExchange?.({ url: target.href, headers, body: body.toString('utf8'), status: res.statusCode, response: text, at: Date.now() });
+      if (res.statusCode !== 200) return undefined;
+      const v = JSON.parse(text) as { accept?: unknown; signature?: unknown; voter_slot?: unknown };
+      if (v.accept !== true || typeof v.signature !== 'string' || typeof v.voter_slot !== 'number') return undefined;
+      return { voterSlot: v.voter_slot, signature: new Uint8Array(Buffer.from(v.signature, 'base64')) };
+    } catch {
+      return undefined;
+    }
+  }
+
+  let sweeping: Promise<number> | undefined;
+  async function sweep(): Promise<number> {
+    let queued = 0;
+    const nowS = BigInt(Math.floor(now() / 1000));
+    for (const s of sessions.values()) {
+      for (const c of s.timeoutCandidates(nowS)) {
+        const voters = s.hosts().filter((u) => u !== c.executorUrl);
+        const votes = (await Promise.all(voters.map((u) => vote(s, u, c.nonce, c.reason, c.payload)))).filter((v) => v !== undefined);
+        if (s.enoughVotes(votes.length)) {
+          s.addTimeout(c.nonce, c.reason, votes);
+          queued++;
+        }
+      }
+    }
+    return queued;
+  }
+  const sweepTimeouts = (): Promise<number> => (sweeping ??= sweep().finally(() => (sweeping = undefined)));
+  const sweepMs = opts.timeoutSweepMs ?? 15_000;
+  const sweepTimer = sweepMs > 0 ? setInterval(() => void sweepTimeouts().catch(() => undefined), sweepMs) : undefined;
+  sweepTimer?.unref();
+
+  return {
+    session: (id) => sessions.get(id),
+    sweepTimeouts,
+    finalize,
+    setExchangeListener(fn) {
+      onExchange = fn;
+    },
+
+    async chat(call: ChatCall): Promise<ChatResult> {
+      const s = await sessionFor(call);
+      const nonce = BigInt(call.nonce);
+      await turn(call.escrowId, s, nonce);
+      const prompt = Buffer.from(JSON.stringify(call.body), 'utf8');
+      const maxTokens = typeof call.body.max_tokens === 'number' ? BigInt(call.body.max_tokens) : 0n;
+      let prepared;
+      try {
+        prepared = s.prepare(nonce, { prompt, model: String(call.body.model), maxTokens, startedAt: BigInt(Math.floor(now() / 1000)) });
+      } catch (err) {
+        throw new HostError('rejected', `devshard session of escrow ${call.escrowId} refused nonce ${nonce}: ${err instanceof Error ? err.message : String(err)}`);
+      } finally {
+        wake(call.escrowId, s);
+      }
+      const hostUrl = prepared.hostUrl;
+      const label = `host ${hostUrl}`;
+      // The diffs are durable (recorded) before the first request carrying them leaves.
+      if (prepared.recorded.length > 0) {
+        try {
+          await Promise.all(prepared.recorded);
+        } catch (err) {
+          throw new HostError('rejected', `the diffs of nonce ${nonce} could not be recorded; not sent: ${err instanceof Error ? err.message : String(err)}`);
+        }
+      }
+      const url = new URL(sessionUrl(hostUrl, call.escrowId, 'chat/completions', prefix));
+      const ts = BigInt(Math.floor(now() / 1000));
+      const sig = call.signer.signProtocol!(s.headerMessage(prepared.body, ts));
+      const stream = call.body.stream === true;
+      const headers: Record<string, string> = {
+        'content-type': 'application/json',
+        accept: 'text/event-stream',
+        'x-devshard-signature': Buffer.from(sig).toString('hex'),
+        'x-devshard-timestamp': String(ts),
+      };
+      const at = now();
+      const capture = onExchange;
+      const exchanged = (status: number, response: string): void =>
+        capture?.({ url: url.href, headers, body: Buffer.from(prepared.body).toString('utf8'), status, response, at });
+
+      // Our own controller: the client leaving does not close the host's stream (its meta is read on).
+      const ac = new AbortController();
+      const firstTimer = setTimeout(() => ac.abort(), stream ? stallTimeoutMs : timeoutMs);
+      let res: Dispatcher.ResponseData;
+      try {
+        res = await agent.request({ origin: url.origin, path: url.pathname, method: 'POST', headers, body: Buffer.from(prepared.body), signal: ac.signal });
+      } catch (err) {
+        clearTimeout(firstTimer);
+        if (ac.signal.aborted) throw new HostError(stream ? 'stalled' : 'timeout', `${label} did not answer in time`);
+        const code = (err as { code?: string } | null)?.code;
+        throw new HostError('unreachable', `${label} unreachable: ${code ? `${code}: ` : ''}${(err as Error)?.message ?? String(err)}`);
+      }
+      clearTimeout(firstTimer);
+      if (res.statusCode !== 200) {
+        let text = '';
+        try {
+          for await (const c of res.body) {
+            text += (c as Buffer).toString('utf8');
+            if (text.length >= MAX_ERROR_BODY) break;
+          }
+        } catch {
+          /* best effort */
+        }
+        exchanged(res.statusCode, text);
+        throw new HostError('rejected', `${label} answered ${res.statusCode}: ${messageOf(text)}`, res.statusCode);
+      }
+
+      const pump = new EventPump(res.body, capture !== undefined);
+      const finishCapture = () => exchanged(200, pump.text);
+      const ask = clientAsk(call.body);
+      const deadline = now() + timeoutMs;
+      const fail = (err: unknown, usageSoFar?: Usage): HostError => {
+        pump.close();
+        if (err instanceof HostError) return err;
+        if (err instanceof Stalled) return new HostError(stream ? 'stalled' : 'timeout', `${label} sent nothing for ${stream ? stallTimeoutMs : timeoutMs} ms`, undefined, usageSoFar);
+        if (err instanceof HostEventError) return new HostError('bad_response', `${label}: ${err.message}`, undefined, usageSoFar);
+        return new HostError('truncated', `${label} broke the stream: ${(err as Error)?.message ?? String(err)}`, undefined, usageSoFar);
+      };
+
+      // The receipt comes first, before execution: read it before answering the client, so a host
+      // whose state is not ours fails the request with a status, not mid-stream.
+      let first: string | undefined;
+      try {
+        first = await pump.next(stream ? stallTimeoutMs : Math.max(1, deadline - now()));
+        if (first === undefined) throw new HostError('truncated', `${label} closed the stream before its receipt`);
+        const ev = readHostEvent(first);
+        if (ev.kind !== 'receipt') throw new HostError('bad_response', `${label} answered without a devshard_receipt first`);
+        receiptOf(s, hostUrl, ev.receipt, nonce);
+      } catch (err) {
+        finishCapture();
+        throw fail(err);
+      }
+
+      if (!stream) {
+        let completion: (ChatCompletion & Record<string, unknown>) | undefined;
+        let text: string | undefined;
+        let done = false;
+        try {
+          for (;;) {
+            const data = await pump.next(Math.max(1, deadline - now()));
+            if (data === undefined) break;
+            const ev = readHostEvent(data);
+            if (ev.kind === 'meta') s.onMempool(ev.mempool);
+            else if (ev.kind === 'done') done = true;
+            else if (ev.kind === 'output' && !completion) {
+              const v = ev.value as (ChatCompletion & Record<string, unknown>) | undefined;
+              if (!v || typeof v !== 'object' || !Array.isArray(v.choices)) throw new HostError('bad_response', `${label} answered without choices`);
+              if ((v as { error?: unknown }).error) throw new HostError('rejected', `${label} failed: ${messageOf(data)}`);
+              text = completionForClient(data, v, ask);
+              completion = (text === data ? v : JSON.parse(text)) as ChatCompletion & Record<string, unknown>;
+            }
+          }
+        } catch (err) {
+          finishCapture();
+          throw fail(err);
+        }
+        finishCapture();
+        pump.close();
+        if (!completion || !done) throw new HostError('truncated', `${label} closed the stream without ${completion ? '[DONE]' : 'the completion'}`);
+        if (!isUsage(completion.usage)) {
+          const msg = completion.choices[0]?.message as { content?: unknown } | undefined;
+          const chars = typeof msg?.content === 'string' ? msg.content.length : 0;
+          const prompt_tokens = countPromptTokens(call.body);
+          const completion_tokens = countCompletionTokens(chars);
+          completion.usage = { prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens };
+          return { kind: 'completion', completion };
+        }
+        return { kind: 'completion', completion, ...(text !== undefined ? { text } : {}) };
+      }
+
+      let reported: Usage | undefined;
+      let contentChars = 0;
+      const usage = (): Usage => {
+        if (reported) return reported;
+        const p = countPromptTokens(call.body);
+        const c = countCompletionTokens(contentChars);
+        return { prompt_tokens: p, completion_tokens: c, total_tokens: p + c };
+      };
+      const track = (v: unknown): void => {
+        const chunk = v as { usage?: unknown; choices?: { delta?: { content?: unknown } }[] } | undefined;
+        if (!chunk || typeof chunk !== 'object') return;
+        if (isUsage(chunk.usage)) reported = chunk.usage;
+        if (Array.isArray(chunk.choices)) for (const c of chunk.choices) if (typeof c?.delta?.content === 'string') contentChars += c.delta.content.length;
+      };
+
+      async function* chunks(): AsyncGenerator<ChatChunk> {
+        let handedOff = false;
+        try {
+          for (;;) {
+            const data = await pump.next(stallTimeoutMs);
+            if (data === undefined) throw new HostError('truncated', `${label} closed the stream without [DONE]`, undefined, usage());
+            const ev = readHostEvent(data);
+            if (ev.kind === 'done') break;
+            if (ev.kind === 'meta') {
+              s.onMempool(ev.mempool);
+              continue;
+            }
+            if (ev.kind !== 'output') continue;
+            if (ev.value && typeof ev.value === 'object' && (ev.value as { error?: { message?: string } }).error) {
+              throw new HostError('rejected', `${label} failed mid-stream: ${messageOf(data)}`, undefined, usage());
+            }
+            track(ev.value);
+            for (const out of chunksForClient(data, ev.value, ask)) yield JSON.parse(out) as ChatChunk;
+          }
+          // [DONE]: the meta follows at once; wait for it briefly, then read on without the client.
+          handedOff = true;
+          const rest = drain(s, pump, now() + drainMs, finishCapture);
+          await Promise.race([rest, new Promise((r) => setTimeout(r, Math.min(drainMs, 1_000)).unref())]);
+        } catch (err) {
+          finishCapture();
+          throw fail(err, usage());
+        } finally {
+          // The client stopped reading (or left): read the host's stream on for its Finish.
+          if (!handedOff && !pump.closed) {
+            handedOff = true;
+            void drain(s, pump, now() + drainMs, finishCapture);
+          }
+        }
+      }
+
+      return { kind: 'stream', chunks: chunks(), usage };
+    },
+
+    async close() {
+      if (sweepTimer) clearInterval(sweepTimer);
+      for (const s of sessions.values()) s.onDiff = undefined;
+      await Promise.race([Promise.allSettled([...drains]), new Promise((r) => setTimeout(r, 1_000).unref())]);
+      if (ownsAgent) await agent.close();
+    },
+  };
+}

@@ -1,0 +1,312 @@
+/**
+ * The user side of one escrow's devshard session, as the gateway holds it (gonka 8a35022
+ * devshard/user/session.go `Session`: the state machine, per-host acknowledged nonce, the pending
+ * host txs, `composeDiffLocked`, `signDiff`; httpsession.go for what goes to which host).
+ *
+ * - One Replica (src/protocol) per escrow: every nonce's diff is composed from the pending host txs
+ *   (ConfirmStart from receipts, Finish and others from `devshard_meta.mempool`) and the request's
+ *   MsgStartInference, applied to the replica, signed, and kept until every host has acknowledged it.
+ * - Nonces are contiguous. A diff is applied when it is composed, before it is sent: a host call
+ *   that fails has still used its nonce, and the next request to any host carries it as catch-up.
+ *   A nonce the gateway reserved but never sent (its call did not reach the transport) is filled
+ *   with an empty diff when a later one is composed, so the hosts never see a gap.
+ * - Each host (by inference URL: one address holding two slots is one host) is sent the diffs
+ *   above the nonce it last acknowledged with a receipt.
+ *
+ * No I/O here: protocol-transport.ts sends what this composes and feeds back what hosts answer.
+ */
+import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
+import {
+  applyChainBindParams,
+  bytesEqual,
+  canonicalPromptHash,
+  composeDiff,
+  diffSignedBytes,
+  requestHeaderMessage,
+  sessionConfigFromEscrow,
+  sha256,
+  toHex,
+  Phase,
+  Replica,
+  replay,
+  type ChainBindParams,
+  type RecordedDiff,
+  type Diff,
+  type EscrowSessionFields,
+  type WarmKeyBinding,
+} from '../../protocol/index.js';
+import { DevshardTxSchema, type DevshardTx } from '../../protocol/gen/devshard/v1/diff_pb.js';
+import { MsgConfirmStartSchema, MsgFinalizeRoundSchema, MsgStartInferenceSchema, MsgTimeoutInferenceSchema, TimeoutReason, TimeoutVoteSchema } from '../../protocol/gen/devshard/v1/tx_pb.js';
+import { InferenceStatus } from '../../protocol/inference-record.js';
+import type { HostReceipt } from './host-events.js';
+import { inferenceRequestJson, type InferencePayload, type SignedDiff } from './request-body.js';
+
+/** What a session is bound to: the escrow as the chain created it, and the chain's bind params. */
+export interface SessionEscrow {
+  escrowId: string;
+  /** The escrow creator: signs every diff and every request. */
+  creator: string;
+  amount: bigint;
+  /** Slot id → host address and inference URL, in slot order. */
+  slots: readonly { host: string; url: string }[];
+  /** Values frozen on the escrow (token price, fees); the compiled defaults fill the rest. */
+  session: EscrowSessionFields;
+  /** The chain's session params read at bind (absent: the protocol defaults). */
+  bind?: ChainBindParams;
+}
+
+/** Signs sha256(message), 65 bytes R‖S‖V (the creator's key, held by the signer). */
+export type ProtocolSign = (message: Uint8Array) => Uint8Array;
+
+/** One diff as sent (what the log would record to rebuild the replica with `replay`). */
+export interface SentDiff extends Diff {
+  warmKeyBindings: readonly WarmKeyBinding[];
+}
+
+/** A request ready to go: its executor, the exact body bytes and their header signature input. */
+export interface PreparedRequest {
+  nonce: bigint;
+  /** The executor's inference URL (slots[nonce % n]). */
+  hostUrl: string;
+  body: Uint8Array;
+  /** The diffs the body carries (catch-up and the new one). */
+  diffs: number;
+  /** What `onDiff` answered for the diffs composed here (their recording): settle before sending. */
+  recorded: Promise<unknown>[];
+}
+
+/** A receipt that disagrees with our replica: the host's state is not ours. */
+export class ReceiptMismatch extends Error {
+  override name = 'ReceiptMismatch';
+}
+
+const txKey = (tx: DevshardTx): string => toHex(sha256(toBinary(DevshardTxSchema, tx)));
+
+export class DevshardSession {
+  readonly replica: Replica;
+  /** Diffs not yet acknowledged by every host, ascending. */
+  private readonly unacked: SentDiff[] = [];
+  /** Root after each nonce still in `unacked` (a receipt is checked against it). */
+  private readonly roots = new Map<bigint, Uint8Array>();
+  /** Inference URL → the latest nonce that host acknowledged. */
+  private readonly acked = new Map<string, bigint>();
+  /** Host txs waiting for the next diff, by content hash (a tx seen twice is taken once). */
+  private readonly pending = new Map<string, DevshardTx>();
+  private readonly hostUrls: string[];
+  /** Payloads of our inferences not yet finished or timed out (a refusal timeout vote needs it). */
+  private readonly open = new Map<bigint, InferencePayload>();
+  /** Inference → our latest nonce when its MsgTimeoutInference was queued (not asked again until a diff was composed). */
+  private readonly timingOut = new Map<bigint, bigint>();
+  /** Called with every diff as it is composed (before it is sent); a promise answered is awaited before sending. */
+  onDiff: ((d: SentDiff) => unknown) | undefined;
+  private recording: Promise<unknown>[] = [];
+
+  /**
+   * `recorded`: the diffs of an earlier run (the log), replayed into the replica. Which of them each
+   * host holds is not known, so every host is sent them all once (hosts skip what they applied).
+   */
+  constructor(
+    readonly escrow: SessionEscrow,
+    private readonly sign: ProtocolSign,
+    recorded: readonly RecordedDiff[] = [],
+  ) {
+    const n = escrow.slots.length;
+    const config = applyChainBindParams(sessionConfigFromEscrow(n, escrow.session), n, escrow.bind ?? {});
+    const params = { escrowId: escrow.escrowId, slots: escrow.slots.map((s) => s.host), amount: escrow.amount, userAddress: escrow.creator, config };
+    this.replica = recorded.length > 0 ? replay(params, recorded) : Replica.create(params);
+    for (const d of recorded) {
+      this.unacked.push(d);
+      this.roots.set(d.nonce, d.postStateRoot);
+    }
+    this.hostUrls = [...new Set(escrow.slots.map((s) => s.url))];
+  }
+
+  get latestNonce(): bigint {
+    return this.replica.latestNonce;
+  }
+
+  /** The executor of a nonce: slots[nonce % n]. */
+  executorUrl(nonce: bigint): string {
+    return this.escrow.slots[Number(nonce % BigInt(this.escrow.slots.length))]!.url;
+  }
+
+  /** Our root after `nonce`, while some host has not acknowledged it. */
+  rootAt(nonce: bigint): Uint8Array | undefined {
+    return this.roots.get(nonce);
+  }
+
+  /** Pending host txs (for tests and status). */
+  pendingTxs(): DevshardTx[] {
+    return [...this.pending.values()];
+  }
+
+  /** Composes, applies, signs and keeps the next nonce's diff. */
+  private next(extra: DevshardTx[]): SentDiff {
+    const c = composeDiff(this.replica, { pending: [...this.pending.values()], extra });
+    this.pending.clear();
+    const userSig = this.sign(diffSignedBytes(this.escrow.escrowId, c.nonce, c.applied, c.root));
+    const d: SentDiff = { nonce: c.nonce, txs: c.applied, postStateRoot: c.root, userSig, warmKeyBindings: c.warmKeyBindings };
+    this.unacked.push(d);
+    this.roots.set(c.nonce, c.root);
+    const r = this.onDiff?.(d);
+    if (r instanceof Promise) this.recording.push(r);
+    return d;
+  }
+
+  /**
+   * The request for `nonce`: empty diffs for nonces reserved but never sent, then the nonce's
+   * MsgStartInference. `prompt` is the OpenAI body bytes sent as the payload (its canonical hash
+   * is the prompt_hash; its length the input_length, as devshardctl sets it).
+   */
+  prepare(nonce: bigint, p: { prompt: Uint8Array; model: string; maxTokens: bigint; startedAt: bigint }): PreparedRequest {
+    if (nonce <= this.replica.latestNonce) throw new RangeError(`nonce ${nonce} is already used on escrow ${this.escrow.escrowId} (latest ${this.replica.latestNonce})`);
+    this.recording = [];
+    while (this.replica.latestNonce + 1n < nonce) this.next([]);
+    const payload: InferencePayload = { prompt: p.prompt, model: p.model, inputLength: BigInt(p.prompt.length), maxTokens: p.maxTokens, startedAt: p.startedAt };
+    const start = create(MsgStartInferenceSchema, {
+      inferenceId: nonce,
+      promptHash: canonicalPromptHash(p.prompt),
+      model: p.model,
+      inputLength: payload.inputLength,
+      maxTokens: payload.maxTokens,
+      startedAt: payload.startedAt,
+    });
+    this.next([create(DevshardTxSchema, { tx: { case: 'startInference', value: start } })]);
+    this.open.set(nonce, payload);
+    const hostUrl = this.executorUrl(nonce);
+    const diffs = this.catchUp(hostUrl);
+    const recorded = this.recording;
+    this.recording = [];
+    return { nonce, hostUrl, body: new TextEncoder().encode(inferenceRequestJson(diffs, nonce, payload)), diffs: diffs.length, recorded };
+  }
+
+  /**
+   * The next finalize diff (gonka user/session.go `Finalize`): the MsgFinalizeRound while the
+   * session is active, then diffs with only the pending host txs until the phase is Settlement
+   * (FinalizeNonce + n). Undefined once there. Answers the diff and its recording to await.
+   */
+  nextFinalizeDiff(): { diff: SentDiff; recorded: Promise<unknown>[] } | undefined {
+    if (this.replica.phase === Phase.Settlement) return undefined;
+    this.recording = [];
+    const diff =
+      this.replica.phase === Phase.Active
+        ? this.next([create(DevshardTxSchema, { tx: { case: 'finalizeRound', value: create(MsgFinalizeRoundSchema, {}) } })])
+        : this.next([]);
+    const recorded = this.recording;
+    this.recording = [];
+    return { diff, recorded };
+  }
+
+  /** The body that brings host `url` to our latest nonce (diffs only, no payload). */
+  syncBody(url: string): Uint8Array {
+    return new TextEncoder().encode(inferenceRequestJson(this.catchUp(url), this.replica.latestNonce));
+  }
+
+  /** The diffs host `url` has not acknowledged. */
+  catchUp(url: string): SignedDiff[] {
+    const from = this.acked.get(url) ?? 0n;
+    const out: SignedDiff[] = [];
+    for (const d of this.unacked) if (d.nonce > from) out.push({ nonce: d.nonce, txs: [...d.txs], userSig: d.userSig, postStateRoot: d.postStateRoot });
+    return out;
+  }
+
+  /** The signature input of the `X-Devshard-Signature` header for `body` at `timestampSeconds`. */
+  headerMessage(body: Uint8Array, timestampSeconds: bigint): Uint8Array {
+    return requestHeaderMessage(this.escrow.escrowId, body, timestampSeconds);
+  }
+
+  /** The `X-Devshard-Signature` value (hex, 65 bytes) for `body` at `timestampSeconds`. */
+  headerSignature(body: Uint8Array, timestampSeconds: bigint): string {
+    return Buffer.from(this.sign(this.headerMessage(body, timestampSeconds))).toString('hex');
+  }
+
+  /**
+   * A host's receipt: its state_hash must equal our root at that nonce (else ReceiptMismatch, and
+   * nothing is taken from it). The executor's signature becomes a MsgConfirmStart for a later diff.
+   */
+  onReceipt(url: string, r: HostReceipt): void {
+    const ours = this.roots.get(r.nonce);
+    if (!ours) throw new ReceiptMismatch(`host ${url} sent a receipt for nonce ${r.nonce}, which we did not send it`);
+    if (!r.stateHash || !bytesEqual(ours, r.stateHash)) {
+      const theirs = r.stateHash ? toHex(r.stateHash) : '(none)';
+      throw new ReceiptMismatch(`host ${url} state_hash at nonce ${r.nonce} is ${theirs}, ours is ${toHex(ours)}`);
+    }
+    if ((this.acked.get(url) ?? 0n) < r.nonce) this.acked.set(url, r.nonce);
+    if (r.receipt && r.receipt.length > 0) {
+      this.take(create(DevshardTxSchema, { tx: { case: 'confirmStart', value: create(MsgConfirmStartSchema, { inferenceId: r.nonce, executorSig: r.receipt, confirmedAt: r.confirmedAt ?? 0n }) } }));
+    }
+    this.prune();
+  }
+
+  /** `devshard_meta.mempool`: host txs (Finish, ConfirmStart, …) for later diffs. */
+  onMempool(txs: readonly Uint8Array[]): void {
+    for (const b of txs) this.take(fromBinary(DevshardTxSchema, b));
+  }
+
+  /**
+   * Our inferences past their deadline (gonka host/timeout.go): still pending `refusal_timeout`
+   * seconds after started_at (the executor never confirmed), or started and not finished
+   * `execution_timeout` seconds after confirmed_at. Finished ones are forgotten here.
+   */
+  timeoutCandidates(nowSeconds: bigint): { nonce: bigint; reason: 'refused' | 'execution'; executorUrl: string; payload: InferencePayload }[] {
+    const out: { nonce: bigint; reason: 'refused' | 'execution'; executorUrl: string; payload: InferencePayload }[] = [];
+    const cfg = this.replica.config;
+    for (const [nonce, payload] of this.open) {
+      const rec = this.replica.inference(nonce);
+      if (!rec || (rec.status !== InferenceStatus.Pending && rec.status !== InferenceStatus.Started)) {
+        this.open.delete(nonce);
+        this.timingOut.delete(nonce);
+        continue;
+      }
+      const queuedAt = this.timingOut.get(nonce);
+      if (queuedAt !== undefined && queuedAt >= this.replica.latestNonce) continue;
+      if (rec.status === InferenceStatus.Pending && nowSeconds >= rec.startedAt + cfg.refusalTimeout) out.push({ nonce, reason: 'refused', executorUrl: this.executorUrl(nonce), payload });
+      else if (rec.status === InferenceStatus.Started && nowSeconds >= rec.confirmedAt + cfg.executionTimeout) out.push({ nonce, reason: 'execution', executorUrl: this.executorUrl(nonce), payload });
+    }
+    return out;
+  }
+
+  /** The hosts' URLs (distinct), in slot order. */
+  hosts(): readonly string[] {
+    return this.hostUrls;
+  }
+
+  /** More accepting weight than the session's vote threshold? (tx-rules: accept > threshold) */
+  enoughVotes(acceptingSlots: number): boolean {
+    return acceptingSlots > this.replica.config.voteThreshold;
+  }
+
+  /** A MsgTimeoutInference with the accepting votes, for the next diff. */
+  addTimeout(nonce: bigint, reason: 'refused' | 'execution', votes: readonly { voterSlot: number; signature: Uint8Array }[]): void {
+    this.timingOut.set(nonce, this.replica.latestNonce);
+    this.take(
+      create(DevshardTxSchema, {
+        tx: {
+          case: 'timeoutInference',
+          value: create(MsgTimeoutInferenceSchema, {
+            inferenceId: nonce,
+            reason: reason === 'refused' ? TimeoutReason.REFUSED : TimeoutReason.EXECUTION,
+            votes: votes.map((v) => create(TimeoutVoteSchema, { voterSlot: v.voterSlot, accept: true, signature: v.signature })),
+          }),
+        },
+      }),
+    );
+  }
+
+  private take(tx: DevshardTx): void {
+    const key = txKey(tx);
+    if (!this.pending.has(key)) this.pending.set(key, tx);
+  }
+
+  /** Drops the diffs every host has acknowledged. */
+  private prune(): void {
+    let min: bigint | undefined;
+    for (const url of this.hostUrls) {
+      const a = this.acked.get(url) ?? 0n;
+      if (min === undefined || a < min) min = a;
+    }
+    let drop = 0;
+    while (drop < this.unacked.length && this.unacked[drop]!.nonce <= (min ?? 0n)) this.roots.delete(this.unacked[drop++]!.nonce);
+    if (drop > 0) this.unacked.splice(0, drop);
+  }
+}
