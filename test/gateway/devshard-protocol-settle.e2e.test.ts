@@ -77,7 +77,14 @@ describe('finalize and settle over the devshard protocol (DEVSHARD_HOST_PROTOCOL
     expect(again.json).toEqual(file);
     expect(recorded()).toMatchObject({ escrowId, nonce: 8, version: 2, stateRoot: Buffer.from(file.state_root, 'base64').toString('hex') });
     expect(protocolSettlementRefusal(recorded(), gw.ctx.engine.escrow(escrowId)!.context.slots)).toBeUndefined();
-    if (process.env.GWSETTLE_FINALIZE_FILE) writeFileSync(process.env.GWSETTLE_FINALIZE_FILE, `${JSON.stringify(file, null, 2)}\n`);
+    // GWSETTLE_FINALIZE_FILE: the finalize answer as the file, and the escrow's slots and amount beside
+    // it, for ../shared/tools/realnet's verify-finalize.mjs.
+    const out = process.env.GWSETTLE_FINALIZE_FILE;
+    if (out) {
+      writeFileSync(out, r.text);
+      const onChain = (await gw.ctx.chain.escrow(escrowId))!;
+      writeFileSync(`${out}.escrow.json`, JSON.stringify({ slots: onChain.slots.map((x) => x.host), amount: onChain.amount.toString() }));
+    }
   }, 60_000);
 
   const flip = (b: string, at: number, enc: 'hex' | 'base64') => {
