@@ -11,6 +11,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Settlement } from '../../src/chain/port.js';
 import { protocolSettlementRefusal, toChainSettlement } from '../../src/gateway/escrows/settlement.js';
 import type { SettlementData } from '../../src/events/catalog.js';
+import { eventsFile } from '../../src/events/sqlite-store.js';
+import { verifyLog } from '../../src/events/verify.js';
+import { projectionsCheck } from '../../src/projections/verify-check.js';
 import { disposeTestGateway, MODEL, startGatewayWithEscrow, type TestGateway } from '../helpers/gateway.js';
 
 const chat = (i: number, extra: Record<string, unknown> = {}) => ({ model: MODEL, messages: [{ role: 'user', content: `settle question ${i}` }], max_tokens: 24, ...extra });
@@ -152,5 +155,35 @@ describe('finalize and settle over the devshard protocol (DEVSHARD_HOST_PROTOCOL
     // the settlement's money is in the log
     const settled = gw.ctx.engine.readStream(`escrow-${escrowId}`).find((x) => x.type === 'EscrowSettled');
     expect(settled?.data).toMatchObject({ totalPayout: (costs + fees).toString(), fees: fees.toString(), refund: r.json.refund });
+    // settle again: already settled, the same money
+    const again = await gw.call(`/v1/admin/devshards/${escrowId}/settle`, { body: {} });
+    expect(again.json).toMatchObject({ status: 'settled', already: true, total_payout: r.json.total_payout, deposit: r.json.deposit });
+    const v = await verifyLog(eventsFile(gw.storageDir), [projectionsCheck()]);
+    expect(v.ok, JSON.stringify(v)).toBe(true);
+  }, 60_000);
+});
+
+describe('settle of an escrow not yet finalized, over the devshard protocol', () => {
+  let gw: TestGateway;
+  let escrowId: string;
+
+  beforeAll(async () => {
+    ({ gw, escrowId } = await startGatewayWithEscrow({ env: { DEVSHARD_HOST_PROTOCOL: 'devshard' } }));
+  }, 60_000);
+  afterAll(() => disposeTestGateway(gw));
+
+  it('finalizes over the protocol first (as devshardctl does), then settles "v2"; after a restart the finalize file is still served', async () => {
+    for (let i = 0; i < 3; i++) expect((await gw.call('/v1/chat/completions', { body: chat(i, i === 1 ? { stream: true } : {}) })).status).toBe(200);
+    const r = await gw.call(`/v1/admin/devshards/${escrowId}/settle`, { body: {} });
+    expect(r.status, r.text).toBe(200);
+    expect(r.json).toMatchObject({ status: 'settled', settled: true });
+    expect(BigInt(r.json.deposit)).toBe(BigInt((await gw.ctx.chain.escrow(escrowId))!.amount));
+    const s = gw.ctx.engine.escrow(escrowId)!.context.settlement!;
+    // 3 chats, MsgFinalizeRound at 4, Settlement at 4 + 3
+    expect(s).toMatchObject({ version: 2, nonce: 7 });
+    const file = (await gw.call(`/devshard/${escrowId}/v1/finalize`)).json;
+    expect(file).toMatchObject({ escrow_id: escrowId, version: 'v2', nonce: 7 });
+    gw = await gw.restart();
+    expect((await gw.call(`/devshard/${escrowId}/v1/finalize`)).json).toEqual(file);
   }, 60_000);
 });
