@@ -58,10 +58,10 @@ export async function stopDevnetAndClient(t: { devnet?: Devnet; client?: CosmosC
 export function signedSettlement(
   escrowId: string,
   hosts: HostIdentity[],
-  opts: { costs?: bigint[]; fees?: bigint; nonce?: number; signers?: HostIdentity[]; seed?: string } = {},
+  opts: { costs?: bigint[]; fees?: bigint; nonce?: number; signers?: HostIdentity[]; seed?: string; missed?: number[]; invalid?: number[] } = {},
 ): Settlement {
   const signers = opts.signers ?? hosts;
-  const hostStats = hosts.map((h, i) => ({ slotId: h.index, missed: 0, invalid: 0, cost: opts.costs?.[i] ?? 0n, requests: 1 }));
+  const hostStats = hosts.map((h, i) => ({ slotId: h.index, missed: opts.missed?.[i] ?? 0, invalid: opts.invalid?.[i] ?? 0, cost: opts.costs?.[i] ?? 0n, requests: 1 }));
   const fees = opts.fees ?? 0n;
   const nonce = opts.nonce ?? 3;
   const restHash = sha256(toUtf8(`rest/${escrowId}/${opts.seed ?? ''}`));
