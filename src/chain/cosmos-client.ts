@@ -285,6 +285,13 @@ export class CosmosChainClient implements ChainPort {
     return remainder === undefined || !/^\d+$/.test(remainder) ? 0n : BigInt(remainder);
   }
 
+  settledAmounts(outcome: TxOutcome): { totalPayout: bigint; fees: bigint; remainder: bigint } | undefined {
+    const get = (key: string) => eventAttr(outcome, 'devshard_escrow_settled', key);
+    const [totalPayout, fees, remainder] = [get('total_payout'), get('fees'), get('remainder')];
+    if (![totalPayout, fees, remainder].every((v) => v !== undefined && /^\d+$/.test(v))) return undefined;
+    return { totalPayout: BigInt(totalPayout!), fees: BigInt(fees!), remainder: BigInt(remainder!) };
+  }
+
   // --- conveniences (prepare + broadcast + typed error) for callers without a write-ahead log ---
 
   async createEscrow(privateKeyHex: string, amount: bigint, modelId: string): Promise<CreateEscrowResult> {

@@ -43,7 +43,15 @@ export const DEVSHARD_TEXT = {
   stateRootMismatch: () => 'state_root mismatch',
   duplicateSignature: (slot: number) => `duplicate signature for slot ${slot}`,
   signatureSlotOutOfRange: (slot: number) => `slot_id ${slot} out of range`,
+  /** LEGACY (the devnet's own 64-byte check of a "v1" settlement; to be removed with the legacy transport). */
   badSignature: (slot: number) => `signature for slot ${slot} does not verify`,
+  recoverFailed: (slot: number, why: string) => `failed to recover address for slot ${slot}: ${why}`,
+  signatureLength: (n: number) => `signature must be 65 bytes, got ${n}`,
+  signatureRecovered: (slot: number, recovered: string, expected: string) => `signature for slot ${slot} recovered ${recovered}, expected ${expected}`,
+  slotOutOfRangeForCount: (slot: number, count: number) => `slot ${slot} out of range for slot count ${count}`,
+  missedExceeds: (slot: number, missed: number, assigned: bigint) => `slot ${slot} missed count ${missed} exceeds assigned per slot ${assigned}`,
+  invalidExceeds: (slot: number, invalid: number, completed: bigint) => `slot ${slot} invalid count ${invalid} exceeds completed per slot ${completed}`,
+  totalPayout: (payout: bigint, amount: bigint) => `total payout ${payout} exceeds escrow amount ${amount}`,
   insufficientQuorum: (votes: number, need: number) => `insufficient quorum: ${votes} slot votes, need ${need}`,
   duplicateHostStats: (slot: number) => `duplicate host_stats slot_id ${slot}`,
   hostStatsOutOfRange: (slot: number) => `host_stats slot_id ${slot} out of range`,
@@ -65,7 +73,7 @@ const TEXT_KINDS: [RegExp, ChainErrorKind][] = [
   [/settlement version .* is not listed in devshard_escrow_params\.approved_versions/, 'version_not_approved'],
   [/devshard settlement only supports current or previous epoch/, 'wrong_epoch'],
   [/insufficient quorum: \d+ slot votes, need \d+/, 'bad_signatures'],
-  [/signature for slot \d+|duplicate signature for slot|state_root mismatch|state_root must be 32 bytes/, 'bad_signatures'],
+  [/signature for slot \d+|failed to recover address for slot|duplicate signature for slot|state_root mismatch|state_root must be 32 bytes/, 'bad_signatures'],
   [/total debit \d+ \(cost \d+ \+ fees \d+\) exceeds escrow amount|total payout \d+ exceeds escrow amount/, 'overspent'],
 ];
 

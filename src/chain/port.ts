@@ -191,4 +191,9 @@ export interface ChainPort {
   createdEscrowId(outcome: TxOutcome): string;
   /** Reads the refund (settle) from a successful outcome. */
   settledRefund(outcome: TxOutcome): bigint;
+  /**
+   * The money of a settle, from the keeper's `devshard_escrow_settled` event: total_payout (host
+   * costs plus fee shares), fees, remainder (to the creator); deposit = total_payout + remainder.
+   */
+  settledAmounts?(outcome: TxOutcome): { totalPayout: bigint; fees: bigint; remainder: bigint } | undefined;
 }

@@ -3,6 +3,7 @@
  * back, whole or streamed. Implementations: host transport (devshard hosts, signed requests) and an
  * OpenAI-compatible upstream (NETWORK_UPSTREAM_URL).
  */
+import type { Settlement } from '../protocol/settlement.js';
 import type { CancelController, CancelSignal } from './call-signal.js';
 
 export interface Usage {
@@ -96,6 +97,22 @@ export type ChatResult =
       usage(): Usage;
     };
 
+/** A session finalized over the devshard protocol (the protocol transport's `finalize`). */
+export interface FinalizedSession {
+  settlement: Settlement;
+  signatures: { slotId: number; signature: Uint8Array }[];
+  /** The settlement file's JSON text (what `inferenced tx inference settle-devshard-escrow` reads). */
+  file: string;
+  /** Hosts that did not take a finalize diff (they may still have signed). */
+  failures: string[];
+}
+
 export interface InferencePort {
   chat(call: ChatCall): Promise<ChatResult>;
+  /**
+   * Finalizes the escrow's session over the devshard protocol: the rounds, then the hosts'
+   * signatures of the settlement. Only the protocol transport has it; without it the gateway
+   * finalizes the legacy way (collect-signatures.ts, to be removed).
+   */
+  finalize?(escrowId: string, signer: RequestSigner, o?: { signatureWaitMs?: number }): Promise<FinalizedSession>;
 }

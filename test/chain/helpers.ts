@@ -1,9 +1,10 @@
 import { sha256 } from '@cosmjs/crypto';
-import { fromHex, toBase64, toHex, toUtf8 } from '@cosmjs/encoding';
+import { toBase64, toHex, toUtf8 } from '@cosmjs/encoding';
 import { CosmosChainClient, type CosmosChainClientOptions } from '../../src/chain/cosmos-client.js';
 import { startDevnet, type Devnet } from '../../src/devnet/chain/index.js';
 import type { DevnetOptions } from '../../src/devnet/chain/config.js';
-import { deterministicKeyHex, signSha256 } from '../../src/chain/keys.js';
+import { deterministicKeyHex } from '../../src/chain/keys.js';
+import { hostStatsHash, Phase, signMessage, stateRoot, stateSignatureBytes } from '../../src/protocol/index.js';
 import type { HostIdentity } from '../../src/devnet/hosts/chain-view.js';
 import type { Settlement } from '../../src/chain/port.js';
 
@@ -35,7 +36,6 @@ export function clientFor(devnet: Devnet, overrides: Partial<CosmosChainClientOp
   });
 }
 
-/** A settlement whose state root every given host signed (sha256 of the root bytes, secp256k1). */
 /** The devnet's default min_amount of an escrow deposit (DEVNET_MIN_AMOUNT). */
 export const MIN_AMOUNT = 1_000_000_000n;
 
@@ -50,21 +50,32 @@ export async function stopDevnetAndClient(t: { devnet?: Devnet; client?: CosmosC
   await t.devnet?.close();
 }
 
+/**
+ * A settlement in the devshard protocol's format ("v2", as the real keeper verifies it,
+ * k/devshard_settlement.go): the root sha256(host_stats hash ‖ fees ‖ rest_hash ‖ sha256("v2") ‖ 0x02),
+ * each given host's 65-byte signature over sha256(StateSignatureContent{root, escrow id, nonce}).
+ */
 export function signedSettlement(
   escrowId: string,
   hosts: HostIdentity[],
-  opts: { costs?: bigint[]; fees?: bigint; nonce?: number; signers?: HostIdentity[]; seed?: string } = {},
+  opts: { costs?: bigint[]; fees?: bigint; nonce?: number; signers?: HostIdentity[]; seed?: string; missed?: number[]; invalid?: number[] } = {},
 ): Settlement {
-  const stateRoot = toHex(sha256(toUtf8(`state/${escrowId}/${opts.seed ?? ''}`)));
   const signers = opts.signers ?? hosts;
+  const hostStats = hosts.map((h, i) => ({ slotId: h.index, missed: opts.missed?.[i] ?? 0, invalid: opts.invalid?.[i] ?? 0, cost: opts.costs?.[i] ?? 0n, requests: 1 }));
+  const fees = opts.fees ?? 0n;
+  const nonce = opts.nonce ?? 3;
+  const restHash = sha256(toUtf8(`rest/${escrowId}/${opts.seed ?? ''}`));
+  const stats = hostStats.map((h) => ({ ...h, requiredValidations: 0, completedValidations: 0 }));
+  const root = stateRoot(hostStatsHash(stats), fees, restHash, 'v2', Phase.Settlement);
+  const signed = stateSignatureBytes(root, escrowId, BigInt(nonce));
   return {
     escrowId,
-    nonce: opts.nonce ?? 3,
-    stateRoot,
-    restHash: toHex(sha256(toUtf8(`rest/${escrowId}`))),
-    hostStats: hosts.map((h, i) => ({ slotId: h.index, missed: 0, invalid: 0, cost: opts.costs?.[i] ?? 0n, requests: 1 })),
-    signatures: signers.map((h) => ({ slotId: h.index, signature: toBase64(signSha256(h.privateKey, fromHex(stateRoot))) })),
-    fees: opts.fees ?? 0n,
+    nonce,
+    stateRoot: toHex(root),
+    restHash: toHex(restHash),
+    hostStats,
+    signatures: signers.map((h) => ({ slotId: h.index, signature: toBase64(signMessage(signed, h.privateKey)) })),
+    fees,
     version: 2,
   };
 }

@@ -79,6 +79,28 @@ describe('settle escrow through the client against a devnet', () => {
     });
   });
 
+  // k/devshard_settlement.go: the keeper's texts for a proof that is whole but wrong.
+  const keeperText = (err: unknown) => String((err as { detail?: { rawLog?: string } }).detail?.rawLog ?? '').replace(/^.*message index: 0: /, '');
+
+  it('refuses a second signature entry for a slot, and missed/invalid beyond what the slot was assigned, with the keeper\'s texts', async () => {
+    const id = await create();
+    const s = signedSettlement(id, devnet.hosts);
+    const twice = { ...s, signatures: [...s.signatures, s.signatures[0]!] };
+    expect(keeperText(await client.settleEscrow(key, twice).catch((e: unknown) => e))).toBe('duplicate signature for slot 0');
+    // nonce 3, 3 slots: each slot was assigned 1 inference (slot 0 at nonce 3, slots 1, 2 at 1, 2)
+    expect(keeperText(await client.settleEscrow(key, signedSettlement(id, devnet.hosts, { missed: [0, 2, 0] })).catch((e: unknown) => e))).toBe('slot 1 missed count 2 exceeds assigned per slot 1');
+    expect(keeperText(await client.settleEscrow(key, signedSettlement(id, devnet.hosts, { missed: [1, 0, 0], invalid: [1, 0, 0] })).catch((e: unknown) => e))).toBe('slot 0 invalid count 1 exceeds completed per slot 0');
+    // two of three slots sign: the quorum 2·3/3 + 1 = 3 is not met
+    expect(keeperText(await client.settleEscrow(key, signedSettlement(id, devnet.hosts, { signers: devnet.hosts.slice(1) })).catch((e: unknown) => e))).toBe('insufficient quorum: 2 slot votes, need 3');
+    // a 64-byte signature (the legacy format) under "v2" is not recovered
+    const short = { ...s, signatures: s.signatures.map((x) => ({ ...x, signature: Buffer.from(x.signature, 'base64').subarray(0, 64).toString('base64') })) };
+    expect(keeperText(await client.settleEscrow(key, short).catch((e: unknown) => e))).toBe('failed to recover address for slot 0: signature must be 65 bytes, got 64');
+    expect((await client.escrow(id))?.settled).toBe(false);
+    // the same settlement whole is accepted
+    await client.settleEscrow(key, s);
+    expect((await client.escrow(id))?.settled).toBe(true);
+  });
+
   it('settles in the next epoch but not two epochs later', async () => {
     const nextEpoch = await create();
     const tooLate = await create();

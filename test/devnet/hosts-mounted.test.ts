@@ -12,7 +12,8 @@ describe('simulated hosts mounted on the devnet', () => {
   beforeAll(async () => ({ devnet, client } = await startDevnetAndClient()));
   afterAll(() => stopDevnetAndClient({ devnet, client }));
 
-  it('sign the state root at their slot URLs, and the chain accepts those signatures', async () => {
+  // LEGACY (the invented `/sign` route and its "v1" settlement; removed with the legacy transport).
+  it('sign the state root at their slot URLs, and the chain accepts those signatures (legacy v1)', async () => {
     const { escrowId, escrow } = await client.createEscrow(CREATOR_KEYS[0]!, 1_000_000_000n, MODEL);
     const stateRoot = toHex(sha256(toUtf8(`unused escrow ${escrowId}`)));
     const hostStats = escrow.slots.map((s) => ({ slot_id: s.slotId, missed: 0, invalid: 0, cost: '0' }));
@@ -36,7 +37,7 @@ describe('simulated hosts mounted on the devnet', () => {
       hostStats: escrow.slots.map((s) => ({ slotId: s.slotId, missed: 0, invalid: 0, cost: 0n, requests: 0 })),
       signatures,
       fees: 0n,
-      version: 2,
+      version: 1,
     };
     const { refund } = await client.settleEscrow(CREATOR_KEYS[0]!, settlement);
     expect(refund).toBe(1_000_000_000n);

@@ -13,6 +13,7 @@ import {
 import { DENOM } from '../../chain/keys.js';
 import type { MsgCreateDevshardEscrow, MsgSettleDevshardEscrow } from '../../chain/messages.js';
 import type { EscrowSlot } from '../../chain/port.js';
+import { hostStatsHash, Phase, recoverDigestAddress, sha256 as sha256Bytes, stateRoot, stateSignatureBytes } from '../../protocol/index.js';
 import { hostPubKey } from './genesis.js';
 import { sealGraceNonces } from './params.js';
 import { ensureAccount, type ChainState, type TxEvent } from './state.js';
@@ -111,7 +112,11 @@ export function createEscrow(ctx: MsgContext, msg: MsgCreateDevshardEscrow, enco
   return { events, response: { typeUrl: '/inference.inference.MsgCreateDevshardEscrowResponse', value: encodeResponse(BigInt(id)) } };
 }
 
-/** Slots whose host signed sha256(state_root) validly; throws on a signature that does not verify. */
+/**
+ * LEGACY (version "v1" with 64-byte signatures, what the legacy transport's `/sign` gives; to be
+ * removed with it): slots whose host signed sha256(state_root) validly; throws on a signature that
+ * does not verify.
+ */
 function signedSlots(state: ChainState, slots: EscrowSlot[], msg: MsgSettleDevshardEscrow): Set<number> {
   const digest = sha256(msg.stateRoot);
   const valid = new Set<number>();
@@ -133,12 +138,77 @@ function signedSlots(state: ChainState, slots: EscrowSlot[], msg: MsgSettleDevsh
   return valid;
 }
 
+/** LEGACY: a settlement made by the legacy transport ("v1", 64-byte signatures over sha256(root)). */
+const isLegacySettlement = (msg: MsgSettleDevshardEscrow) => msg.stateRootAndProtocolVersion === 'v1' && msg.signatures.length > 0 && msg.signatures.every((s) => s.signature.length === 64);
+
+/**
+ * `devshardAssignedUpperBoundForSlot`: how many inference ids `slots[id % n]` can have executed up
+ * to nonce `latest` (nonce 0 is never an inference, so slot 0 first works at nonce n).
+ */
+function assignedUpperBound(latest: bigint, slotCount: bigint, slotId: number): bigint {
+  if (BigInt(slotId) >= slotCount) throw new MsgFailure(T.slotOutOfRangeForCount(slotId, Number(slotCount)));
+  const first = slotId === 0 ? slotCount : BigInt(slotId);
+  return latest < first ? 0n : 1n + (latest - first) / slotCount;
+}
+
+/**
+ * `VerifyDevshardSettlement` (k/devshard_settlement.go), in its order, after the checks every
+ * settlement shares: the state root recomputed as sha256(host_stats hash ‖ fees_be8 ‖ rest_hash ‖
+ * sha256(version) ‖ 0x02) (the chain does not recompute rest_hash), every signature 65 bytes and
+ * recovered over sha256(StateSignatureContent{state_root, escrow id decimal, nonce}) to its slot's
+ * address (one bad signature rejects all; the devnet grants no warm keys), the quorum 2n/3+1 counted
+ * per entry, then host_stats: no duplicate, missed/invalid within what was assigned to the slot,
+ * Σcost + fees ≤ amount.
+ */
+function verifyProtocolSettlement(escrow: { id: number; amount: bigint; slots: EscrowSlot[] }, msg: MsgSettleDevshardEscrow): void {
+  const version = msg.stateRootAndProtocolVersion;
+  const stats = msg.hostStats.map((h) => ({ slotId: h.slotId, missed: h.missed, invalid: h.invalid, cost: h.cost, requiredValidations: h.requiredValidations, completedValidations: h.completedValidations }));
+  const expected = stateRoot(hostStatsHash(stats), msg.fees, msg.restHash, version, Phase.Settlement);
+  if (msg.stateRoot.length !== 32) throw new MsgFailure(T.stateRootLength(msg.stateRoot.length));
+  if (!expected.every((b, i) => b === msg.stateRoot[i])) throw new MsgFailure(T.stateRootMismatch());
+  const digest = sha256Bytes(stateSignatureBytes(msg.stateRoot, String(escrow.id), msg.nonce));
+  const seen = new Set<number>();
+  let votes = 0;
+  for (const sig of msg.signatures) {
+    if (seen.has(sig.slotId)) throw new MsgFailure(T.duplicateSignature(sig.slotId));
+    seen.add(sig.slotId);
+    if (sig.slotId >= escrow.slots.length) throw new MsgFailure(T.signatureSlotOutOfRange(sig.slotId));
+    const expectedAddr = escrow.slots[sig.slotId]!.host;
+    if (sig.signature.length !== 65) throw new MsgFailure(T.recoverFailed(sig.slotId, T.signatureLength(sig.signature.length)));
+    let recovered: string;
+    try {
+      recovered = recoverDigestAddress(digest, sig.signature);
+    } catch (err) {
+      throw new MsgFailure(T.recoverFailed(sig.slotId, (err as Error).message));
+    }
+    if (recovered !== expectedAddr) throw new MsgFailure(T.signatureRecovered(sig.slotId, recovered, expectedAddr));
+    votes++;
+  }
+  const needed = Math.floor((2 * escrow.slots.length) / 3) + 1;
+  if (votes < needed) throw new MsgFailure(T.insufficientQuorum(votes, needed));
+  const slotCount = BigInt(escrow.slots.length);
+  if (slotCount === 0n) throw new MsgFailure('no slots in escrow');
+  const seenStats = new Set<number>();
+  let totalCost = 0n;
+  for (const hs of msg.hostStats) {
+    if (seenStats.has(hs.slotId)) throw new MsgFailure(T.duplicateHostStats(hs.slotId));
+    seenStats.add(hs.slotId);
+    const assigned = assignedUpperBound(msg.nonce, slotCount, hs.slotId);
+    if (BigInt(hs.missed) > assigned) throw new MsgFailure(T.missedExceeds(hs.slotId, hs.missed, assigned));
+    const completed = assigned - BigInt(hs.missed);
+    if (BigInt(hs.invalid) > completed) throw new MsgFailure(T.invalidExceeds(hs.slotId, hs.invalid, completed));
+    totalCost += hs.cost;
+  }
+  if (totalCost + msg.fees > escrow.amount) throw new MsgFailure(T.totalDebit(totalCost + msg.fees, totalCost, msg.fees, escrow.amount));
+}
+
 /**
  * k/msg_server_settle_devshard_escrow.go and k/devshard_settlement.go, in their order. Payout as the
  * keeper computes it: each host_stats entry's slot address gets its cost plus fees / slots (the
  * first fees % slots entries one more coin); total_payout includes the fee shares, and the
- * remainder (deposit − total_payout) goes back to the creator. Hosts' signatures: the devnet keeps
- * its own check (64-byte r‖s over sha256(state_root)) until the protocol's settlement lands.
+ * remainder (deposit − total_payout) goes back to the creator. The proof is verified as the keeper
+ * does (verifyProtocolSettlement); a LEGACY "v1" settlement with 64-byte signatures keeps the
+ * devnet's old check while the legacy transport is the default (to be removed with it).
  */
 export function settleEscrow(ctx: MsgContext, msg: MsgSettleDevshardEscrow): MsgResult {
   const { state, epochIndex } = ctx;
@@ -153,18 +223,24 @@ export function settleEscrow(ctx: MsgContext, msg: MsgSettleDevshardEscrow): Msg
   if (msg.nonce > BigInt(p.maxNonce)) throw new MsgFailure(T.nonceTooHigh(msg.nonce, p.maxNonce));
   if (version.length > 128) throw new MsgFailure(T.versionTooLong());
   if (p.approvedVersions.length > 0 && !p.approvedVersions.some((v) => v.name === version)) throw new MsgFailure(T.versionNotApproved(version));
-  if (msg.stateRoot.length !== 32) throw new MsgFailure(T.stateRootLength(msg.stateRoot.length));
-  const needed = Math.floor((2 * escrow.slots.length) / 3) + 1;
-  const signed = signedSlots(state, escrow.slots, msg);
-  if (signed.size < needed) throw new MsgFailure(T.insufficientQuorum(signed.size, needed));
-  let hostCosts = 0n;
-  const seen = new Set<number>();
-  for (const stat of msg.hostStats) {
-    if (seen.has(stat.slotId)) throw new MsgFailure(T.duplicateHostStats(stat.slotId));
-    seen.add(stat.slotId);
-    hostCosts += stat.cost;
+  if (isLegacySettlement(msg)) {
+    // LEGACY: to be removed with the legacy transport.
+    if (msg.stateRoot.length !== 32) throw new MsgFailure(T.stateRootLength(msg.stateRoot.length));
+    const needed = Math.floor((2 * escrow.slots.length) / 3) + 1;
+    const signed = signedSlots(state, escrow.slots, msg);
+    if (signed.size < needed) throw new MsgFailure(T.insufficientQuorum(signed.size, needed));
+    let hostCosts = 0n;
+    const seen = new Set<number>();
+    for (const stat of msg.hostStats) {
+      if (seen.has(stat.slotId)) throw new MsgFailure(T.duplicateHostStats(stat.slotId));
+      seen.add(stat.slotId);
+      hostCosts += stat.cost;
+    }
+    if (hostCosts + msg.fees > escrow.amount) throw new MsgFailure(T.totalDebit(hostCosts + msg.fees, hostCosts, msg.fees, escrow.amount));
+  } else {
+    verifyProtocolSettlement(escrow, msg);
   }
-  if (hostCosts + msg.fees > escrow.amount) throw new MsgFailure(T.totalDebit(hostCosts + msg.fees, hostCosts, msg.fees, escrow.amount));
+  if (escrow.slots.length === 0) throw new MsgFailure(`escrow ${escrow.id} has no slots`);
   if (epochIndex < escrow.epochIndex || epochIndex > escrow.epochIndex + 1) throw new MsgFailure(T.wrongEpoch(epochIndex, escrow.epochIndex));
 
   const totalSlots = BigInt(escrow.slots.length);
@@ -182,7 +258,7 @@ export function settleEscrow(ctx: MsgContext, msg: MsgSettleDevshardEscrow): Msg
     payouts.set(slot.host, pay);
   }
   const totalPayout = [...payouts.values()].reduce((a, b) => a + b, 0n);
-  if (totalPayout > escrow.amount) throw new MsgFailure(`total payout ${totalPayout} exceeds escrow amount ${escrow.amount}`);
+  if (totalPayout > escrow.amount) throw new MsgFailure(T.totalPayout(totalPayout, escrow.amount));
   const events: TxEvent[] = [];
   const paid = new Set<string>();
   for (const slot of escrow.slots) {

@@ -110,7 +110,7 @@ export const ESCROW_STREAM_DATA_SCHEMAS: { readonly [K in EscrowStreamEventType]
     ['txBytes', 'attempt', 'height', 'retriedBy', 'reason'],
   ),
   EscrowSettleDeferred: shape({ inFlight: count, origin, keySource }, ['keySource']),
-  EscrowSettled: shape({ txHash: text, height: count, refund: amountDataSchema }),
+  EscrowSettled: shape({ txHash: text, height: count, refund: amountDataSchema, totalPayout: amountDataSchema, fees: amountDataSchema }, ['totalPayout', 'fees']),
   EscrowSettleFailed: shape(
     { reason: text, error: chainError, txHash: text, attempt, height: count, retryAtHeight: count, windowClosed: { type: 'boolean' } },
     ['error', 'txHash', 'attempt', 'height', 'retryAtHeight', 'windowClosed'],

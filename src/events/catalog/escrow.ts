@@ -177,7 +177,11 @@ export interface EscrowEventData {
   };
   /** Settle wanted but requests are still in flight; completed when they drain. */
   EscrowSettleDeferred: { inFlight: number; origin: CreateOrigin; keySource?: KeySource };
-  EscrowSettled: { txHash: string; height: number; refund: Amount };
+  /**
+   * Settled on chain. `refund` is the keeper's remainder (to the creator); `totalPayout` (host costs
+   * plus fee shares) and `fees` from its event when read (deposit = totalPayout + refund).
+   */
+  EscrowSettled: { txHash: string; height: number; refund: Amount; totalPayout?: Amount; fees?: Amount };
   /**
    * A settle failed: its tx was refused (`txHash`, answered at once or found by the reconciler), or,
    * for a settle the drain reactor sent after requests drained, it failed before a tx was sent.

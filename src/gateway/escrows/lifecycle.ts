@@ -14,7 +14,7 @@ import { TransitionRefused } from '../engine.js';
 import { drainedFailureFields, type DrainedAttempt, type OwnerAttempt } from '../rotation/settle-retry.js';
 import { broadcastByHash } from './broadcast.js';
 import { chainRefusal, chainErrorInfo, outcomeUnknown } from './chain-errors.js';
-import { buildSettlement, settlementDocument, settlementStale, toChainSettlement } from './settlement.js';
+import { buildSettlement, PROTOCOL_SETTLEMENT_VERSION, protocolSettlementRefusal, settlementDocument, settlementStale, toChainSettlement } from './settlement.js';
 
 export function escrowOr404(ctx: GatewayContext, escrowId: string) {
   const s = ctx.engine.escrow(escrowId);
@@ -118,7 +118,19 @@ export interface SettleCommand {
 }
 
 export type SettleAnswer =
-  | { status: 'settled'; escrow_id: string; settled: true; tx_hash: string; height: number; refund: string; already: boolean }
+  | {
+      status: 'settled';
+      escrow_id: string;
+      settled: true;
+      tx_hash: string;
+      height: number;
+      refund: string;
+      already: boolean;
+      /** From the keeper's event: host costs plus fee shares; deposit = total_payout + refund (null when not read). */
+      total_payout: string | null;
+      fees: string | null;
+      deposit: string | null;
+    }
   | { status: 'deferred'; escrow_id: string; settled: false; in_flight: number }
   | { status: 'settling'; escrow_id: string; settled: false; tx_hash: string };
 
@@ -188,6 +200,9 @@ async function broadcastSettle(ctx: GatewayContext, escrowId: string, key: strin
     // The chain checks the settler's allowlist and the version tag; check them before any fee is spent.
     const refusal = settleRefusal(await ctx.chain.params(), { settler: c.creator ?? '', version: `v${settlement.version}` });
     if (refusal) throw refusal;
+    // A protocol settlement: the keeper's proof checks too (root, signatures, quorum), on what the log holds.
+    const proof = c.settlement!.version === PROTOCOL_SETTLEMENT_VERSION ? protocolSettlementRefusal(c.settlement!, c.slots) : undefined;
+    if (proof) throw proof;
     prepared = await ctx.chain.prepareSettleEscrow(key, settlement);
   } catch (err) {
     throw chainRefusal(err, 'Preparing the settlement');
@@ -223,7 +238,9 @@ export async function resolveSettle(
 ): Promise<ChainError | undefined> {
   if (outcome.code === 0) {
     const refund = ctx.chain.settledRefund(outcome).toString();
-    await ctx.engine.decideEscrow('escrow', escrowId, [newEvent('EscrowSettled', { txHash: outcome.txHash, height: outcome.height, refund }, metadata)]);
+    const money = ctx.chain.settledAmounts?.(outcome);
+    const amounts = money ? { totalPayout: money.totalPayout.toString(), fees: money.fees.toString() } : {};
+    await ctx.engine.decideEscrow('escrow', escrowId, [newEvent('EscrowSettled', { txHash: outcome.txHash, height: outcome.height, refund, ...amounts }, metadata)]);
     return undefined;
   } else {
     const error = ctx.chain.errorOf(outcome);
@@ -254,8 +271,10 @@ function lastSettleTx(ctx: GatewayContext, escrowId: string): string | undefined
 function settledAnswer(ctx: GatewayContext, escrowId: string, already: boolean): SettleAnswer {
   const recs = ctx.engine.readStream(`escrow-${escrowId}`);
   const settled = [...recs].reverse().find((r) => r.type === 'EscrowSettled');
-  const d = settled?.type === 'EscrowSettled' ? settled.data : { txHash: '', height: 0, refund: '0' };
-  return { status: 'settled', escrow_id: escrowId, settled: true, tx_hash: d.txHash, height: d.height, refund: d.refund, already };
+  const d: { txHash: string; height: number; refund: string; totalPayout?: string; fees?: string } = settled?.type === 'EscrowSettled' ? settled.data : { txHash: '', height: 0, refund: '0' };
+  const money =
+    d.totalPayout !== undefined ? { total_payout: d.totalPayout, fees: d.fees ?? null, deposit: (BigInt(d.totalPayout) + BigInt(d.refund)).toString() } : { total_payout: null, fees: null, deposit: null };
+  return { status: 'settled', escrow_id: escrowId, settled: true, tx_hash: d.txHash, height: d.height, refund: d.refund, already, ...money };
 }
 
 export async function deactivateEscrow(ctx: GatewayContext, escrowId: string, metadata: EventMetadata, reason?: string) {

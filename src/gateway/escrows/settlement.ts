@@ -1,18 +1,28 @@
 /**
- * Settlement data of an escrow, from its own stream: per slot the cost and request count it billed
- * (slotTally), the last nonce, a digest of the request log (rest hash), the state root the hosts
- * sign, and their signatures.
+ * Settlement data of an escrow. Over the devshard protocol (DEVSHARD_HOST_PROTOCOL=devshard,
+ * version 2): the transport's `finalize` (MsgFinalizeRound, N diffs, `signatures?nonce=F`) and the
+ * replica's BuildSettlement, as the chain's keeper verifies it (gonka 8a35022
+ * k/devshard_settlement.go). Legacy (version 1, to be removed with the legacy transport): from the
+ * escrow's own stream, per slot the cost and request count it billed (slotTally), the last nonce, a
+ * digest of the request log (rest hash), a state root of our own formula, the hosts' `/sign`.
  */
 import { createHash } from 'node:crypto';
-import type { Settlement } from '../../chain/port.js';
+import { ChainError, type Settlement } from '../../chain/port.js';
 import { canonicalJson } from '../../events/canonical-json.js';
 import { escrowStream, type SettlementData, type SlotInfo, type SlotTally } from '../../events/catalog.js';
 import { eachRequestEvent } from '../../events/request-data.js';
 import { collectSignaturesDetailed, type SignatureFailure } from '../../network/collect-signatures.js';
+import { Phase, hostStatsHash, settlementSignatureValid, stateRoot as protocolStateRoot, type Settlement as ProtocolSettlement } from '../../protocol/index.js';
+import { refuse } from '../errors.js';
 import type { GatewayContext } from '../context.js';
 
-/** Settlement format version (the spec's `version` field of the finalize output). */
+/** LEGACY settlement format version (our own root formula, `/sign`); to be removed with the legacy transport. */
 export const SETTLEMENT_VERSION = 1;
+/** The devshard protocol's settlement: the session's version tag is `v${PROTOCOL_SETTLEMENT_VERSION}` = "v2". */
+export const PROTOCOL_SETTLEMENT_VERSION = 2;
+
+const hex = (b: Uint8Array): string => Buffer.from(b).toString('hex');
+const b64 = (b: Uint8Array): string => Buffer.from(b).toString('base64');
 
 const sha256hex = (s: string) => createHash('sha256').update(s).digest('hex');
 
@@ -24,6 +34,7 @@ export interface BuiltSettlement {
 }
 
 export async function buildSettlement(ctx: GatewayContext, escrowId: string): Promise<BuiltSettlement> {
+  if (ctx.network.finalize) return buildProtocolSettlement(ctx, escrowId);
   const snapshot = ctx.engine.escrow(escrowId)!;
   const c = snapshot.context;
   const slots = c.slots;
@@ -42,6 +53,99 @@ export async function buildSettlement(ctx: GatewayContext, escrowId: string): Pr
     settlement: { escrowId, nonce: c.nonce, stateRoot, restHash, hostStats, signatures, fees, version: SETTLEMENT_VERSION },
     failures,
     required: Math.floor((2 * slots.length) / 3) + 1,
+  };
+}
+
+/**
+ * Finalizes over the devshard protocol (the transport's `finalize`): the replica's settlement at
+ * FinalizeNonce + N with the slots' 65-byte signatures, each already recovered to its slot's address.
+ * Recorded with hex roots and base64 signatures like the legacy data, `version` 2 ("v2"); `requests`
+ * per slot is the gateway's own count (operators' bookkeeping, never sent to the chain).
+ */
+async function buildProtocolSettlement(ctx: GatewayContext, escrowId: string): Promise<BuiltSettlement> {
+  const c = ctx.engine.escrow(escrowId)!.context;
+  const signer = ctx.keyring.signerFor(c.creator ?? '');
+  if (!signer) throw refuse.invalid(`Cannot finalize devshard ${escrowId}: the creator key ${c.creator} is not held by this process.`, null, 'creator_key_unavailable');
+  let f;
+  try {
+    f = await ctx.network.finalize!(escrowId, signer);
+  } catch (err) {
+    throw refuse.upstream(`Finalizing devshard ${escrowId} over the devshard protocol failed: ${err instanceof Error ? err.message : String(err)}`, 'finalize_failed');
+  }
+  const s = f.settlement;
+  if (s.version !== `v${PROTOCOL_SETTLEMENT_VERSION}`) throw refuse.upstream(`Devshard ${escrowId}'s session has version tag ${JSON.stringify(s.version)}; this gateway settles "v2" only.`, 'finalize_failed');
+  const requests = new Map(slotTally(ctx.engine.readStream(escrowStream(escrowId)), c.slots).map((t) => [t.slotId, t.requests]));
+  for (const h of s.hostStats) {
+    // v2 leaves them 0; the recorded data (and the chain message made from it) carries none.
+    if (h.requiredValidations !== 0 || h.completedValidations !== 0) throw refuse.upstream(`Devshard ${escrowId}'s settlement counts validations for slot ${h.slotId}; protocol v2 does not.`, 'finalize_failed');
+  }
+  const settlement: SettlementData = {
+    escrowId,
+    nonce: Number(s.nonce),
+    stateRoot: hex(s.stateRoot),
+    restHash: hex(s.restHash),
+    hostStats: s.hostStats.map((h) => ({ slotId: h.slotId, missed: h.missed, invalid: h.invalid, cost: h.cost.toString(), requests: requests.get(h.slotId) ?? 0 })),
+    signatures: f.signatures.map((x) => ({ slotId: x.slotId, signature: b64(x.signature) })),
+    fees: s.fees.toString(),
+    version: PROTOCOL_SETTLEMENT_VERSION,
+  };
+  const failures = f.failures.map((message) => ({ slotId: -1, url: '', message }));
+  return { settlement, failures, required: Math.floor((2 * c.slots.length) / 3) + 1 };
+}
+
+/** The recorded protocol settlement as src/protocol's Settlement (its root recomputed, not copied). */
+function protocolSettlementOf(s: SettlementData): ProtocolSettlement {
+  const hostStats = s.hostStats.map((h) => ({ slotId: h.slotId, missed: h.missed, invalid: h.invalid, cost: BigInt(h.cost), requiredValidations: 0, completedValidations: 0 }));
+  const restHash = new Uint8Array(Buffer.from(s.restHash, 'hex'));
+  const version = `v${s.version}`;
+  const fees = BigInt(s.fees);
+  return { escrowId: s.escrowId, version, nonce: BigInt(s.nonce), fees, restHash, hostStats, stateRoot: protocolStateRoot(hostStatsHash(hostStats), fees, restHash, version, Phase.Settlement) };
+}
+
+/**
+ * The keeper's proof checks on a recorded protocol settlement, before any fee is spent
+ * (k/devshard_settlement.go VerifyDevshardSettlement): the root recomputed from host_stats, fees,
+ * rest_hash and the version, every signature recovered to its slot's address, no duplicate slot,
+ * the quorum. Answers the chain's own text for the first failure, undefined when it would pass.
+ */
+export function protocolSettlementRefusal(s: SettlementData, slots: readonly SlotInfo[]): ChainError | undefined {
+  const fail = (text: string) => new ChainError('bad_signatures', `${text} (the gateway's check of the recorded settlement; nothing was sent). Finalize the devshard again.`, { precheck: true });
+  const p = protocolSettlementOf(s);
+  if (hex(p.stateRoot) !== s.stateRoot.toLowerCase()) return fail('state_root mismatch');
+  const seen = new Set<number>();
+  for (const sig of s.signatures) {
+    if (seen.has(sig.slotId)) return fail(`duplicate signature for slot ${sig.slotId}`);
+    seen.add(sig.slotId);
+    const slot = slots[sig.slotId];
+    if (!slot) return fail(`slot_id ${sig.slotId} out of range`);
+    if (!settlementSignatureValid(p, slot.host, new Uint8Array(Buffer.from(sig.signature, 'base64')))) return fail(`signature for slot ${sig.slotId} does not recover to ${slot.host}`);
+  }
+  const need = Math.floor((2 * slots.length) / 3) + 1;
+  if (seen.size < need) return fail(`insufficient quorum: ${seen.size} slot votes, need ${need}`);
+  return undefined;
+}
+
+/**
+ * The file `inferenced tx inference settle-devshard-escrow` reads (x/inference/module/commands.go
+ * settlementFileJSON; real-network.md §4), of a recorded protocol settlement: exactly its fields.
+ */
+export function settlementFile(s: SettlementData) {
+  const n = (v: string, what: string) => {
+    const x = Number(v);
+    if (!Number.isSafeInteger(x)) throw new Error(`settlement ${what} ${v} is beyond a JSON number's exact range`);
+    return x;
+  };
+  return {
+    escrow_id: s.escrowId,
+    version: `v${s.version}`,
+    state_root: Buffer.from(s.stateRoot, 'hex').toString('base64'),
+    nonce: s.nonce,
+    fees: n(s.fees, 'fees'),
+    rest_hash: Buffer.from(s.restHash, 'hex').toString('base64'),
+    host_stats: [...s.hostStats]
+      .sort((a, b) => a.slotId - b.slotId)
+      .map((h) => ({ slot_id: h.slotId, missed: h.missed, invalid: h.invalid, cost: n(h.cost, 'cost'), required_validations: 0, completed_validations: 0 })),
+    signatures: [...s.signatures].sort((a, b) => a.slotId - b.slotId).map((x) => ({ slot_id: x.slotId, signature: x.signature })),
   };
 }
 
@@ -85,8 +189,12 @@ export function toChainSettlement(s: SettlementData): Settlement {
   };
 }
 
-/** The finalize output document (spec: escrow_id, version, fees; ours: the rest). */
+/**
+ * The finalize answer: for a protocol settlement exactly the settlement file (settlementFile); the
+ * LEGACY document (version 1, to be removed) keeps its own fields.
+ */
 export function settlementDocument(s: SettlementData) {
+  if (s.version === PROTOCOL_SETTLEMENT_VERSION) return settlementFile(s);
   return {
     escrow_id: s.escrowId,
     version: s.version,
@@ -102,6 +210,9 @@ export function settlementDocument(s: SettlementData) {
 /** True when requests ended after the settlement was made (it no longer covers them). */
 export function settlementStale(s: SettlementData | null, nonce: number, spent: string): boolean {
   if (!s) return true;
+  // The hosts signed the Settlement-phase root: after MsgFinalizeRound the session takes no new
+  // inference, so nothing the gateway counts later can change it (its nonces are the session's).
+  if (s.version === PROTOCOL_SETTLEMENT_VERSION) return false;
   const claimed = s.hostStats.reduce((n, h) => n + BigInt(h.cost), 0n);
   return s.nonce !== nonce || claimed !== BigInt(spent);
 }

@@ -192,7 +192,8 @@ export function explainRotation(records: Iterable<RecordedEvent>, filter: Explai
           } else if (e.type === 'EscrowSettled') {
             s.state = 'settled';
             delete s.retry;
-            push(cycle, record, `escrow ${id} settled on chain at height ${e.data.height} (refund ${e.data.refund})`);
+            const money = e.data.totalPayout !== undefined ? `; total payout ${e.data.totalPayout}, fees ${e.data.fees ?? '?'}, deposit ${BigInt(e.data.totalPayout) + BigInt(e.data.refund)}` : '';
+            push(cycle, record, `escrow ${id} settled on chain at height ${e.data.height} (refund ${e.data.refund}${money})`);
           } else if (drained && e.type === 'EscrowSettleFailed') {
             cycle.failures.push(drained);
             s.reason = reasonOf(drained.error);

@@ -17,7 +17,7 @@
  */
 import type { Agent, Dispatcher } from 'undici';
 import { createHttpAgent, type AgentOptions } from '../http-agent.js';
-import { HostError, type ChatCall, type ChatChunk, type ChatCompletion, type ChatResult, type InferencePort, type RequestSigner, type Usage } from '../port.js';
+import { HostError, type FinalizedSession, type ChatCall, type ChatChunk, type ChatCompletion, type ChatResult, type InferencePort, type RequestSigner, type Usage } from '../port.js';
 import { SseParser, type SseEvent } from '../sse.js';
 import { countCompletionTokens, countPromptTokens } from '../tokens.js';
 import { chunksForClient, clientAsk, completionForClient } from './client-output.js';
@@ -63,14 +63,7 @@ export interface Exchange {
   at: number;
 }
 
-export interface FinalizedSession {
-  settlement: Settlement;
-  signatures: { slotId: number; signature: Uint8Array }[];
-  /** The settlement file's JSON text. */
-  file: string;
-  /** Hosts that did not take a finalize diff (they may still have signed). */
-  failures: string[];
-}
+export type { FinalizedSession } from '../port.js';
 
 export interface ProtocolTransport extends InferencePort {
   /** The escrow's session, when one was opened (tests, status). */
