@@ -13,7 +13,25 @@
  */
 import { fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
 import { processCpuSeconds } from './target-process.js';
+
+/** CPU seconds by thread (the main one, the others by name; /proc/<pid>/task/<tid>: comm and stat utime+stime); Linux only. */
+function threadCpu(pid: number): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      // Worker threads are all named "node": the main thread is told apart by its id (= pid).
+      const comm = readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim();
+      const name = tid === String(pid) ? 'main' : comm === 'node' ? 'worker/other' : comm;
+      const f = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+      out.set(name, (out.get(name) ?? 0) + (Number(f[11]) + Number(f[12])) / 100);
+    } catch {
+      /* the thread ended */
+    }
+  }
+  return out;
+}
 import { ensureWrk, runWrk, type WrkResult } from './wrk.js';
 
 export interface ProtocolPair {
@@ -28,7 +46,8 @@ export interface ProtocolBenchResult {
   escrows: number;
   pairs: ProtocolPair[];
   medianRatio: number;
-  cpu: { target: string; requests: number; cpuMicrosPerRequest: number }[];
+  /** CPU per request over the closed-loop run; idleCpuShare: the process's CPU with no load (cores), measured just before. */
+  cpu: { target: string; requests: number; seconds: number; cpuMicrosPerRequest: number; idleCpuShare: number }[];
   /** gateway CPU per request / the client's. */
   cpuRatio: number;
 }
@@ -65,7 +84,7 @@ async function child(kind: 'devnet' | 'gateway' | 'client', args: unknown, execA
 }
 
 const round = (p: Proc, connections: number, seconds: number) =>
-  runWrk({ url: `${p.ready.url as string}/v1/chat/completions`, body: BODY, headers: { 'content-type': 'application/json', ...((p.ready.headers as Record<string, string>) ?? {}) }, connections, seconds });
+  runWrk({ url: `${p.ready.url as string}/v1/chat/completions`, body: BODY, headers: { 'content-type': 'application/json', ...((p.ready.headers as Record<string, string>) ?? {}) }, connections, seconds, timeoutSeconds: 10 });
 
 export async function benchProtocol(
   opts: { pairs?: number; seconds?: number; connections?: number; escrows?: number; cpuSeconds?: number; gatewayExecArgv?: string[]; clientExecArgv?: string[]; log?: (l: string) => void } = {},
@@ -98,13 +117,21 @@ export async function benchProtocol(
     }
     const cpu = [];
     for (const p of [client, gateway]) {
+      // What the process burns with no request at all (timers, the chain follower, GC), per second.
+      const idle0 = processCpuSeconds(p.pid);
+      const t0 = Date.now();
+      await new Promise((r) => setTimeout(r, 2_000));
+      const idleCpuShare = (processCpuSeconds(p.pid) - idle0) / ((Date.now() - t0) / 1000);
       const cpu0 = processCpuSeconds(p.pid);
+      const threads0 = threadCpu(p.pid);
       const r = await round(p, 8, opts.cpuSeconds ?? 3);
       const used = processCpuSeconds(p.pid) - cpu0;
+      const byThread = [...threadCpu(p.pid)].map(([name, c]) => [name, c - (threads0.get(name) ?? 0)] as const).filter(([, c]) => c > 0).sort((a, b) => b[1] - a[1]);
+      log(`${p.name} CPU by thread over the run, µs per request: ${byThread.map(([name, c]) => `${name} ${((c * 1e6) / r.requests).toFixed(0)}`).join(', ')}`);
       if (r.errors > 0) throw new Error(`${p.name}: ${r.errors} errors during the CPU run`);
-      cpu.push({ target: p.name === 'client' ? 'minimal client' : 'gateway', requests: r.requests, cpuMicrosPerRequest: (used * 1e6) / r.requests });
+      cpu.push({ target: p.name === 'client' ? 'minimal client' : 'gateway', requests: r.requests, seconds: r.requests / r.requestsPerSec, cpuMicrosPerRequest: (used * 1e6) / r.requests, idleCpuShare });
     }
-    for (const c of cpu) log(`CPU per request, ${c.target}: ${c.cpuMicrosPerRequest.toFixed(0)} µs (${c.requests} requests, c=8)`);
+    for (const c of cpu) log(`CPU per request, ${c.target}: ${c.cpuMicrosPerRequest.toFixed(0)} µs (${c.requests} requests, c=8); with no load it uses ${(c.idleCpuShare * 100).toFixed(1)}% of a core`);
     return { connections, seconds, escrows, pairs: results, medianRatio: median(results.map((p) => p.ratio)), cpu, cpuRatio: cpu[1]!.cpuMicrosPerRequest / cpu[0]!.cpuMicrosPerRequest };
   } finally {
     for (const p of procs.reverse()) await p.close();

@@ -4,7 +4,7 @@
  * needs. Per request: the next nonce's diff (the pending host txs and a MsgStartInference) composed
  * on the escrow's replica and signed, the request header signed, the body sent to the executor
  * (slots[nonce % n]) with the diffs that host has not acknowledged, the SSE answer read whole and
- * returned as a chat.completion. No log, no receipt checks, no retries, no timeouts.
+ * the host's chat.completion forwarded as it came. No log, no receipt checks, no retries, no timeouts.
  *
  * It still takes ConfirmStart (from the receipt) and Finish (from devshard_meta.mempool) into later
  * diffs. Not for the roots: both sides apply the same signed diffs, so the hosts' roots follow ours
@@ -57,9 +57,9 @@ class MinimalSession {
     return { url, body, nonce };
   }
 
-  /** Takes the receipt's nonce and ConfirmStart and the meta's mempool; returns the answer's text. */
+  /** Takes the receipt's nonce and ConfirmStart and the meta's mempool; returns the host's answer (a non-streamed request: one chat.completion). */
   absorb(url: string, nonce: bigint, sse: string): string {
-    let content = '';
+    let answer = '';
     for (const block of sse.split('\n\n')) {
       if (!block.startsWith('data: ')) continue;
       const ev = readHostEvent(block.slice(6));
@@ -77,15 +77,12 @@ class MinimalSession {
           const tx = fromBinary(DevshardTxSchema, b);
           this.pending.set(`${tx.tx.case}${(tx.tx.value as { inferenceId?: bigint } | undefined)?.inferenceId}`, tx);
         }
-      } else if (ev.kind === 'output') {
-        const v = ev.value as { choices?: { delta?: { content?: string } }[] } | undefined;
-        content += v?.choices?.[0]?.delta?.content ?? '';
-      }
+      } else if (ev.kind === 'output') answer += ev.data;
     }
     // The diffs every host acknowledged are no longer needed.
     const low = Math.min(...this.escrow.slots.map((s) => Number(this.acked.get(s.url) ?? 0n)));
     while (this.diffs.length > 0 && this.diffs[0]!.nonce <= BigInt(low)) this.diffs.shift();
-    return content;
+    return answer;
   }
 }
 
@@ -115,9 +112,12 @@ export async function startMinimalClient(opts: { escrows: ChainEscrow[]; bind?: 
       body,
     });
     const text = await res.body.text();
-    if (res.statusCode !== 200) return reply.code(502).send({ error: { message: `host ${res.statusCode}: ${text}` } });
-    const content = s.absorb(url, nonce, text);
-    return { id: `devshard-${s.escrow.id}-${nonce}`, object: 'chat.completion', model: chat.model, choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }] };
+    if (res.statusCode !== 200) {
+      console.error(`minimal client: host ${res.statusCode} for nonce ${nonce} of escrow ${s.escrow.id}: ${text.slice(0, 200)}`);
+      return reply.code(502).send({ error: { message: `host ${res.statusCode}: ${text}` } });
+    }
+    // The host's chat.completion, forwarded as it came.
+    return reply.header('content-type', 'application/json').send(s.absorb(url, nonce, text));
   });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const addr = app.server.address();
