@@ -47,7 +47,9 @@ export interface ProtocolBenchResult {
   pairs: ProtocolPair[];
   medianRatio: number;
   /** CPU per request over the closed-loop run; idleCpuShare: the process's CPU with no load (cores), measured just before. */
-  cpu: { target: string; requests: number; seconds: number; cpuMicrosPerRequest: number; idleCpuShare: number }[];
+  cpu: { target: string; requests: number; seconds: number; cpuMicrosPerRequest: number; mainThreadMicrosPerRequest: number; idleCpuShare: number }[];
+  /** Per pair: the devnet (hosts) process's CPU per request and its share of a core, in the client's round and the gateway's. */
+  hostCpu: { client: number; gateway: number; clientShare: number; gatewayShare: number }[];
   /** gateway CPU per request / the client's. */
   cpuRatio: number;
 }
@@ -108,12 +110,18 @@ export async function benchProtocol(
     procs.push(client);
     for (const p of [client, gateway]) await round(p, connections, 1); // warm-up (and the gateway's sessions open)
     const results: ProtocolPair[] = [];
+    const hostCpu: ProtocolBenchResult['hostCpu'] = [];
     for (let i = 0; i < pairs; i++) {
+      const h0 = processCpuSeconds(devnet.pid);
       const c = await round(client, connections, seconds);
+      const h1 = processCpuSeconds(devnet.pid);
       const g = await round(gateway, connections, seconds);
+      const h2 = processCpuSeconds(devnet.pid);
+      hostCpu.push({ client: ((h1 - h0) * 1e6) / c.requests, gateway: ((h2 - h1) * 1e6) / g.requests, clientShare: (h1 - h0) / seconds, gatewayShare: (h2 - h1) / seconds });
       if (c.errors || g.errors) throw new Error(`errors in pair ${i + 1}: client ${c.errors}, gateway ${g.errors}`);
       results.push({ client: c, gateway: g, ratio: g.requestsPerSec / c.requestsPerSec });
-      log(`pair ${i + 1}: minimal client ${c.requestsPerSec.toFixed(0)} req/s p99 ${c.p99Ms.toFixed(2)} ms; gateway ${g.requestsPerSec.toFixed(0)} req/s p99 ${g.p99Ms.toFixed(2)} ms; ${(g.requestsPerSec / c.requestsPerSec).toFixed(2)}x`);
+      const h = hostCpu[i]!;
+      log(`pair ${i + 1}: minimal client ${c.requestsPerSec.toFixed(0)} req/s p99 ${c.p99Ms.toFixed(2)} ms; gateway ${g.requestsPerSec.toFixed(0)} req/s p99 ${g.p99Ms.toFixed(2)} ms; ${(g.requestsPerSec / c.requestsPerSec).toFixed(2)}x; devnet (hosts) process: ${h.client.toFixed(0)} / ${h.gateway.toFixed(0)} µs CPU per request, ${(h.clientShare * 100).toFixed(0)}% / ${(h.gatewayShare * 100).toFixed(0)}% of a core`);
     }
     const cpu = [];
     for (const p of [client, gateway]) {
@@ -129,10 +137,10 @@ export async function benchProtocol(
       const byThread = [...threadCpu(p.pid)].map(([name, c]) => [name, c - (threads0.get(name) ?? 0)] as const).filter(([, c]) => c > 0).sort((a, b) => b[1] - a[1]);
       log(`${p.name} CPU by thread over the run, µs per request: ${byThread.map(([name, c]) => `${name} ${((c * 1e6) / r.requests).toFixed(0)}`).join(', ')}`);
       if (r.errors > 0) throw new Error(`${p.name}: ${r.errors} errors during the CPU run`);
-      cpu.push({ target: p.name === 'client' ? 'minimal client' : 'gateway', requests: r.requests, seconds: r.requests / r.requestsPerSec, cpuMicrosPerRequest: (used * 1e6) / r.requests, idleCpuShare });
+      cpu.push({ target: p.name === 'client' ? 'minimal client' : 'gateway', requests: r.requests, seconds: r.requests / r.requestsPerSec, cpuMicrosPerRequest: (used * 1e6) / r.requests, mainThreadMicrosPerRequest: ((byThread.find(([n]) => n === 'main')?.[1] ?? NaN) * 1e6) / r.requests, idleCpuShare });
     }
     for (const c of cpu) log(`CPU per request, ${c.target}: ${c.cpuMicrosPerRequest.toFixed(0)} µs (${c.requests} requests, c=8); with no load it uses ${(c.idleCpuShare * 100).toFixed(1)}% of a core`);
-    return { connections, seconds, escrows, pairs: results, medianRatio: median(results.map((p) => p.ratio)), cpu, cpuRatio: cpu[1]!.cpuMicrosPerRequest / cpu[0]!.cpuMicrosPerRequest };
+    return { connections, seconds, escrows, pairs: results, hostCpu, medianRatio: median(results.map((p) => p.ratio)), cpu, cpuRatio: cpu[1]!.cpuMicrosPerRequest / cpu[0]!.cpuMicrosPerRequest };
   } finally {
     for (const p of procs.reverse()) await p.close();
   }

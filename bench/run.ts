@@ -55,16 +55,20 @@ async function section<T>(title: string, run: () => Promise<T> | T): Promise<{ r
 /** The protocol path (issue 31 (b)): the gateway vs the minimal protocol client, in front of the same hosts. */
 function protocolSection(p: ProtocolBenchResult): string[] {
   const cpu = (t: string) => p.cpu.find((c) => c.target === t)?.cpuMicrosPerRequest ?? NaN;
+  const main = (t: string) => p.cpu.find((c) => c.target === t)?.mainThreadMicrosPerRequest ?? NaN;
   return [
     '## Protocol path measured with wrk (gateway vs a minimal protocol client, each in a process of its own)',
     '',
     `A devnet (simulated chain and hosts serving the real devshard protocol, token delay 0) in a process of its own; in front of its hosts, each in its own process with its own creator key and ${p.escrows} escrows: the gateway with \`DEVSHARD_HOST_PROTOCOL=devshard\` (its chain that devnet's REST) and the minimal client (\`bench/protocol-client.ts\`: compose and sign the diff, sign the header, send with catch-up, take ConfirmStart/Finish into later diffs; no log, no checks). wrk (C, one thread, ${p.connections} connections, ${p.seconds} s rounds), rounds interleaved. \`node dist/bench/protocol-bench.js\`.`,
     '',
-    '| pair | minimal client req/s | client p99 ms | gateway req/s | gateway p99 ms | ratio |',
-    '|---:|---:|---:|---:|---:|---:|',
-    ...p.pairs.map((x, i) => `| ${i + 1} | ${fmt(Math.round(x.client.requestsPerSec))} | ${x.client.p99Ms.toFixed(2)} | ${fmt(Math.round(x.gateway.requestsPerSec))} | ${x.gateway.p99Ms.toFixed(2)} | ${x.ratio.toFixed(2)} |`),
+    '| pair | minimal client req/s | client p99 ms | gateway req/s | gateway p99 ms | ratio | hosts\' process: CPU µs per request, share of a core (client / gateway round) |',
+    '|---:|---:|---:|---:|---:|---:|---:|',
+    ...p.pairs.map((x, i) => {
+      const h = p.hostCpu[i]!;
+      return `| ${i + 1} | ${fmt(Math.round(x.client.requestsPerSec))} | ${x.client.p99Ms.toFixed(2)} | ${fmt(Math.round(x.gateway.requestsPerSec))} | ${x.gateway.p99Ms.toFixed(2)} | ${x.ratio.toFixed(2)} | ${fmt(Math.round(h.client))} / ${fmt(Math.round(h.gateway))}, ${Math.round(h.clientShare * 100)}% / ${Math.round(h.gatewayShare * 100)}% |`;
+    }),
     '',
-    `Median ratio **${p.medianRatio.toFixed(2)}x** (goal ≥ 0.8x: ${p.medianRatio >= 0.8 ? 'met' : 'NOT met'}). CPU per request (whole process, all threads, closed loop at 8 connections): minimal client ${cpu('minimal client').toFixed(0)} µs, gateway ${cpu('gateway').toFixed(0)} µs, **${p.cpuRatio.toFixed(2)}x** (goal ≤ 1.25x: ${p.cpuRatio <= 1.25 ? 'met' : 'NOT met'}).`,
+    `Median ratio **${p.medianRatio.toFixed(2)}x** (goal ≥ 0.8x: ${p.medianRatio >= 0.8 ? 'met' : 'NOT met'}). CPU per request (whole process, all threads, closed loop at 8 connections): minimal client ${cpu('minimal client').toFixed(0)} µs, gateway ${cpu('gateway').toFixed(0)} µs, **${p.cpuRatio.toFixed(2)}x** (goal ≤ 1.25x: ${p.cpuRatio <= 1.25 ? 'met' : 'NOT met'}); of which the main thread: client ${main('minimal client').toFixed(0)} µs, gateway ${main('gateway').toFixed(0)} µs (the rest: worker threads, the gateway's log writer among them).`,
     '',
   ];
 }
