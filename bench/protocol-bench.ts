@@ -9,7 +9,7 @@
  * median pair's. Then CPU per request of the gateway and the client processes (/proc, all threads)
  * over a lighter closed-loop run.
  *
- *   node dist/bench/protocol-bench.js [--pairs N] [--seconds S] [--connections C] [--escrows E] [--cpu-prof DIR]
+ *   node dist/bench/protocol-bench.js [--pairs N] [--seconds S] [--connections C] [--escrows E] [--cpu-prof DIR] [--ablate-diff-log]
  */
 import { fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -89,7 +89,7 @@ const round = (p: Proc, connections: number, seconds: number) =>
   runWrk({ url: `${p.ready.url as string}/v1/chat/completions`, body: BODY, headers: { 'content-type': 'application/json', ...((p.ready.headers as Record<string, string>) ?? {}) }, connections, seconds, timeoutSeconds: 10 });
 
 export async function benchProtocol(
-  opts: { pairs?: number; seconds?: number; connections?: number; escrows?: number; cpuSeconds?: number; gatewayExecArgv?: string[]; clientExecArgv?: string[]; log?: (l: string) => void } = {},
+  opts: { pairs?: number; seconds?: number; connections?: number; escrows?: number; cpuSeconds?: number; gatewayExecArgv?: string[]; clientExecArgv?: string[]; ablateDiffLog?: boolean; log?: (l: string) => void } = {},
 ): Promise<ProtocolBenchResult> {
   const pairs = opts.pairs ?? 3;
   const seconds = opts.seconds ?? 5;
@@ -104,7 +104,7 @@ export async function benchProtocol(
     const devnet = await child('devnet', { creators: [gwKey, clientKey] });
     procs.push(devnet);
     const chain = devnet.ready as { url: string; rpcUrl: string; chainId: string };
-    const gateway = await child('gateway', { chain, privateKey: gwKey, escrows }, opts.gatewayExecArgv);
+    const gateway = await child('gateway', { chain, privateKey: gwKey, escrows, ablateDiffLog: opts.ablateDiffLog === true }, opts.gatewayExecArgv);
     procs.push(gateway);
     const client = await child('client', { chain, privateKey: clientKey, escrows }, opts.clientExecArgv);
     procs.push(client);
@@ -155,6 +155,12 @@ async function runChild(kind: string, args: Record<string, unknown>): Promise<{ 
   const chain = args.chain as { url: string; rpcUrl: string; chainId: string };
   if (kind === 'gateway') {
     const { startGatewayTarget } = await import('./gateway-bench.js');
+    if (args.ablateDiffLog) {
+      // Measurement only (--ablate-diff-log): the diffs are not recorded (DevshardDiffSent), so a
+      // restart could not rebuild the sessions. Not a configuration anyone runs.
+      const { Engine } = await import('../src/gateway/engine.js');
+      (Engine.prototype as unknown as { appendOrdered: () => Promise<unknown[]> }).appendOrdered = () => Promise.resolve([]);
+    }
     const gw = await startGatewayTarget('', { mode: 'protocol', chain, privateKey: args.privateKey as string, escrows: args.escrows as number });
     return { ready: { url: gw.url, headers: gw.headers }, close: () => gw.close() };
   }
@@ -196,6 +202,7 @@ if (process.argv[2] === '--protocol-child') {
     seconds: arg('--seconds'),
     connections: arg('--connections'),
     escrows: arg('--escrows'),
+    ablateDiffLog: process.argv.includes('--ablate-diff-log'),
     gatewayExecArgv: profArgv.length ? [...profArgv, '--cpu-prof-name', 'gateway.cpuprofile'] : [],
     clientExecArgv: profArgv.length ? [...profArgv, '--cpu-prof-name', 'client.cpuprofile'] : [],
     log: (l) => console.log(`  ${l}`),
