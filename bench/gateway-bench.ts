@@ -156,9 +156,13 @@ export async function startBaseline(hostUrl: string): Promise<Target> {
  * client key; `escrows` escrows are created through the admin API (the devnet creator is funded
  * with 10^18 so no run depletes them).
  */
-export async function startGatewayTarget(hostUrl: string, opts: { mode?: 'upstream' | 'hosts'; escrows?: number; name?: string } = {}): Promise<GatewayTarget> {
+export async function startGatewayTarget(
+  hostUrl: string,
+  opts: { mode?: 'upstream' | 'hosts' | 'protocol'; escrows?: number; name?: string; chain?: { url: string; rpcUrl: string; chainId: string }; privateKey?: string } = {},
+): Promise<GatewayTarget> {
   const mode = opts.mode ?? 'upstream';
-  const keys = generateKeys();
+  const keys = { ...generateKeys(), ...(opts.privateKey ? { privateKey: opts.privateKey } : {}) };
+  const chainId = opts.chain?.chainId ?? 'shardgate-devnet';
   const storageDir = mkdtempSync(join(tmpdir(), 'shardgate-bench-'));
   const env: Record<string, string> = {
     DEVSHARD_PRIVATE_KEY: keys.privateKey,
@@ -174,6 +178,9 @@ export async function startGatewayTarget(hostUrl: string, opts: { mode?: 'upstre
     LOG_LEVEL: 'warn',
     GATEWAY_SHUTDOWN_TIMEOUT_MS: '5000',
     ...(mode === 'upstream' ? { NETWORK_UPSTREAM_URL: `${hostUrl}/v1` } : {}),
+    // protocol: the real devshard host protocol to the hosts of a devnet in another process.
+    ...(mode === 'protocol' ? { DEVSHARD_HOST_PROTOCOL: 'devshard' } : {}),
+    ...(opts.chain ? { NODE_RPC: opts.chain.rpcUrl, NODE_CHAIN_API: opts.chain.url, NODE_BASE: opts.chain.url, CHAIN_ID: chainId } : {}),
   };
   const gateway = await startGateway(loadConfig({ env, cwd: storageDir }), { logger: createLogger({ level: 'warn' }), quickStartEscrow: false });
   const admin = async (path: string, body: unknown) => {
@@ -188,7 +195,7 @@ export async function startGatewayTarget(hostUrl: string, opts: { mode?: 'upstre
   };
   const addEscrows = async (n: number) => {
     for (let i = 0; i < n; i++) {
-      await admin('/v1/admin/escrows', { amount: '100000000000000', model_id: BENCH_MODEL, private_key: keys.privateKey, chain_id: 'shardgate-devnet', register: true });
+      await admin('/v1/admin/escrows', { amount: '100000000000000', model_id: BENCH_MODEL, private_key: keys.privateKey, chain_id: chainId, register: true });
     }
   };
   try {
@@ -199,7 +206,7 @@ export async function startGatewayTarget(hostUrl: string, opts: { mode?: 'upstre
     throw err;
   }
   return {
-    name: opts.name ?? (mode === 'upstream' ? 'gateway' : 'gateway-hosts'),
+    name: opts.name ?? (mode === 'upstream' ? 'gateway' : mode === 'protocol' ? 'gateway-protocol' : 'gateway-hosts'),
     url: gateway.url,
     headers: { authorization: `Bearer ${keys.apiKey}` },
     storeStats: () => gateway.store.stats(),

@@ -22,6 +22,7 @@ import { benchProjections, type ProjectionsBenchResult } from './projections-ben
 import { benchStore, type StoreBenchResult } from './store-bench.js';
 import { benchCrypto, type CryptoBenchRow } from './crypto-bench.js';
 import { benchWrk, type WrkBenchResult } from './wrk-bench.js';
+import { benchProtocol, type ProtocolBenchResult } from './protocol-bench.js';
 
 const args = new Set(process.argv.slice(2));
 const quick = args.has('--quick');
@@ -51,7 +52,28 @@ async function section<T>(title: string, run: () => Promise<T> | T): Promise<{ r
   }
 }
 
-function wrkAndCrypto(wrk?: WrkBenchResult, crypto?: CryptoBenchRow[]): string[] {
+/** The protocol path (issue 31 (b)): the gateway vs the minimal protocol client, in front of the same hosts. */
+function protocolSection(p: ProtocolBenchResult): string[] {
+  const cpu = (t: string) => p.cpu.find((c) => c.target === t)?.cpuMicrosPerRequest ?? NaN;
+  const main = (t: string) => p.cpu.find((c) => c.target === t)?.mainThreadMicrosPerRequest ?? NaN;
+  return [
+    '## Protocol path measured with wrk (gateway vs a minimal protocol client, each in a process of its own)',
+    '',
+    `A devnet (simulated chain and hosts serving the real devshard protocol, token delay 0) in a process of its own; in front of its hosts, each in its own process with its own creator key and ${p.escrows} escrows: the gateway with \`DEVSHARD_HOST_PROTOCOL=devshard\` (its chain that devnet's REST) and the minimal client (\`bench/protocol-client.ts\`: compose and sign the diff, sign the header, send with catch-up, take ConfirmStart/Finish into later diffs; no log, no checks). wrk (C, one thread, ${p.connections} connections, ${p.seconds} s rounds), rounds interleaved. \`node dist/bench/protocol-bench.js\`.`,
+    '',
+    '| pair | minimal client req/s | client p99 ms | gateway req/s | gateway p99 ms | ratio | hosts\' process: CPU µs per request, share of a core (client / gateway round) |',
+    '|---:|---:|---:|---:|---:|---:|---:|',
+    ...p.pairs.map((x, i) => {
+      const h = p.hostCpu[i]!;
+      return `| ${i + 1} | ${fmt(Math.round(x.client.requestsPerSec))} | ${x.client.p99Ms.toFixed(2)} | ${fmt(Math.round(x.gateway.requestsPerSec))} | ${x.gateway.p99Ms.toFixed(2)} | ${x.ratio.toFixed(2)} | ${fmt(Math.round(h.client))} / ${fmt(Math.round(h.gateway))}, ${Math.round(h.clientShare * 100)}% / ${Math.round(h.gatewayShare * 100)}% |`;
+    }),
+    '',
+    `Median ratio **${p.medianRatio.toFixed(2)}x** (goal ≥ 0.8x: ${p.medianRatio >= 0.8 ? 'met' : 'NOT met'}). CPU per request (whole process, all threads, closed loop at 8 connections): minimal client ${cpu('minimal client').toFixed(0)} µs, gateway ${cpu('gateway').toFixed(0)} µs, **${p.cpuRatio.toFixed(2)}x** (goal ≤ 1.25x: ${p.cpuRatio <= 1.25 ? 'met' : 'NOT met'}); of which the main thread: client ${main('minimal client').toFixed(0)} µs, gateway ${main('gateway').toFixed(0)} µs (the rest: worker threads, the gateway's log writer among them).`,
+    '',
+  ];
+}
+
+function wrkAndCrypto(wrk?: WrkBenchResult, crypto?: CryptoBenchRow[], protocol?: ProtocolBenchResult): string[] {
   const lines: string[] = [];
   if (wrk) {
     const cpu = (t: string) => wrk.cpu.find((c) => c.target === t)?.cpuMicrosPerRequest ?? NaN;
@@ -68,6 +90,7 @@ function wrkAndCrypto(wrk?: WrkBenchResult, crypto?: CryptoBenchRow[]): string[]
       '',
     );
   }
+  if (protocol) lines.push(...protocolSection(protocol));
   if (crypto) {
     lines.push(
       '## Protocol crypto primitives (µs per call, median of 5 interleaved rounds)',
@@ -269,6 +292,7 @@ const proj = await section('projections', () => benchProjections({ log, ...(quic
 const gw = await section('request path', () => benchGatewayApart({ soak, ...(quick ? { seconds: 1, levels: [1, 64], fixedRateSeconds: 2, ttfbRequests: 100, soakRequests: 50_000 } : {}) }));
 
 const wrk = await section('upstream mode with wrk, targets in processes of their own', () => benchWrk({ log, ...(quick ? { pairs: 1, seconds: 2 } : {}) }));
+const protocol = await section('protocol path with wrk: gateway vs a minimal protocol client', () => benchProtocol({ log, ...(quick ? { pairs: 1, seconds: 2 } : {}) }));
 const crypto = await section('protocol crypto primitives', () => benchCrypto(quick ? 100 : 400));
 for (const r of crypto.result ?? []) log(`${r.microseconds.toFixed(1).padStart(9)} µs  ${r.name}`);
 
@@ -285,5 +309,5 @@ try {
 } catch {
   /* first run */
 }
-writeFileSync(out, markdown(date, m, store.result, proj.result, gw.result, [store.error, proj.error, gw.error, wrk.error, crypto.error].filter((e): e is string => !!e), wrkAndCrypto(wrk.result, crypto.result)) + (kept ? `\n${kept}` : ''));
-console.log(`\nwrote ${out} (total ${(store.seconds + proj.seconds + gw.seconds + wrk.seconds + crypto.seconds).toFixed(0)} s)`);
+writeFileSync(out, markdown(date, m, store.result, proj.result, gw.result, [store.error, proj.error, gw.error, wrk.error, protocol.error, crypto.error].filter((e): e is string => !!e), wrkAndCrypto(wrk.result, crypto.result, protocol.result)) + (kept ? `\n${kept}` : ''));
+console.log(`\nwrote ${out} (total ${(store.seconds + proj.seconds + gw.seconds + wrk.seconds + protocol.seconds + crypto.seconds).toFixed(0)} s)`);

@@ -20,6 +20,8 @@ export interface WrkOptions {
   seconds: number;
   /** wrk threads (default 1: the targets need the other core more than wrk does). */
   threads?: number;
+  /** Seconds before wrk counts a request as a timeout error (wrk's default 2). */
+  timeoutSeconds?: number;
 }
 
 export interface WrkResult {
@@ -78,7 +80,7 @@ export async function runWrk(o: WrkOptions): Promise<WrkResult> {
   writeFileSync(script, lua(o.body, o.headers));
   try {
     const out = await new Promise<string>((resolve, reject) => {
-      const p = spawn('wrk', ['-t', String(o.threads ?? 1), '-c', String(o.connections), '-d', `${o.seconds}s`, '-s', script, o.url], { stdio: ['ignore', 'pipe', 'pipe'] });
+      const p = spawn('wrk', ['-t', String(o.threads ?? 1), '-c', String(o.connections), '-d', `${o.seconds}s`, ...(o.timeoutSeconds ? ['--timeout', `${o.timeoutSeconds}s`] : []), '-s', script, o.url], { stdio: ['ignore', 'pipe', 'pipe'] });
       let text = '';
       p.stdout.on('data', (d: Buffer) => (text += d.toString()));
       p.stderr.on('data', (d: Buffer) => (text += d.toString()));

@@ -206,6 +206,7 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
 
   /** Brings host `url` to our latest nonce: the whole SSE answer read, its receipt checked, its meta taken. */
   async function syncHost(s: DevshardSession, url: string): Promise<void> {
+    const upTo = s.latestNonce;
     const body = Buffer.from(s.syncBody(url));
     const ts = BigInt(Math.floor(now() / 1000));
     const target = new URL(sessionUrl(url, s.escrow.escrowId, 'chat/completions', prefix));
@@ -227,7 +228,7 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
     parser.end(events);
     for (const e of events) {
       const ev = readHostEvent(e.data);
-      if (ev.kind === 'receipt') receiptOf(s, url, ev.receipt, s.latestNonce);
+      if (ev.kind === 'receipt') receiptOf(s, url, ev.receipt, upTo);
       else if (ev.kind === 'meta') s.onMempool(ev.mempool);
     }
   }
@@ -307,10 +308,15 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
     for (const w of ready) w.resolve();
   }
 
+  /**
+   * The receipt of the request for `nonce`. Its `nonce` is the host's latest after applying the
+   * request's diffs: past ours when a later request to the same host (carrying our diff as catch-up)
+   * got there first, which concurrent calls on one escrow do. Never below ours.
+   */
   function receiptOf(s: DevshardSession, url: string, r: HostReceipt, nonce: bigint): void {
-    if (r.nonce !== nonce) throw new HostError('bad_response', `host ${url} sent a receipt for nonce ${r.nonce}, the request was nonce ${nonce}`);
+    if (r.nonce < nonce) throw new HostError('bad_response', `host ${url} sent a receipt for nonce ${r.nonce}, the request was nonce ${nonce}`);
     try {
-      s.onReceipt(url, r);
+      s.onReceipt(url, r, nonce);
     } catch (err) {
       if (err instanceof ReceiptMismatch) throw new HostError('bad_response', err.message);
       throw err;

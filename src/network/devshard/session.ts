@@ -222,18 +222,25 @@ export class DevshardSession {
 
   /**
    * A host's receipt: its state_hash must equal our root at that nonce (else ReceiptMismatch, and
-   * nothing is taken from it). The executor's signature becomes a MsgConfirmStart for a later diff.
+   * nothing is taken from it). The executor's signature becomes a MsgConfirmStart for a later diff,
+   * for `inferenceId`: the request's nonce (`r.nonce` is the host's latest, which a later request to
+   * the same host that got there first has moved past it).
    */
-  onReceipt(url: string, r: HostReceipt): void {
+  onReceipt(url: string, r: HostReceipt, inferenceId: bigint = r.nonce): void {
     const ours = this.roots.get(r.nonce);
-    if (!ours) throw new ReceiptMismatch(`host ${url} sent a receipt for nonce ${r.nonce}, which we did not send it`);
+    // No root kept: either a nonce we never sent, or one every host acknowledged (this one with an
+    // earlier answer, whose root was checked then) while this answer was on its way.
+    if (!ours) {
+      if (r.nonce <= (this.acked.get(url) ?? 0n) && r.nonce <= this.replica.latestNonce) return;
+      throw new ReceiptMismatch(`host ${url} sent a receipt for nonce ${r.nonce}, which we did not send it`);
+    }
     if (!r.stateHash || !bytesEqual(ours, r.stateHash)) {
       const theirs = r.stateHash ? toHex(r.stateHash) : '(none)';
       throw new ReceiptMismatch(`host ${url} state_hash at nonce ${r.nonce} is ${theirs}, ours is ${toHex(ours)}`);
     }
     if ((this.acked.get(url) ?? 0n) < r.nonce) this.acked.set(url, r.nonce);
     if (r.receipt && r.receipt.length > 0) {
-      this.take(create(DevshardTxSchema, { tx: { case: 'confirmStart', value: create(MsgConfirmStartSchema, { inferenceId: r.nonce, executorSig: r.receipt, confirmedAt: r.confirmedAt ?? 0n }) } }));
+      this.take(create(DevshardTxSchema, { tx: { case: 'confirmStart', value: create(MsgConfirmStartSchema, { inferenceId, executorSig: r.receipt, confirmedAt: r.confirmedAt ?? 0n }) } }));
     }
     this.prune();
   }

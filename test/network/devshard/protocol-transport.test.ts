@@ -170,4 +170,23 @@ describe('devshard protocol transport against the simulated hosts', () => {
       for (const x of list) expect(x.state_hash).toBe(x.diff.post_state_root);
     }
   });
+
+  it('a later request to the same host that gets there first: the earlier one answers with the host\'s later nonce, accepted, its ConfirmStart for its own inference', async () => {
+    const s = transport.session(net.escrow.id)!;
+    const first = s.latestNonce + 1n;
+    const hostIndex = net.hosts.findIndex((h) => h.address === net.escrow.slots[Number(first % 3n)]!.host);
+    // the first request to first's executor waits 300 ms before the host applies its diffs
+    Object.assign(net.faults, { hosts: [hostIndex], latencyMs: 300, remaining: 1 });
+    const slow = transport.chat(call(Number(first), false));
+    await new Promise((r) => setTimeout(r, 50));
+    // first + 3 goes to the same host, carrying first's diff as catch-up, and is answered before it
+    const fast = await Promise.all([1n, 2n, 3n].map(async (k) => consume(await transport.chat(call(Number(first + k), false)))));
+    expect(fast.every((u) => u > 0)).toBe(true);
+    expect(await consume(await slow)).toBeGreaterThan(0);
+    clearFaults(net.faults);
+    expect(s.pendingTxs().some((tx) => tx.tx.case === 'confirmStart' && tx.tx.value.inferenceId === first)).toBe(true);
+    // the next diffs take it: inference `first` is confirmed and finished like the others
+    for (let k = 4n; k <= 6n; k++) expect(await consume(await transport.chat(call(Number(first + k), false)))).toBeGreaterThan(0);
+    for (let k = 0n; k <= 3n; k++) expect(s.replica.inference(first + k)?.status, `inference ${first + k}`).toBe(InferenceStatus.Finished);
+  });
 });
