@@ -42,6 +42,8 @@ export interface EpochInfo {
   pocActive: boolean;
   /** Height at which the current (or next) PoC window ends. */
   pocEndHeight: number;
+  /** Blocks per epoch (epoch_stages next_poc_start − poc_start), when the stages give it. */
+  epochLength?: number;
 }
 
 export interface EscrowSlot {

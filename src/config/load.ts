@@ -70,6 +70,8 @@ export interface GatewayConfig {
     balanceCheckIntervalMs: number;
     /** GATEWAY_RECONCILE_INTERVAL_MS. */
     reconcileIntervalMs: number;
+    /** DEVSHARD_PRUNE_WARN_BLOCKS: warn (once per escrow) this many blocks before the chain prunes an unsettled escrow. */
+    pruneWarnBlocks: number;
   };
   /**
    * Variables of the reference configuration that are accepted (and validated) but have no effect
@@ -253,6 +255,7 @@ export function loadConfig(options: LoadConfigOptions = {}): GatewayConfig {
     rotationIntervalMs: int('GATEWAY_ROTATION_INTERVAL_MS', 100),
     balanceCheckIntervalMs: int('GATEWAY_BALANCE_CHECK_INTERVAL_MS', 100),
     reconcileIntervalMs: int('GATEWAY_RECONCILE_INTERVAL_MS', 100),
+    pruneWarnBlocks: int('DEVSHARD_PRUNE_WARN_BLOCKS', 0),
   };
 
   const disabledBootstrap = {

@@ -7,6 +7,7 @@ import { escrowStream } from '../events/catalog.js';
 import { eventsFile } from '../events/storage-path.js';
 import type { GatewayContext } from './context.js';
 import { devshardView } from './escrows/lifecycle.js';
+import { pruneInfo, type PruneInfo } from './prune-watch.js';
 
 /**
  * devshardctl's two /v1/status shapes in one: the pooled one always (gateway.go
@@ -16,7 +17,9 @@ import { devshardView } from './escrows/lifecycle.js';
  */
 export function statusDocument(ctx: GatewayContext) {
   const price = ctx.chainInfo.tokenPrice;
-  const doc = ctx.projections.status.snapshot(price);
+  const snapshot = ctx.projections.status.snapshot(price);
+  // Each unsettled escrow's prune point (prune-watch.ts): when the chain pays its deposit to its hosts.
+  const doc = { ...snapshot, devshards: snapshot.devshards.map((d) => withPrune(ctx, d)) };
   const limiter = ctx.limiter.counts();
   const devshards = doc.devshards;
   const base = {
@@ -43,6 +46,12 @@ export function statusDocument(ctx: GatewayContext) {
     // statusSessionConfig: the session's chain parameters this gateway knows.
     config: { token_price: Number(price) },
   };
+}
+
+function withPrune<D extends { id: string }>(ctx: GatewayContext, d: D): D & Partial<PruneInfo> {
+  const c = ctx.engine.escrow(d.id)?.context;
+  const info = c ? pruneInfo(ctx, c.epoch, c.settled) : null;
+  return info ? { ...d, ...info } : d;
 }
 
 export type StatusAnswer = ReturnType<typeof statusDocument>;
