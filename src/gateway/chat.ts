@@ -9,6 +9,7 @@
  * commit, ~1-3 ms) loses no money and reuses no nonce: the start-up reconciler skips the previous
  * run's reserved nonces and bills what the hosts report they served beyond the log (reconcile.ts).
  */
+import { admitDuringPoc } from './poc-gate.js';
 import { randomUUID } from 'node:crypto';
 import { newEvent, type InferenceEntry } from '../events/catalog.js';
 import type { Actor } from '../events/envelope.js';
@@ -63,6 +64,7 @@ export async function openChat(ctx: GatewayContext, cmd: ChatCommand): Promise<C
   if (caller.kind === 'client' && ctx.projections.settings.accessMode(req.model) !== 'api_key') {
     throw refuse.adminOnlyModel(req.model);
   }
+  admitDuringPoc(ctx);
   const release = ctx.limiter.acquire(req.inputTokens);
   let session: ChatSession;
   try {

@@ -4,7 +4,7 @@
  * creator gets nothing back). A settle is accepted only in the escrow's epoch and the next, so the
  * settle deadline and the prune point coincide: the switch into epoch + 2.
  *
- * The watch reads the epoch (/v1/epochs/latest via src/chain) on the balance check's period, keeps
+ * The watch reads the epoch (/v1/epochs/latest via src/chain) at least every 5 s, keeps
  * it for the status documents (`prune_epoch`, `settle_deadline_epoch`, `blocks_until_prune`), and
  * logs `escrow_prune_approaching` once per escrow when it is within DEVSHARD_PRUNE_WARN_BLOCKS blocks
  * (or already in its last settle epoch when the epoch length is unknown) of its prune point.
@@ -81,7 +81,8 @@ export function startPruneWatch(ctx: GatewayContext): { stop: () => void; tick: 
     (running ??= checkPrune(ctx)
       .catch((err) => ctx.logger.debug({ err: { message: (err as Error).message } }, 'escrow_prune_check_failed'))
       .finally(() => (running = undefined)));
-  const timer = setInterval(() => void tick(), ctx.config.behaviour.balanceCheckIntervalMs);
+  // Also the PoC gate's reading (poc-gate.ts): at least every 5 s, as devshardctl polls its phase gate.
+  const timer = setInterval(() => void tick(), Math.min(5_000, ctx.config.behaviour.balanceCheckIntervalMs));
   timer.unref();
   return { stop: () => clearInterval(timer), tick };
 }

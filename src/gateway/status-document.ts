@@ -8,6 +8,7 @@ import { eventsFile } from '../events/storage-path.js';
 import type { GatewayContext } from './context.js';
 import { devshardView } from './escrows/lifecycle.js';
 import { pruneInfo, type PruneInfo } from './prune-watch.js';
+import { pocBlock } from './poc-gate.js';
 
 /**
  * devshardctl's two /v1/status shapes in one: the pooled one always (gateway.go
@@ -19,7 +20,12 @@ export function statusDocument(ctx: GatewayContext) {
   const price = ctx.chainInfo.tokenPrice;
   const snapshot = ctx.projections.status.snapshot(price);
   // Each unsettled escrow's prune point (prune-watch.ts): when the chain pays its deposit to its hosts.
-  const doc = { ...snapshot, devshards: snapshot.devshards.map((d) => withPrune(ctx, d)) };
+  // DEVSHARD_POC_REQUEST_MODE=off during PoC: every devshard's chat is blocked (poc-gate.ts).
+  const poc = pocBlock(ctx);
+  const doc = {
+    ...snapshot,
+    devshards: snapshot.devshards.map((d) => withPrune(ctx, poc && !d.requests_blocked ? { ...d, requests_blocked: true, block_reason: poc.reason } : d)),
+  };
   const limiter = ctx.limiter.counts();
   const devshards = doc.devshards;
   const base = {
