@@ -166,6 +166,8 @@ export interface SettleEscrowResult {
 
 export interface ChainPort {
   chainId(): Promise<string>;
+  /** Forgets cached participant URLs (all, or one address): the next escrow read looks them up again. */
+  forgetParticipants?(address?: string): void;
   height(): Promise<number>;
   epoch(): Promise<EpochInfo>;
   params(): Promise<EscrowParams>;
