@@ -76,7 +76,12 @@ export function devshardListDocument(ctx: GatewayContext) {
   const storagePath = eventsFile(ctx.config.server.storageDir);
   return {
     object: 'list' as const,
-    data: listed.map((e) => devshardView(ctx, e.escrowId)),
+    // `prune`: when the chain prunes it unsettled (prune-watch.ts); null once settled. Not part of
+    // the devshard view itself, which is also the export document's `escrow`.
+    data: listed.map((e) => {
+      const c = ctx.engine.escrow(e.escrowId)?.context;
+      return { ...devshardView(ctx, e.escrowId), prune: c ? pruneInfo(ctx, c.epoch, c.settled) : null };
+    }),
     settings: ctx.projections.settings.effective(),
     devshards: listed.map((e) => {
       const c = ctx.engine.escrow(e.escrowId)?.context;

@@ -15,7 +15,6 @@ import { drainedFailureFields, type DrainedAttempt, type OwnerAttempt } from '..
 import { broadcastByHash } from './broadcast.js';
 import { chainRefusal, chainErrorInfo, outcomeUnknown } from './chain-errors.js';
 import { settleErrorOf, settleWindowClosed } from './pruned.js';
-import { pruneInfo } from '../prune-watch.js';
 import { buildSettlement, settlementDocument, settlementStale, toChainSettlement } from './settlement.js';
 
 export function escrowOr404(ctx: GatewayContext, escrowId: string) {
@@ -312,7 +311,5 @@ export function devshardView(ctx: GatewayContext, escrowId: string) {
     last_error: c.lastError,
     // A drained settle whose last attempt failed transiently: tried again from that height (reactors.ts).
     settle_retry: s.value === 'settleDeferred' && c.settleRetry ? { failed_attempts: c.settleRetry.attempt, retry_at_height: c.settleRetry.retryAtHeight } : null,
-    // Unsettled: when the chain prunes it (its whole deposit to its hosts); null once settled.
-    prune: pruneInfo(ctx, c.epoch, c.settled),
   };
 }
