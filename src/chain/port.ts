@@ -42,6 +42,8 @@ export interface EpochInfo {
   pocActive: boolean;
   /** Height at which the current (or next) PoC window ends. */
   pocEndHeight: number;
+  /** Blocks per epoch (epoch_stages next_poc_start − poc_start), when the stages give it. */
+  epochLength?: number;
 }
 
 export interface EscrowSlot {
@@ -164,6 +166,8 @@ export interface SettleEscrowResult {
 
 export interface ChainPort {
   chainId(): Promise<string>;
+  /** Forgets cached participant URLs (all, or one address): the next escrow read looks them up again. */
+  forgetParticipants?(address?: string): void;
   height(): Promise<number>;
   epoch(): Promise<EpochInfo>;
   params(): Promise<EscrowParams>;

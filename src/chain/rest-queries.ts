@@ -134,6 +134,8 @@ export function parseEpoch(e: Obj): EpochInfo {
   const confirmation = String(obj(e.active_confirmation_poc_event).phase ?? '');
   const pocActive = POC_PHASES.has(phase) || CONFIRMATION_POC_BLOCKING.has(confirmation);
   const pocEnd = num(stages.poc_validation_end, 'poc_validation_end');
+  // One epoch's length: from this epoch's PoC start to the next one's (t/epoch_stages.go).
+  const epochLength = num(stages.next_poc_start, 'next_poc_start') - num(stages.poc_start, 'poc_start');
   return {
     height,
     epochIndex: num(latest.index, 'latest_epoch.index'),
@@ -143,6 +145,7 @@ export function parseEpoch(e: Obj): EpochInfo {
     blocksUntilBoundary: Math.max(0, boundary - height),
     pocActive,
     pocEndHeight: pocActive || pocEnd > height ? pocEnd : num(next.poc_validation_end, 'poc_validation_end'),
+    ...(epochLength > 0 ? { epochLength } : {}),
   };
 }
 

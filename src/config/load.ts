@@ -70,6 +70,8 @@ export interface GatewayConfig {
     balanceCheckIntervalMs: number;
     /** GATEWAY_RECONCILE_INTERVAL_MS. */
     reconcileIntervalMs: number;
+    /** DEVSHARD_PRUNE_WARN_BLOCKS: warn (once per escrow) this many blocks before the chain prunes an unsettled escrow. */
+    pruneWarnBlocks: number;
   };
   /**
    * Variables of the reference configuration that are accepted (and validated) but have no effect
@@ -77,8 +79,11 @@ export interface GatewayConfig {
    * (src/config/variables.ts says why for each).
    */
   compatibility: {
-    /** DEVSHARD_POC_REQUEST_MODE. */
-    pocRequestMode: 'relaxed' | 'strict';
+    /**
+     * DEVSHARD_POC_REQUEST_MODE (ctl/poc_mode.go): `off` blocks chat with 503 while the chain is in
+     * PoC (or a blocking confirmation PoC); `relaxed` keeps serving. `strict` (older docs) reads as `off`.
+     */
+    pocRequestMode: 'relaxed' | 'off';
     /** DEVSHARD_CAPACITY_AWARE_LIMITS. */
     capacityAwareLimits: boolean;
     /** DEVSHARD_PUBLIC_API (default NODE_BASE). */
@@ -238,21 +243,21 @@ export function loadConfig(options: LoadConfigOptions = {}): GatewayConfig {
     warnings.push(`GATEWAY_DEFAULT_MAX_TOKENS (${limits.defaultMaxTokens}) is above GATEWAY_MAX_TOKENS_CAP (${limits.maxTokensCap}); requests get the cap.`);
   }
 
-  const poc = (get('DEVSHARD_POC_REQUEST_MODE') ?? 'relaxed').toLowerCase();
-  if (poc !== 'relaxed' && poc !== 'strict') fail('DEVSHARD_POC_REQUEST_MODE', `must be relaxed or strict${shown('DEVSHARD_POC_REQUEST_MODE', poc)}`);
+  const poc = (get('DEVSHARD_POC_REQUEST_MODE') ?? 'relaxed').trim().toLowerCase();
+  if (poc !== 'relaxed' && poc !== 'off' && poc !== 'strict') fail('DEVSHARD_POC_REQUEST_MODE', `must be off or relaxed (devshardctl's values)${shown('DEVSHARD_POC_REQUEST_MODE', poc)}`);
+  if (poc === 'strict') warnings.push('DEVSHARD_POC_REQUEST_MODE=strict is read as off (devshardctl knows off and relaxed): chat is refused with 503 while the chain is in PoC.');
   const compatibility = {
-    pocRequestMode: (poc === 'strict' ? 'strict' : 'relaxed') as 'relaxed' | 'strict',
+    pocRequestMode: (poc === 'relaxed' ? 'relaxed' : 'off') as 'relaxed' | 'off',
     capacityAwareLimits: bool('DEVSHARD_CAPACITY_AWARE_LIMITS'),
     publicApi: url('DEVSHARD_PUBLIC_API') ?? nodeBase,
   };
   // A value other than the reference one says the operator expects a change: tell them there is none.
-  if (compatibility.pocRequestMode !== 'relaxed') warnings.push('DEVSHARD_POC_REQUEST_MODE has no effect in shardgate (the spec does not say what the mode changes); Proof-of-Compute validation is the network\'s.');
   if (!compatibility.capacityAwareLimits) warnings.push('DEVSHARD_CAPACITY_AWARE_LIMITS has no effect in shardgate (the spec does not say what the limits are); GATEWAY_MAX_CONCURRENT_REQUESTS and GATEWAY_MAX_INPUT_TOKENS_IN_FLIGHT apply.');
-  if (compatibility.publicApi !== nodeBase) warnings.push('DEVSHARD_PUBLIC_API has no effect in shardgate: the gateway sends no request to the public API.');
   const behaviour = {
     rotationIntervalMs: int('GATEWAY_ROTATION_INTERVAL_MS', 100),
     balanceCheckIntervalMs: int('GATEWAY_BALANCE_CHECK_INTERVAL_MS', 100),
     reconcileIntervalMs: int('GATEWAY_RECONCILE_INTERVAL_MS', 100),
+    pruneWarnBlocks: int('DEVSHARD_PRUNE_WARN_BLOCKS', 0),
   };
 
   const disabledBootstrap = {

@@ -60,10 +60,11 @@ export const VARIABLES: readonly VariableSpec[] = [
   { name: 'GATEWAY_STALL_TIMEOUT_MS', group: 'limits', default: '60000', meaning: 'A host stream silent this long is cancelled; what it delivered is billed.' },
   { name: 'GATEWAY_REQUEST_TIMEOUT_MS', group: 'limits', default: '300000', meaning: 'A non-stream chat whose whole answer has not arrived after this long fails with 504; the host is not billed beyond what it reported.' },
   // behaviour
-  { name: 'DEVSHARD_POC_REQUEST_MODE', group: 'behaviour', default: 'relaxed', meaning: 'Proof-of-Compute request mode: relaxed or strict. Accepted for compatibility; no effect in shardgate: the spec does not say what the mode changes, and Proof-of-Compute validation runs on the network, not in the gateway (a non-reference value is warned about).', init: 'reference' },
+  { name: 'DEVSHARD_POC_REQUEST_MODE', group: 'behaviour', default: 'relaxed', meaning: 'What chat does while the chain is in PoC (phases PoCGenerate to PoCValidateWindDown, or a blocking confirmation PoC), read from DEVSHARD_PUBLIC_API /v1/epochs/latest: off refuses it with 503 "devshard temporarily unavailable during PoC generation" (devshardctl\'s default), relaxed keeps serving (the reference value). strict is read as off.', init: 'reference' },
   { name: 'DEVSHARD_CAPACITY_AWARE_LIMITS', group: 'behaviour', default: 'on', meaning: 'Capacity-aware limits: on or off. Accepted for compatibility; no effect in shardgate: the spec does not say what these limits are; the limits that apply are GATEWAY_MAX_CONCURRENT_REQUESTS and GATEWAY_MAX_INPUT_TOKENS_IN_FLIGHT (off is warned about).', init: 'reference' },
   { name: 'GATEWAY_ROTATION_INTERVAL_MS', group: 'behaviour', default: '15000', meaning: 'Period of the escrow rotation task.' },
   { name: 'GATEWAY_BALANCE_CHECK_INTERVAL_MS', group: 'behaviour', default: '30000', meaning: 'Period of the escrow balance (depletion) check, and of the retries of drained settles.' },
+  { name: 'DEVSHARD_PRUNE_WARN_BLOCKS', group: 'behaviour', default: '1000', meaning: 'Log escrow_prune_approaching once per unsettled escrow when it is this many blocks from the epoch the chain prunes it in (its epoch + 2: the whole deposit goes to its hosts). /v1/status and GET /v1/admin/devshards show prune_epoch and blocks_until_prune.' },
   { name: 'GATEWAY_RECONCILE_INTERVAL_MS', group: 'behaviour', default: '5000', meaning: 'Period at which chain transactions whose outcome is still unknown are looked up by hash (and re-broadcast with the same bytes).' },
   // disabled
   { name: 'DEVSHARD_GATEWAY_DISABLED', group: 'disabled', default: 'false', meaning: 'Start disabled (non-admin routes answer 308). Bootstrap only: applied on the first start (the gateway database does not exist yet); afterwards use POST /v1/admin/settings.' },
@@ -86,7 +87,7 @@ export const VARIABLES: readonly VariableSpec[] = [
   { name: 'DEVNET_MIN_AMOUNT', group: 'devnet', default: '1000000000', meaning: 'Devnet min_amount of an escrow deposit.' },
   { name: 'DEVNET_MAX_AMOUNT', group: 'devnet', default: '18446744073709551615', meaning: 'Devnet max_amount of an escrow deposit (default: the whole uint64 range).' },
   { name: 'DEVNET_MAX_ESCROWS_PER_EPOCH', group: 'devnet', default: '500000', meaning: 'Devnet max_escrows_per_epoch.' },
-  { name: 'DEVNET_PRUNE_UNSETTLED', group: 'devnet', default: 'off', meaning: 'Prune unsettled escrows two epochs after theirs, splitting the deposit equally per unique slot address, as the real chain does (off by default for now).' },
+  { name: 'DEVNET_PRUNE_UNSETTLED', group: 'devnet', default: 'on', meaning: 'Prune unsettled escrows two epochs after theirs, splitting the deposit equally per unique slot address, as the real chain does (off: 0/false/off/no).' },
   { name: 'DEVNET_MAX_NONCE', group: 'devnet', default: '1000000', meaning: 'Devnet max_nonce.' },
   { name: 'DEVNET_TOKEN_PRICE', group: 'devnet', default: '1000', meaning: 'Devnet price of one token, smallest coin unit.' },
   { name: 'DEVNET_MODELS', group: 'devnet', meaning: 'Models the devnet serves, comma-separated. Default: DEVSHARD_MODEL.' },

@@ -9,6 +9,8 @@
  * commit, ~1-3 ms) loses no money and reuses no nonce: the start-up reconciler skips the previous
  * run's reserved nonces and bills what the hosts report they served beyond the log (reconcile.ts).
  */
+import { admitDuringPoc } from './poc-gate.js';
+import { hostUrlOf, refreshAfterHostFailure } from './host-urls.js';
 import { randomUUID } from 'node:crypto';
 import { newEvent, type InferenceEntry } from '../events/catalog.js';
 import type { Actor } from '../events/envelope.js';
@@ -63,6 +65,7 @@ export async function openChat(ctx: GatewayContext, cmd: ChatCommand): Promise<C
   if (caller.kind === 'client' && ctx.projections.settings.accessMode(req.model) !== 'api_key') {
     throw refuse.adminOnlyModel(req.model);
   }
+  admitDuringPoc(ctx);
   const release = ctx.limiter.acquire(req.inputTokens);
   let session: ChatSession;
   try {
@@ -175,13 +178,16 @@ async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<Ch
       }
     };
 
-    const hostUrl = slots[nonce % slots.length]!.url;
+    const slot = slots[nonce % slots.length]!;
+    // The participant's current URL when it moved (host-urls.ts), else the recorded one.
+    const hostUrl = hostUrlOf(ctx, slot);
     try {
       const result = await ctx.network.chat({ escrowId, nonce, hostUrl, body: req.body, signer, signal: cmd.signal, ...(cmd.controller ? { controller: cmd.controller } : {}) });
       return { escrowId, nonce, result, end };
     } catch (err) {
       const usage = err instanceof HostError && err.usageSoFar ? err.usageSoFar : ZERO_USAGE;
       end({ usage, error: err instanceof Error ? err.message : String(err) });
+      await refreshAfterHostFailure(ctx, escrowId, slot, err);
       throw hostFailure(err);
     }
   }

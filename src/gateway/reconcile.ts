@@ -38,6 +38,7 @@ import type { GatewayContext } from './context.js';
 import { busyWith, recordedTxOutcome } from './escrows/broadcast.js';
 import { resolvePendingCreate } from './escrows/create.js';
 import { recordSettleFailure, resolveSettle } from './escrows/lifecycle.js';
+import { settleErrorOf } from './escrows/pruned.js';
 import { withModelLock } from './rotation/lock.js';
 import { drainedAttemptOf, ownerAttemptOf, retryAfter, windowNote, type OwnerAttempt } from './rotation/settle-retry.js';
 import { errorInfo, readChainOr, recordOwnerSettleFailure, RotationRefused } from './rotation/steps.js';
@@ -146,7 +147,8 @@ async function reconcileSettle(ctx: GatewayContext, escrowId: string, busy: Set<
     // The rotation's or depletion check's attempt: its refusal is recorded in rotation-<model> first
     // (a crash before the escrow's failure leaves it settling, found again), then the escrow's.
     const owner = ownerAttemptOf(req);
-    const refusal = 'error' in outcome ? outcome.error : outcome.code !== 0 ? ctx.chain.errorOf(outcome) : undefined;
+    // A pruned escrow's not-found reads as its closed settle window (escrows/pruned.ts).
+    const refusal = await settleErrorOf(ctx, escrowId, 'error' in outcome ? outcome.error : outcome.code !== 0 ? ctx.chain.errorOf(outcome) : undefined);
     if (owner && refusal && snap.context.model !== null) {
       if (!(await recordOwnerRefusal(ctx, escrowId, snap.context.model, owner, refusal))) {
         report.settles.push({ escrowId, result: 'unknown' });

@@ -7,6 +7,8 @@ import { escrowStream } from '../events/catalog.js';
 import { eventsFile } from '../events/storage-path.js';
 import type { GatewayContext } from './context.js';
 import { devshardView } from './escrows/lifecycle.js';
+import { pruneInfo, type PruneInfo } from './prune-watch.js';
+import { pocBlock } from './poc-gate.js';
 
 /**
  * devshardctl's two /v1/status shapes in one: the pooled one always (gateway.go
@@ -16,7 +18,14 @@ import { devshardView } from './escrows/lifecycle.js';
  */
 export function statusDocument(ctx: GatewayContext) {
   const price = ctx.chainInfo.tokenPrice;
-  const doc = ctx.projections.status.snapshot(price);
+  const snapshot = ctx.projections.status.snapshot(price);
+  // Each unsettled escrow's prune point (prune-watch.ts): when the chain pays its deposit to its hosts.
+  // DEVSHARD_POC_REQUEST_MODE=off during PoC: every devshard's chat is blocked (poc-gate.ts).
+  const poc = pocBlock(ctx);
+  const doc = {
+    ...snapshot,
+    devshards: snapshot.devshards.map((d) => withPrune(ctx, poc && !d.requests_blocked ? { ...d, requests_blocked: true, block_reason: poc.reason } : d)),
+  };
   const limiter = ctx.limiter.counts();
   const devshards = doc.devshards;
   const base = {
@@ -45,6 +54,12 @@ export function statusDocument(ctx: GatewayContext) {
   };
 }
 
+function withPrune<D extends { id: string }>(ctx: GatewayContext, d: D): D & Partial<PruneInfo> {
+  const c = ctx.engine.escrow(d.id)?.context;
+  const info = c ? pruneInfo(ctx, c.epoch, c.settled) : null;
+  return info ? { ...d, ...info } : d;
+}
+
 export type StatusAnswer = ReturnType<typeof statusDocument>;
 
 /**
@@ -61,7 +76,12 @@ export function devshardListDocument(ctx: GatewayContext) {
   const storagePath = eventsFile(ctx.config.server.storageDir);
   return {
     object: 'list' as const,
-    data: listed.map((e) => devshardView(ctx, e.escrowId)),
+    // `prune`: when the chain prunes it unsettled (prune-watch.ts); null once settled. Not part of
+    // the devshard view itself, which is also the export document's `escrow`.
+    data: listed.map((e) => {
+      const c = ctx.engine.escrow(e.escrowId)?.context;
+      return { ...devshardView(ctx, e.escrowId), prune: c ? pruneInfo(ctx, c.epoch, c.settled) : null };
+    }),
     settings: ctx.projections.settings.effective(),
     devshards: listed.map((e) => {
       const c = ctx.engine.escrow(e.escrowId)?.context;

@@ -4,6 +4,7 @@
  * then serves HTTP over the gateway's port. `stop()` stops accepting, drains in-flight requests,
  * checkpoints and closes. The only module that knows every layer; src/cli calls it.
  */
+import { startPruneWatch } from '../gateway/prune-watch.js';
 import { existsSync, mkdirSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
@@ -55,7 +56,7 @@ export interface GatewayOptions {
 
 export interface RunningGateway {
   /** The background tasks (tests drive them with tick()). */
-  tasks: { rotation: ReturnType<typeof startRotation>; depletion: ReturnType<typeof startDepletionCheck>; drain: DrainTask };
+  tasks: { rotation: ReturnType<typeof startRotation>; depletion: ReturnType<typeof startDepletionCheck>; drain: DrainTask; pruneWatch: ReturnType<typeof startPruneWatch> };
   url: string;
   app: FastifyInstance;
   ctx: GatewayContext;
@@ -182,6 +183,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
   await bootstrap(ctx, { quickStartEscrow: options.quickStartEscrow === true && devnet !== undefined && emptyLog });
   const rotation = startRotation(ctx);
   const depletion = startDepletionCheck(ctx);
+  const pruneWatch = startPruneWatch(ctx);
   ctx.onSettingsChanged = () => rotation.reconfigure();
 
   const app = createHttpApp({ logger, metrics, fastify: { forceCloseConnections: 'idle' } });
@@ -207,6 +209,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
       await stopIntentReconciler();
       await rotation.stop();
       depletion.stop();
+      pruneWatch.stop();
       await drainTask.stop();
       await drain.idle();
       // Nothing in flight: no reserved nonce beyond the last start can have been used.
@@ -222,7 +225,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
       unlock();
     })());
 
-  return { url, app, ctx, store, devnet, stop, tasks: { rotation, depletion, drain: drainTask } };
+  return { url, app, ctx, store, devnet, stop, tasks: { rotation, depletion, drain: drainTask, pruneWatch } };
 }
 
 /**

@@ -130,7 +130,7 @@ describe('our client parses the real shapes', () => {
     expect(await client.escrow('8')).toBeNull();
   });
 
-  it('epoch from the public API: index, height, PoC start, the set_new_validators boundary', async () => {
+  it('epoch from the public API: index, height, PoC start, the set_new_validators boundary, the epoch length', async () => {
     expect(await client.epoch()).toEqual({
       height: 24810,
       epochIndex: 12,
@@ -140,6 +140,8 @@ describe('our client parses the real shapes', () => {
       blocksUntilBoundary: 26210 - 24810,
       pocActive: false,
       pocEndHeight: 26200,
+      // epoch_stages next_poc_start − poc_start: what the prune warning counts whole epochs with.
+      epochLength: 2000,
     });
   });
 

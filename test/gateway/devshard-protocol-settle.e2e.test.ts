@@ -97,7 +97,7 @@ describe('finalize and settle over the devshard protocol (DEVSHARD_HOST_PROTOCOL
   };
 
   const tampered: [string, (s: SettlementData) => SettlementData, RegExp][] = [
-    ['one byte of a signature', (s) => ({ ...s, signatures: s.signatures.map((x) => (x.slotId === 1 ? { ...x, signature: flip(x.signature, 10, 'base64') } : x)) }), /^(signature for slot 1 recovered cosmos1\w+, expected cosmos1\w+|failed to recover address for slot 1: .+)$/],
+    ['one byte of a signature', (s) => ({ ...s, signatures: s.signatures.map((x) => (x.slotId === 1 ? { ...x, signature: flip(x.signature, 10, 'base64') } : x)) }), /^(signature for slot 1 recovered gonka1\w+, expected gonka1\w+|failed to recover address for slot 1: .+)$/],
     ['the rest_hash', (s) => ({ ...s, restHash: flip(s.restHash, 0, 'hex') }), /^state_root mismatch$/],
     ['a host stat', (s) => ({ ...s, hostStats: s.hostStats.map((h) => (h.slotId === 2 ? { ...h, cost: (BigInt(h.cost) + 1n).toString() } : h)) }), /^state_root mismatch$/],
     ['the version (another approved tag)', (s) => ({ ...s, version: 1 }), /^state_root mismatch$/],

@@ -134,8 +134,9 @@ describe('depletion replacement settle retries on a devnet with faults', () => {
     expect(marked(g, 'escrow_depletion_replacement_failed: the old escrow could not be settled', old)).toEqual([
       expect.objectContaining({ retried: false, note: expect.stringContaining('settle window of this escrow has closed') }),
     ]);
-    expect(explainText(g)).toContain(`settle of escrow ${old} FAILED: wrong_epoch: `);
-    expect(explainText(g)).toContain('its settle window has closed, so the unused deposit can no longer be settled on chain; not retried');
+    // Pruned already: refused before any tx, so explain names the prune and what it cost.
+    expect(explainText(g)).toContain(`GAVE UP settle of escrow ${old}: settle window closed: escrow ${old} of epoch 0 was pruned by the chain`);
+    expect(explainText(g)).toContain('its whole deposit went to its hosts');
     expect(await depletionRetries(g)).toEqual([]);
   }, 60_000);
 

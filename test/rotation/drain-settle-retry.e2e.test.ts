@@ -18,7 +18,7 @@ import { SETTLE_RETRY_MAX_BLOCKS } from '../../src/gateway/rotation/settle-retry
 import { foldEscrow } from '../../src/machines/index.js';
 import { settleTxsOnChain, streamTypes } from '../faults/helpers.js';
 import { createEscrowViaApi } from '../helpers/gateway.js';
-import { depletionTickAboveDeposit, disposeFaultyGateway, enableRotation, expectBackoff, expectCheckpointVerified, expectNeverSent, expectRefusedOnce, explainText, marked, MODEL, ofType, settleRequests, startRotationGateway, tickFor, tickUntilSettled, staleOnResend, waitFor, type RotationGateway } from './helpers.js';
+import { depletionTickAboveDeposit, disposeFaultyGateway, enableRotation, expectBackoff, expectCheckpointVerified, expectNeverSent, expectPruned, expectRefusedOnce, explainText, marked, MODEL, ofType, settleRequests, startRotationGateway, tickFor, tickUntilSettled, staleOnResend, waitFor, type RotationGateway } from './helpers.js';
 
 /** Long epochs: the escrow's settle window (its epoch and the next) must outlast the retries. */
 const EPOCH = 200;
@@ -282,7 +282,7 @@ describe('drained settle retries on a devnet with faults', () => {
     expect(marked(g, 'escrow_drain_settle_window_closed', id)).toEqual([expect.objectContaining({ escrow_epoch: 0, attempts: 1 })]);
     expect(settleRequests(g, id)).toHaveLength(1);
     expect(settleTxsOnChain(g.devnet!, id)).toBe(0);
-    expect((await g.ctx.chain.escrow(id))?.settled).toBe(false);
+    await expectPruned(g, id);
     expect(await view(g, id)).toMatchObject({ state: 'finalized', settle_retry: null, last_error: expect.stringMatching(new RegExp(`^settle window closed: escrow ${id}`)) });
   }, 60_000);
 });

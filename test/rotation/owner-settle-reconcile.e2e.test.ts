@@ -17,7 +17,7 @@ import { SETTLE_RETRY_MAX_BLOCKS } from '../../src/gateway/rotation/settle-retry
 import { foldEscrow, foldRotation, settleRetriesOf, stateName } from '../../src/machines/index.js';
 import { settleTxsOnChain } from '../faults/helpers.js';
 import { createEscrowViaApi } from '../helpers/gateway.js';
-import { depletionTickAboveDeposit, disposeFaultyGateway, depletionSettleFailures, enableRotation, expectBackoff, expectCheckpointVerified, marked, MODEL, ofType, settleRequests, startRotationGateway, tickFor, tickUntilSettled, staleOnResend, type RotationGateway } from './helpers.js';
+import { depletionTickAboveDeposit, disposeFaultyGateway, depletionSettleFailures, enableRotation, expectBackoff, expectCheckpointVerified, expectPruned, marked, MODEL, ofType, settleRequests, startRotationGateway, tickFor, tickUntilSettled, staleOnResend, type RotationGateway } from './helpers.js';
 
 const EPOCH = 200;
 
@@ -101,7 +101,7 @@ describe("a depletion replacement's direct settle of unknown outcome, refused wh
     expect(marked(g, 'escrow_depletion_settle_window_closed', id)).toEqual([expect.objectContaining({ escrow_epoch: 0, attempts: 1 })]);
     expect(settleRequests(g, id)).toHaveLength(1);
     expect(settleTxsOnChain(g.devnet!, id)).toBe(0);
-    expect((await g.ctx.chain.escrow(id))?.settled).toBe(false);
+    await expectPruned(g, id);
     expect(g.ctx.engine.escrow(id)?.value).toBe('finalized');
   }, 60_000);
 });

@@ -53,6 +53,8 @@ export class DevnetChain implements DevnetChainView {
   /** Origin of the devnet server (`http://127.0.0.1:PORT`), known once it listens. */
   baseUrl = '';
   readonly faults: DevnetFaults = { rpcDown: false, holdMempool: false, dropBroadcastResponse: false, lateArrivalMs: 0 };
+  /** A participant's inference_url when it differs from its mount (a host that moved; tests set it). */
+  readonly participantUrls: Record<string, string> = {};
   private mempool: { hash: string; bytes: Uint8Array }[] = [];
   /** Mempool cache (CometBFT keeps accepted tx hashes to refuse duplicates). */
   private readonly cache = new Set<string>();

@@ -28,8 +28,8 @@ export interface DevnetOptions {
   autoBlocks?: boolean;
   /**
    * Prune unsettled escrows two epochs after theirs, as the real chain does (k/devshard_pruning.go).
-   * Default off for now (DEVNET_PRUNE_UNSETTLED=1 turns it on): the gateway does not yet read a
-   * pruned escrow's `not found` as its closed settle window.
+   * Default on, as the real chain (DEVNET_PRUNE_UNSETTLED=0 turns it off); the gateway reads a
+   * pruned escrow's `not found` as its closed settle window (src/gateway/escrows/pruned.ts).
    */
   pruneUnsettled?: boolean;
   /** fastify request logging (default false). */
@@ -108,7 +108,7 @@ export function resolveDevnetConfig(options: DevnetOptions = {}): DevnetConfig {
     statePath: options.statePath ?? (env.DEVNET_STATE?.trim() || undefined),
     startHeight: positive(options.startHeight ?? 1, 'start height'),
     autoBlocks: options.autoBlocks ?? true,
-    pruneUnsettled: options.pruneUnsettled ?? ['1', 'true', 'on'].includes((env.DEVNET_PRUNE_UNSETTLED ?? '').trim().toLowerCase()),
+    pruneUnsettled: options.pruneUnsettled ?? !['0', 'false', 'off', 'no'].includes((env.DEVNET_PRUNE_UNSETTLED ?? '').trim().toLowerCase()),
     logRequests: options.logRequests ?? false,
   };
 }

@@ -19,7 +19,7 @@ function participantJson(chain: DevnetChain, host: HostIdentity) {
     join_time: '0',
     join_height: '1',
     last_inference_time: '0',
-    inference_url: `${chain.baseUrl}${host.prefix}`,
+    inference_url: chain.participantUrls[host.address] ?? `${chain.baseUrl}${host.prefix}`,
     status: 'ACTIVE',
     coin_balance: '0',
     validator_key: '',
@@ -238,7 +238,7 @@ export function registerRestRoutes(app: FastifyInstance, chain: DevnetChain): vo
   // The public API's active participants (the fields devshardctl's phase gate reads).
   app.get(REST_PATHS.publicParticipants, async () => ({
     active_participants: {
-      participants: chain.hosts.map((h) => ({ index: h.address, inference_url: `${chain.baseUrl}${h.prefix}`, weight: 1, models: chain.state.models, ml_nodes: [] })),
+      participants: chain.hosts.map((h) => ({ index: h.address, inference_url: chain.participantUrls[h.address] ?? `${chain.baseUrl}${h.prefix}`, weight: 1, models: chain.state.models, ml_nodes: [] })),
     },
   }));
 

@@ -14,6 +14,7 @@ import { TransitionRefused } from '../engine.js';
 import { drainedFailureFields, type DrainedAttempt, type OwnerAttempt } from '../rotation/settle-retry.js';
 import { broadcastByHash } from './broadcast.js';
 import { chainRefusal, chainErrorInfo, outcomeUnknown } from './chain-errors.js';
+import { settleErrorOf, settleWindowClosed } from './pruned.js';
 import { buildSettlement, PROTOCOL_SETTLEMENT_VERSION, protocolSettlementRefusal, settlementDocument, settlementStale, toChainSettlement } from './settlement.js';
 
 export function escrowOr404(ctx: GatewayContext, escrowId: string) {
@@ -182,6 +183,9 @@ export async function settleEscrow(ctx: GatewayContext, escrowId: string, cmd: S
 }
 
 async function broadcastSettle(ctx: GatewayContext, escrowId: string, key: string, cmd: SettleCommand): Promise<SettleAnswer> {
+  // Pruned by the chain (its epoch ≥ the escrow's + 2): nothing to sign or send.
+  const closed = await settleWindowClosed(ctx, escrowId);
+  if (closed) throw chainRefusal(closed, 'Settlement');
   let c = ctx.engine.escrow(escrowId)!.context;
   // Requests that ended after finalize (they drain) must be in the settlement the hosts sign.
   const required = Math.floor((2 * c.slots.length) / 3) + 1;
@@ -219,7 +223,7 @@ async function broadcastSettle(ctx: GatewayContext, escrowId: string, key: strin
   } catch (err) {
     if (outcomeUnknown(err)) return { status: 'settling', escrow_id: escrowId, settled: false, tx_hash: prepared.txHash };
     if (ctx.engine.escrow(escrowId)?.value === 'settling') await recordSettleFailure(ctx, escrowId, prepared.txHash, err, cmd.metadata, cmd.drained);
-    throw chainRefusal(err, 'Settlement');
+    throw chainRefusal(await settleErrorOf(ctx, escrowId, err), 'Settlement');
   }
   if (failure) throw chainRefusal(failure, 'Settlement');
   return settledAnswer(ctx, escrowId, false);
@@ -243,7 +247,7 @@ export async function resolveSettle(
     await ctx.engine.decideEscrow('escrow', escrowId, [newEvent('EscrowSettled', { txHash: outcome.txHash, height: outcome.height, refund, ...amounts }, metadata)]);
     return undefined;
   } else {
-    const error = ctx.chain.errorOf(outcome);
+    const error = await settleErrorOf(ctx, escrowId, ctx.chain.errorOf(outcome));
     await recordSettleFailure(ctx, escrowId, outcome.txHash, error, metadata, drained);
     return error;
   }
@@ -254,6 +258,7 @@ export async function resolveSettle(
  * attempt and, when transient, its retry (the escrow then stays deferred), whoever found it.
  */
 export async function recordSettleFailure(ctx: GatewayContext, escrowId: string, txHash: string, err: unknown, metadata: EventMetadata, drained?: DrainedAttempt): Promise<void> {
+  err = await settleErrorOf(ctx, escrowId, err);
   const error = chainErrorInfo(err);
   const retry = drained ? drainedFailureFields(drained, err) : {};
   await ctx.engine.decideEscrow('escrow', escrowId, [newEvent('EscrowSettleFailed', { reason: error.message, error, txHash, ...retry }, metadata)]);
