@@ -5,30 +5,14 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventsFile } from '../../src/events/storage-path.js';
-import { longPrompt, startClientGateway } from '../clients/helpers.js';
+import { startClientGateway } from '../clients/helpers.js';
+import { openStream } from './open-stream.js';
 import { startFaultGateway, type FaultGateway } from '../faults/helpers.js';
 import { createEscrowViaApi, disposeTestGateway, MODEL, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
 async function chainEscrow(gw: TestGateway, id: string): Promise<{ settled: boolean; creator: string }> {
   const res = await fetch(`${gw.devnet!.url}/productscience/inference/inference/devshard_escrow/${id}`);
   return ((await res.json()) as { escrow: { settled: boolean; creator: string } }).escrow;
-}
-
-/** A chat stream held open after its first chunk; `finish` reads the rest. */
-async function openStream(gw: TestGateway): Promise<{ finish: () => Promise<void> }> {
-  const res = await fetch(`${gw.url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${gw.keys.adminApiKey}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: longPrompt(50) }], stream: true }),
-  });
-  expect(res.status).toBe(200);
-  const reader = res.body!.getReader();
-  await reader.read();
-  return {
-    finish: async () => {
-      while (!(await reader.read()).done);
-    },
-  };
 }
 
 const stateOf = async (gw: TestGateway, id: string): Promise<string> => (await gw.call(`/v1/admin/devshards/${id}`)).json.state;

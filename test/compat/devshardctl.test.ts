@@ -10,29 +10,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createEscrowViaApi, disposeTestGateway, MODEL, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { eventsFile } from '../../src/events/storage-path.js';
-import { longPrompt, startClientGateway } from '../clients/helpers.js';
+import { startClientGateway } from '../clients/helpers.js';
+import { openStream } from './open-stream.js';
 
 /** `jq '[.devshards[].active_requests]'`: null where jq would fail on a missing array. */
 const activeRequestsOf = (status: any): unknown => (Array.isArray(status?.devshards) ? status.devshards.map((d: any) => d.active_requests) : null);
 
 const isUint = (v: unknown) => typeof v === 'number' && Number.isInteger(v) && v >= 0;
-
-/** A chat stream held open after its first chunk; `finish` reads the rest. */
-async function openStream(gw: TestGateway): Promise<{ finish: () => Promise<void> }> {
-  const res = await fetch(`${gw.url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${gw.keys.adminApiKey}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: longPrompt(50) }], stream: true }),
-  });
-  expect(res.status).toBe(200);
-  const reader = res.body!.getReader();
-  await reader.read();
-  return {
-    finish: async () => {
-      while (!(await reader.read()).done);
-    },
-  };
-}
 
 describe('devshardctl shapes: two devshards (pooled)', () => {
   let gw: TestGateway;
