@@ -91,11 +91,3 @@ export function readHostEvent(data: string): HostEvent {
   }
   return { kind: 'output', data, value };
 }
-
-/**
- * What a whole host answer must have held: a stream that ends (clean EOF) before `[DONE]` or a
- * receipt is truncated (client.go ErrSSEStreamTruncated), whatever it carried before.
- */
-export function isTerminated(seen: { receipt: boolean; done: boolean }): boolean {
-  return seen.receipt || seen.done;
-}

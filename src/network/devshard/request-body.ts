@@ -8,8 +8,8 @@
  * InferenceRequest, DiffToJSON); routes: devshard/server/routes.go, transport/client.go
  * (DefaultRoutePrefix "/v1/devshard").
  */
-import { create, toBinary } from '@bufbuild/protobuf';
-import { DiffContentSchema, type DevshardTx } from '../../protocol/gen/devshard/v1/diff_pb.js';
+import type { DevshardTx } from '../../protocol/gen/devshard/v1/diff_pb.js';
+import { diffWireBytes } from '../../protocol/preimages.js';
 
 /** devshardctl's default route prefix for protocol_version "1" (DEVSHARD_ROUTE_PREFIX overrides it). */
 export const DEFAULT_ROUTE_PREFIX = '/v1/devshard';
@@ -33,7 +33,7 @@ const b64 = (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength)
 
 /** The wire bytes of a diff's txs: DiffContent{nonce, txs}. */
 export function wireTxs(diff: Pick<SignedDiff, 'nonce' | 'txs'>): Uint8Array {
-  return toBinary(DiffContentSchema, create(DiffContentSchema, { nonce: diff.nonce, txs: diff.txs }));
+  return diffWireBytes(diff.nonce, diff.txs);
 }
 
 /**
