@@ -141,11 +141,19 @@ export function devshardListDocument(ctx: GatewayContext) {
       const last = store.streamVersion(stream);
       const first = last >= 0 ? store.readStream(stream, 0, 1)[0] : undefined;
       const latest = last >= 0 ? store.readStream(stream, last, 1)[0] : undefined;
+      // RuntimeConfig.private_key_env: the env variable this gateway holds the creator's key from;
+      // null when only a request gave it (held in memory until the process ends) or it is not held,
+      // `private_key_source` says which. RuntimeConfig.private_key is never served.
+      const origin = c?.creator ? ctx.keyring.originOf(c.creator) : ({ kind: 'not_held' } as const);
       return {
         id: e.escrowId,
+        private_key_env: origin.kind === 'env' ? origin.name : null,
+        private_key_source: origin.kind,
         model: e.model,
         // Where its state is kept: every escrow's events are in the gateway's one event log.
         storage_path: storagePath,
+        // RuntimeConfig.protocol_version: the state-root tag this gateway's sessions use.
+        protocol_version: STATE_ROOT_VERSION,
         active: e.state === 'active',
         rotation_role: e.role,
         ...(c && c.epoch !== undefined && c.epoch !== null ? { rotation_epoch: c.epoch } : {}),

@@ -109,6 +109,15 @@ describe('devshardctl shapes: two devshards (pooled)', () => {
       // adminDevshardView.runtime: the runtimeStatus of /v1/status, with active_requests.
       expect(d.runtime).toMatchObject({ id: d.id, model: MODEL, active: true, active_requests: 0 });
       expect(d.private_key).toBeUndefined();
+      // RuntimeConfig.private_key_env (gateway.go): the variable the creator's key comes from, a
+      // string; ours beside: where it comes from. protocol_version a string (the state-root tag).
+      expect(d.private_key_env).toBe('DEVSHARD_PRIVATE_KEY');
+      expect(d.private_key_source).toBe('env');
+      expect(d.protocol_version).toBe('v2');
+      // The runtime carries runtimeStatus's fields, protocol_version and chain_phase among them.
+      expect(typeof d.runtime.protocol_version).toBe('string');
+      expect(typeof d.runtime.chain_phase).toBe('string');
+      expect(typeof d.runtime.reserved_tokens).toBe('number');
     }
     // jq '[.devshards[].runtime.active_requests]' on the admin document too.
     expect(a.devshards.map((d: any) => d.runtime.active_requests)).toEqual([0, 0]);
