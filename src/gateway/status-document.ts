@@ -116,7 +116,7 @@ export type StatusAnswer = ReturnType<typeof statusDocument>;
  * GET /v1/admin/devshards: devshardctl's admin state (gateway.go handleAdminState: `settings`,
  * `devshards` each a GatewayDevshardState of gateway_store.go with its `runtime` status, `limiter`,
  * `capacity`), with ours beside it (`object: 'list'`, `data`: our devshard views). Never a private
- * key (devshardctl returns `private_key`; we hold none per devshard to give, and would not).
+ * key (devshardctl returns RuntimeConfig's `private_key`; we give `private_key_env`, the variable's name, only).
  */
 export function devshardListDocument(ctx: GatewayContext) {
   const status = statusDocument(ctx);
