@@ -35,6 +35,11 @@ export interface EpochInfo {
   pocStartHeight?: number;
   /** The public API's phase (Inference, PoCGenerate, …). */
   phase?: string;
+  /**
+   * active_confirmation_poc_event.phase (CONFIRMATION_POC_GRACE_PERIOD, …; the enum's number mapped
+   * to its name as devshardctl's phase_gate.go does); undefined when no confirmation PoC event is active.
+   */
+  confirmationPocPhase?: string;
   /** Height of the next set_new_validators boundary (end of the current epoch). */
   nextBoundaryHeight: number;
   blocksUntilBoundary: number;

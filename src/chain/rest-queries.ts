@@ -109,6 +109,13 @@ export async function fetchParticipantUrl(o: RestOptions, address: string): Prom
 }
 
 const POC_PHASES = new Set(['PoCGenerate', 'PoCGenerateWindDown', 'PoCValidate', 'PoCValidateWindDown']);
+/** ConfirmationPoCPhase by number (devshardctl phase_gate.go confirmationPoCPhaseValue.UnmarshalJSON). */
+const CONFIRMATION_POC_NAMES = ['CONFIRMATION_POC_INACTIVE', 'CONFIRMATION_POC_GRACE_PERIOD', 'CONFIRMATION_POC_GENERATION', 'CONFIRMATION_POC_VALIDATION', 'CONFIRMATION_POC_COMPLETED'];
+const confirmationPhase = (v: unknown): string | undefined => {
+  if (typeof v === 'number' && Number.isInteger(v)) return CONFIRMATION_POC_NAMES[v] ?? String(v);
+  const s = typeof v === 'string' ? v.trim() : '';
+  return s === '' ? undefined : s;
+};
 const CONFIRMATION_POC_BLOCKING = new Set(['CONFIRMATION_POC_GRACE_PERIOD', 'CONFIRMATION_POC_GENERATION', 'CONFIRMATION_POC_VALIDATION']);
 
 /**
@@ -131,8 +138,8 @@ export function parseEpoch(e: Obj): EpochInfo {
   const nextSvn = num(next.set_new_validators, 'set_new_validators');
   const boundary = svn > 0 && svn >= height ? svn : nextSvn > 0 ? nextSvn : num(stages.next_poc_start, 'next_poc_start');
   const phase = String(e.phase ?? '');
-  const confirmation = String(obj(e.active_confirmation_poc_event).phase ?? '');
-  const pocActive = POC_PHASES.has(phase) || CONFIRMATION_POC_BLOCKING.has(confirmation);
+  const confirmation = confirmationPhase(obj(e.active_confirmation_poc_event).phase);
+  const pocActive = POC_PHASES.has(phase) || (confirmation !== undefined && CONFIRMATION_POC_BLOCKING.has(confirmation));
   const pocEnd = num(stages.poc_validation_end, 'poc_validation_end');
   // One epoch's length: from this epoch's PoC start to the next one's (t/epoch_stages.go).
   const epochLength = num(stages.next_poc_start, 'next_poc_start') - num(stages.poc_start, 'poc_start');
@@ -141,6 +148,7 @@ export function parseEpoch(e: Obj): EpochInfo {
     epochIndex: num(latest.index, 'latest_epoch.index'),
     pocStartHeight: num(latest.poc_start_block_height, 'poc_start_block_height'),
     phase,
+    ...(confirmation !== undefined ? { confirmationPocPhase: confirmation } : {}),
     nextBoundaryHeight: boundary,
     blocksUntilBoundary: Math.max(0, boundary - height),
     pocActive,

@@ -12,7 +12,15 @@ import type { KeySource } from '../events/catalog.js';
 interface Held {
   privateKeyHex: string;
   signer: RequestSigner;
+  /** The first environment variable it was read from; undefined while only a request gave it. */
+  envName?: string;
 }
+
+/**
+ * Where the key of an address comes from, for devshardctl's `private_key_env` (never the key):
+ * an environment variable's name, a request only (held in memory until the process ends), or not held.
+ */
+export type KeyOrigin = { kind: 'env'; name: string } | { kind: 'request' } | { kind: 'not_held' };
 
 export class Keyring {
   private readonly byAddress = new Map<string, Held>();
@@ -22,12 +30,26 @@ export class Keyring {
     private readonly addressOf: (privateKeyHex: string) => Promise<string>,
   ) {}
 
-  /** Remembers a key; answers its address. */
-  async add(privateKeyHex: string): Promise<string> {
+  /** Remembers a key (read from env variable `envName`, when given); answers its address. */
+  async add(privateKeyHex: string, envName?: string): Promise<string> {
     const key = privateKeyHex.toLowerCase();
     const address = await this.addressOf(key);
-    if (!this.byAddress.has(address)) this.byAddress.set(address, { privateKeyHex: key, signer: createRequestSigner(key) });
+    const held = this.byAddress.get(address);
+    if (!held) this.byAddress.set(address, { privateKeyHex: key, signer: createRequestSigner(key), ...(envName ? { envName } : {}) });
+    else if (envName && !held.envName) held.envName = envName;
     return address;
+  }
+
+  /** The address of a key, without holding it (checking a key given in a request first). */
+  address(privateKeyHex: string): Promise<string> {
+    return this.addressOf(privateKeyHex.toLowerCase());
+  }
+
+  /** Where the key of `address` comes from (an env variable's name, a request, or not held). */
+  originOf(address: string): KeyOrigin {
+    const held = this.byAddress.get(address);
+    if (!held) return { kind: 'not_held' };
+    return held.envName ? { kind: 'env', name: held.envName } : { kind: 'request' };
   }
 
   /** The key held in env variable `name` (registered on first use); undefined when unset or malformed. */
@@ -35,7 +57,7 @@ export class Keyring {
     const value = this.env[name]?.trim();
     // The range check too: a zero key would throw in add() (a 500) instead of "unset or malformed".
     if (!value || !isPrivateKeyHex(value)) return undefined;
-    const address = await this.add(value);
+    const address = await this.add(value, name);
     return { privateKeyHex: value.toLowerCase(), address };
   }
 

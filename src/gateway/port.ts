@@ -6,7 +6,7 @@
  */
 import type { EventMetadata } from '../events/envelope.js';
 import { eventsFile } from '../events/storage-path.js';
-import { escrowStream, type GatewaySettings, type SettingsPatch } from '../events/catalog.js';
+import { escrowStream, type GatewaySettings, type KeySource, type SettingsPatch } from '../events/catalog.js';
 import type { PoolEscrow } from '../projections/index.js';
 import { readEscrowTimeline, type Timeline } from '../projections/timeline.js';
 import { hostFailure, openChat, usageAtFailure, type ChatCommand, type ChatSession } from './chat.js';
@@ -14,7 +14,7 @@ import type { GatewayContext } from './context.js';
 import { refuse, type GatewayError } from './errors.js';
 import { createEscrowForOperator, type OperatorCreate, type OperatorCreateOutcome } from './escrows/operator-create.js';
 import { deactivateEscrow, devshardView, escrowOr404, finalizeEscrow, finalizedDocument, operatorSettleAnswer, registerEscrow, removeEscrow, settleEscrow } from './escrows/lifecycle.js';
-import { operatorCreateKey } from './escrows/operator-key.js';
+import { DEFAULT_KEY_ENV, holdRequestKey, oneKeyOf, operatorCreateKey } from './escrows/operator-key.js';
 import { importFromDevshardctl, type DevshardctlImportBody } from './escrows/devshardctl-import.js';
 import { activateEscrow, exportEscrow, importEscrow, type ImportBody } from './escrows/transfer.js';
 import type { LimiterCounts } from './limiter.js';
@@ -31,6 +31,12 @@ type Answer<F extends (...args: never[]) => unknown> = Awaited<ReturnType<F>>;
 
 export type DevshardView = ReturnType<typeof devshardView>;
 export type { StatusAnswer };
+
+/** devshardctl's key fields of a body: `private_key` or `private_key_env` (one of them). */
+export interface OperatorKey {
+  privateKey?: string | undefined;
+  keyEnv?: string | undefined;
+}
 
 export interface GatewayPort {
   // The OpenAI-compatible surface
@@ -49,14 +55,15 @@ export interface GatewayPort {
   devshards(): DevshardView[];
   devshard(id: string): DevshardView;
   /** Registers an on-chain escrow, or re-activates a deactivated one (devshardctl's POST /v1/admin/devshards). */
-  registerEscrow(id: string, metadata: EventMetadata, expectedModel?: string, keyEnv?: string): Promise<Answer<typeof registerEscrow>>;
+  registerEscrow(id: string, metadata: EventMetadata, expectedModel?: string, key?: OperatorKey): Promise<Answer<typeof registerEscrow>>;
   importEscrow(id: string, body: ImportBody, metadata: EventMetadata): Promise<Answer<typeof importEscrow>>;
   /** Migration: adopt an escrow from devshardctl's state store (its import body). */
   importFromDevshardctl(id: string, body: DevshardctlImportBody, metadata: EventMetadata): Promise<Answer<typeof importFromDevshardctl>>;
   exportEscrow(id: string): Answer<typeof exportEscrow>;
   timeline(id: string): Promise<{ escrow_id: string } & Partial<Timeline>>;
   activateEscrow(id: string, metadata: EventMetadata): Promise<Answer<typeof activateEscrow>>;
-  settleEscrow(id: string, keyEnvName: string, metadata: EventMetadata): Promise<ReturnType<typeof operatorSettleAnswer>>;
+  /** The key is `privateKey` (held in memory, never recorded), or env variable `keyEnv`, or DEVSHARD_PRIVATE_KEY. */
+  settleEscrow(id: string, key: OperatorKey, metadata: EventMetadata): Promise<ReturnType<typeof operatorSettleAnswer>>;
   deactivateEscrow(id: string, metadata: EventMetadata): Promise<Answer<typeof deactivateEscrow>>;
   removeEscrow(id: string, metadata: EventMetadata): Promise<Answer<typeof removeEscrow>>;
   finalizeEscrow(id: string, metadata: EventMetadata): Promise<Answer<typeof finalizeEscrow>>;
@@ -113,17 +120,19 @@ export function gatewayPort(ctx: GatewayContext): GatewayPort {
       escrowOr404(ctx, id);
       return devshardView(ctx, id);
     },
-    registerEscrow: (id, metadata, expectedModel, keyEnv) =>
+    registerEscrow: (id, metadata, expectedModel, key = {}) =>
       perEscrow(id, async () => {
+        oneKeyOf(key.privateKey, key.keyEnv);
         const known = ctx.engine.escrow(id);
         if (known?.value === 'deactivated') {
           if (expectedModel !== undefined && known.context.model !== expectedModel) {
             throw refuse.invalid(`Devshard ${id} serves model '${known.context.model}', not '${expectedModel.slice(0, 256)}'.`, 'model', 'model_mismatch');
           }
-          if (keyEnv !== undefined) await ctx.keyring.fromEnv(keyEnv);
+          if (key.privateKey !== undefined) await holdRequestKey(ctx, key.privateKey, id, known.context.creator, 'wrong_creator_key');
+          if (key.keyEnv !== undefined) await ctx.keyring.fromEnv(key.keyEnv);
           return activateEscrow(ctx, id, metadata);
         }
-        return registerEscrow(ctx, id, metadata, expectedModel, keyEnv);
+        return registerEscrow(ctx, id, metadata, expectedModel, key.keyEnv, key.privateKey);
       }),
     importEscrow: (id, body, metadata) => perEscrow(id, () => importEscrow(ctx, id, body, metadata)),
     importFromDevshardctl: (id, body, metadata) => perEscrow(id, () => importFromDevshardctl(ctx, id, body, metadata)),
@@ -133,8 +142,18 @@ export function gatewayPort(ctx: GatewayContext): GatewayPort {
       return { escrow_id: id, ...(await readEscrowTimeline((stream, from, limit) => ctx.engine.store.readStream(stream, from, limit), id)) };
     },
     activateEscrow: (id, metadata) => perEscrow(id, () => activateEscrow(ctx, id, metadata)),
-    settleEscrow: (id, keyEnvName, metadata) =>
-      perEscrow(id, async () => operatorSettleAnswer(ctx, id, await settleEscrow(ctx, id, { keySource: { kind: 'env', name: keyEnvName }, origin: 'admin', metadata }))),
+    settleEscrow: (id, key, metadata) =>
+      perEscrow(id, async () => {
+        oneKeyOf(key.privateKey, key.keyEnv);
+        let keySource: KeySource = { kind: 'env', name: key.keyEnv ?? DEFAULT_KEY_ENV };
+        if (key.privateKey !== undefined) {
+          const s = escrowOr404(ctx, id);
+          // A settled one answers its settlement again; no key is needed (or held) for that.
+          if (!s.context.settled) await holdRequestKey(ctx, key.privateKey, id, s.context.creator, 'wrong_settler');
+          keySource = { kind: 'request' };
+        }
+        return operatorSettleAnswer(ctx, id, await settleEscrow(ctx, id, { keySource, origin: 'admin', metadata }));
+      }),
     deactivateEscrow: (id, metadata) => perEscrow(id, () => deactivateEscrow(ctx, id, metadata)),
     removeEscrow: (id, metadata) => perEscrow(id, () => removeEscrow(ctx, id, metadata)),
     finalizeEscrow: (id, metadata) => perEscrow(id, () => finalizeEscrow(ctx, id, metadata)),

@@ -9,6 +9,46 @@ import type { GatewayContext } from './context.js';
 import { devshardView } from './escrows/lifecycle.js';
 import { pruneInfo, type PruneInfo } from './prune-watch.js';
 import { pocBlock } from './poc-gate.js';
+import { knownEpoch } from './prune-watch.js';
+import { STATE_ROOT_VERSION } from '../protocol/replica.js';
+import { applyChainBindParams, sessionConfigFromEscrow } from '../protocol/session-config.js';
+
+/**
+ * devshardctl's chain phase fields (phase_gate.go ChainPhaseSnapshot, copied into runtimeStatus and
+ * statusResponse): `chain_phase` the public API's epoch phase, `confirmation_poc_phase` the active
+ * confirmation PoC event's phase. From the epoch the prune watch last read; absent before its first
+ * read (devshardctl: before its gate's first poll). Where devshardctl omits `confirmation_poc_phase`
+ * (no event active) we say CONFIRMATION_POC_INACTIVE, the chain enum's name for that.
+ */
+function chainPhase(ctx: GatewayContext): { chain_phase?: string; confirmation_poc_phase?: string } {
+  const e = knownEpoch(ctx);
+  if (!e) return {};
+  return { ...(e.phase ? { chain_phase: e.phase } : {}), confirmation_poc_phase: e.confirmationPocPhase ?? 'CONFIRMATION_POC_INACTIVE' };
+}
+
+/**
+ * proxy.go statusSessionConfig (JSON numbers): the session config as a host binds it
+ * (types.SessionConfigFromEscrow + ApplyChainSessionBindParams), from the chain's params this
+ * gateway holds (token price, fees, bind params); seal settings the params do not carry are the
+ * protocol's defaults, as for an escrow that carries none.
+ */
+function sessionConfig(ctx: GatewayContext, groupSize: number) {
+  const p = ctx.chainInfo.params;
+  const n = Math.max(1, groupSize);
+  const c = applyChainBindParams(sessionConfigFromEscrow(n, { tokenPrice: p.tokenPrice, createDevshardFee: p.createDevshardFee, feePerNonce: p.feePerNonce }), n, p.bind ?? {});
+  return {
+    refusal_timeout: Number(c.refusalTimeout),
+    execution_timeout: Number(c.executionTimeout),
+    token_price: Number(c.tokenPrice),
+    create_devshard_fee: Number(c.createDevshardFee),
+    fee_per_nonce: Number(c.feePerNonce),
+    vote_threshold: c.voteThreshold,
+    validation_rate: c.validationRate,
+    inference_seal_grace_nonces: c.inferenceSealGraceNonces,
+    inference_seal_grace_seconds: c.inferenceSealGraceSeconds,
+    auto_seal_every_n_nonces: c.autoSealEveryNNonces,
+  };
+}
 
 /**
  * devshardctl's two /v1/status shapes in one: the pooled one always (gateway.go
@@ -22,9 +62,19 @@ export function statusDocument(ctx: GatewayContext) {
   // Each unsettled escrow's prune point (prune-watch.ts): when the chain pays its deposit to its hosts.
   // DEVSHARD_POC_REQUEST_MODE=off during PoC: every devshard's chat is blocked (poc-gate.ts).
   const poc = pocBlock(ctx);
+  const chain = chainPhase(ctx);
+  // runtimeStatus's protocol_version (the state machine's state-root tag) and chain phase fields,
+  // beside the projection's fields; protocol_version once the escrow is a session (it has a phase).
   const doc = {
     ...snapshot,
-    devshards: snapshot.devshards.map((d) => withPrune(ctx, poc && !d.requests_blocked ? { ...d, requests_blocked: true, block_reason: poc.reason } : d)),
+    devshards: snapshot.devshards.map((d) =>
+      withPrune(ctx, {
+        ...d,
+        ...(d.phase ? { protocol_version: STATE_ROOT_VERSION } : {}),
+        ...chain,
+        ...(poc && !d.requests_blocked ? { requests_blocked: true, block_reason: poc.reason } : {}),
+      }),
+    ),
   };
   const limiter = ctx.limiter.counts();
   const devshards = doc.devshards;
@@ -42,15 +92,15 @@ export function statusDocument(ctx: GatewayContext) {
   if (!only || singleId !== only.id) return singleId === undefined ? base : { ...base, escrow_id: singleId };
   return {
     ...base,
-    // proxy.go statusResponse: escrow_id is a string there.
+    // proxy.go statusResponse: escrow_id is a string there (`EscrowID string`), as is ours.
     escrow_id: only.id,
     nonce: only.nonce,
     phase: only.phase ?? 'active',
     balance: only.balance,
+    ...chain,
     requests_blocked: only.requests_blocked,
     ...(only.block_reason ? { block_reason: only.block_reason } : {}),
-    // statusSessionConfig: the session's chain parameters this gateway knows.
-    config: { token_price: Number(price) },
+    config: sessionConfig(ctx, ctx.engine.escrow(only.id)?.context.slots.length ?? 0),
   };
 }
 
@@ -66,7 +116,7 @@ export type StatusAnswer = ReturnType<typeof statusDocument>;
  * GET /v1/admin/devshards: devshardctl's admin state (gateway.go handleAdminState: `settings`,
  * `devshards` each a GatewayDevshardState of gateway_store.go with its `runtime` status, `limiter`,
  * `capacity`), with ours beside it (`object: 'list'`, `data`: our devshard views). Never a private
- * key (devshardctl returns `private_key`; we hold none per devshard to give, and would not).
+ * key (devshardctl returns RuntimeConfig's `private_key`; we give `private_key_env`, the variable's name, only).
  */
 export function devshardListDocument(ctx: GatewayContext) {
   const status = statusDocument(ctx);
@@ -91,11 +141,19 @@ export function devshardListDocument(ctx: GatewayContext) {
       const last = store.streamVersion(stream);
       const first = last >= 0 ? store.readStream(stream, 0, 1)[0] : undefined;
       const latest = last >= 0 ? store.readStream(stream, last, 1)[0] : undefined;
+      // RuntimeConfig.private_key_env: the env variable this gateway holds the creator's key from;
+      // null when only a request gave it (held in memory until the process ends) or it is not held,
+      // `private_key_source` says which. RuntimeConfig.private_key is never served.
+      const origin = c?.creator ? ctx.keyring.originOf(c.creator) : ({ kind: 'not_held' } as const);
       return {
         id: e.escrowId,
+        private_key_env: origin.kind === 'env' ? origin.name : null,
+        private_key_source: origin.kind,
         model: e.model,
         // Where its state is kept: every escrow's events are in the gateway's one event log.
         storage_path: storagePath,
+        // RuntimeConfig.protocol_version: the state-root tag this gateway's sessions use.
+        protocol_version: STATE_ROOT_VERSION,
         active: e.state === 'active',
         rotation_role: e.role,
         ...(c && c.epoch !== undefined && c.epoch !== null ? { rotation_epoch: c.epoch } : {}),

@@ -128,7 +128,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
   }
 
   const keyring = new Keyring(config.env, (k) => chain!.addressOf(k));
-  if (config.keys.creatorPrivateKey) await keyring.add(config.keys.creatorPrivateKey);
+  if (config.keys.creatorPrivateKey) await keyring.add(config.keys.creatorPrivateKey, 'DEVSHARD_PRIVATE_KEY');
   const chainInfo = new ChainInfo(chain);
   await chainInfo.load();
   chainInfo.follow(60_000);

@@ -9,6 +9,8 @@ import { startClientGateway } from '../clients/helpers.js';
 import { openStream } from './open-stream.js';
 import { startFaultGateway, type FaultGateway } from '../faults/helpers.js';
 import { createEscrowViaApi, disposeTestGateway, MODEL, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { generateKeys } from '../../src/config/index.js';
+import { deterministicKeyHex } from '../../src/chain/keys.js';
 
 async function chainEscrow(gw: TestGateway, id: string): Promise<{ settled: boolean; creator: string }> {
   const res = await fetch(`${gw.devnet!.url}/productscience/inference/inference/devshard_escrow/${id}`);
@@ -199,5 +201,88 @@ describe('devshardctl admin: a create whose inclusion is slow', () => {
     const created = () => [...fgw.store.readAll()].some((e) => e.type === 'EscrowCreated' && (e.data as { txHash: string }).txHash === r!.json.tx_hash);
     while (!created() && Date.now() < deadline) await new Promise((res) => setTimeout(res, 50));
     expect(created()).toBe(true);
+  });
+});
+
+describe("devshardctl admin: private_key in register and settle bodies (gateway.go adminDevshardRequest, adminSettleEscrowRequest)", () => {
+  // A second creator, allowlisted and funded on the devnet, whose key is in no environment variable.
+  const other = deterministicKeyHex('test/compat/other-creator');
+  const keys = generateKeys();
+  let gw: TestGateway;
+  let id: string;
+  let otherAddress: string;
+  const noKeyIn = (text: string) => {
+    for (const k of [other, keys.privateKey]) {
+      expect(text).not.toContain(k);
+      expect(text.toLowerCase()).not.toContain(k.toLowerCase());
+    }
+  };
+  const entry = async () => (await gw.call('/v1/admin/devshards')).json.devshards.find((d: any) => d.id === id);
+  beforeAll(async () => {
+    const opts = { keys, devnet: { creators: [keys.privateKey, other] } };
+    gw = await startTestGateway(opts);
+    const created = await gw.call('/v1/admin/escrows', { body: { amount: '10000000000', model_id: MODEL, private_key: other, register: false } });
+    expect(created.status, created.text).toBe(200);
+    id = created.json.id;
+    otherAddress = created.json.creator;
+    expect(otherAddress).not.toBe(gw.devnet!.creators[0]!.address);
+    // While the process holds the request's key: private_key_env null, the key came from a request.
+    expect(await entry()).toMatchObject({ private_key_env: null, private_key_source: 'request' });
+    // A restart forgets a key given in a request (it is never persisted).
+    gw = await gw.restart();
+  });
+  afterAll(() => disposeTestGateway(gw));
+
+  it("GET /v1/admin/devshards: private_key_env null and the reason when the creator's key is not held; never the key", async () => {
+    const d = await entry();
+    expect(d).toMatchObject({ id, private_key_env: null, private_key_source: 'not_held', protocol_version: 'v2', active: false });
+    expect(d.private_key).toBeUndefined();
+  });
+
+  it('register: private_key is checked against the creator and held in memory; wrong or doubled keys are 400s that never echo a key', async () => {
+    const none = await gw.call('/v1/admin/devshards', { body: { id } });
+    expect(none.status).toBe(400);
+    expect(none.json.error.code).toBe('creator_key_unavailable');
+    const wrong = await gw.call('/v1/admin/devshards', { body: { id, private_key: keys.privateKey } });
+    expect(wrong.status).toBe(400);
+    expect(wrong.json.error).toMatchObject({ code: 'wrong_creator_key', param: 'private_key' });
+    noKeyIn(wrong.text);
+    const both = await gw.call('/v1/admin/devshards', { body: { id, private_key: other, private_key_env: 'DEVSHARD_PRIVATE_KEY' } });
+    expect(both.status).toBe(400);
+    expect(both.json.error.code).toBe('ambiguous_key');
+    noKeyIn(both.text);
+    const malformed = await gw.call('/v1/admin/devshards', { body: { id, private_key: `0x${other}` } });
+    expect(malformed.status).toBe(400);
+    expect(malformed.json.error.param).toBe('private_key');
+    noKeyIn(malformed.text);
+    const ok = await gw.call('/v1/admin/devshards', { body: { id, private_key: other, model: MODEL } });
+    expect(ok.status, ok.text).toBe(200);
+    expect(ok.json).toMatchObject({ id, active: true, model: MODEL, state: 'active' });
+    noKeyIn(ok.text);
+    expect(await entry()).toMatchObject({ private_key_env: null, private_key_source: 'request', active: true });
+    // It serves chat, signed with the held key.
+    const chat = await gw.call('/v1/chat/completions', { body: { model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 5 } });
+    expect(chat.status, chat.text).toBe(200);
+  });
+
+  it('settle: private_key of another account is 400 wrong_settler; the creator\'s settles (200 with devshardctl\'s fields); the log records only {kind:"request"}', async () => {
+    const wrong = await gw.call(`/v1/admin/devshards/${id}/settle`, { body: { private_key: keys.privateKey } });
+    expect(wrong.status).toBe(400);
+    expect(wrong.json.error).toMatchObject({ code: 'wrong_settler', param: 'private_key' });
+    noKeyIn(wrong.text);
+    const both = await gw.call(`/v1/admin/devshards/${id}/settle`, { body: { private_key: other, private_key_env: 'DEVSHARD_PRIVATE_KEY' } });
+    expect(both.status).toBe(400);
+    expect(both.json.error.code).toBe('ambiguous_key');
+    expect(await stateOf(gw, id)).toBe('active');
+    const r = await gw.call(`/v1/admin/devshards/${id}/settle`, { body: { private_key: other } });
+    expect(r.status, r.text).toBe(200);
+    expect(r.json).toMatchObject({ id, escrow_id: Number(id), active: false, settler: otherAddress, settled: true });
+    noKeyIn(r.text);
+    expect((await chainEscrow(gw, id)).settled).toBe(true);
+    const requested = gw.store.readStream(`escrow-${id}`).filter((e) => e.type === 'EscrowSettleRequested').at(-1)!;
+    expect((requested.data as { keySource: unknown }).keySource).toEqual({ kind: 'request' });
+    // Neither key anywhere in the event log or the gateway's log lines.
+    noKeyIn(JSON.stringify([...gw.store.readAll()]));
+    noKeyIn(gw.logs.join('\n'));
   });
 });

@@ -117,6 +117,8 @@ describe('migration from devshardctl: import from its escrow state store', () =>
     expect(stranger.status).toBe(400);
     expect(stranger.json.error.code).toBe('wrong_creator_key');
     expect(stranger.text).not.toContain(strangerKey);
+    // Refused before it is held: a key that is not the creator's is not kept in memory.
+    expect(gw.ctx.keyring.originOf(await gw.ctx.keyring.address(strangerKey))).toEqual({ kind: 'not_held' });
     expect(gw.ctx.engine.escrow(escrowId)).toBeUndefined();
   });
 

@@ -12,6 +12,8 @@ import { createEscrowViaApi, disposeTestGateway, MODEL, startTestGateway, type T
 import { eventsFile } from '../../src/events/storage-path.js';
 import { startClientGateway } from '../clients/helpers.js';
 import { openStream } from './open-stream.js';
+import { parseEpoch } from '../../src/chain/rest-queries.js';
+import { readFileSync } from 'node:fs';
 
 /** `jq '[.devshards[].active_requests]'`: null where jq would fail on a missing array. */
 const activeRequestsOf = (status: any): unknown => (Array.isArray(status?.devshards) ? status.devshards.map((d: any) => d.active_requests) : null);
@@ -29,6 +31,7 @@ describe('devshardctl shapes: two devshards (pooled)', () => {
   afterAll(() => disposeTestGateway(gw));
 
   it('GET /v1/status: the pooled shape (gateway.go handlePooledStatus, runtimeStatus, gatewayModelCapacityStatus)', async () => {
+    await gw.tasks.pruneWatch.tick(); // the chain's epoch, as devshardctl's phase gate polls it
     const r = await gw.call('/v1/status', { key: 'none' });
     expect(r.status).toBe(200);
     const s = r.json;
@@ -46,6 +49,12 @@ describe('devshardctl shapes: two devshards (pooled)', () => {
       expect(isUint(d.nonce)).toBe(true);
       expect(isUint(d.balance)).toBe(true);
       expect(d.block_reason).toBeUndefined(); // omitempty
+      // runtimeStatus.ProtocolVersion (sm.ProtocolVersion(), the state-root tag) and the phase gate's
+      // ChainPhaseSnapshot fields (phase_gate.go): chain_phase the epoch phase, confirmation_poc_phase
+      // the confirmation PoC phase name (strings).
+      expect(d.protocol_version).toBe('v2');
+      expect(d.chain_phase).toBe('Inference');
+      expect(d.confirmation_poc_phase).toBe('CONFIRMATION_POC_INACTIVE');
       // Ours beside: the exact balance as a decimal string.
       expect(String(d.balance)).toBe(d.balance_exact);
       expect(d.escrow_id).toBe(d.id);
@@ -100,6 +109,15 @@ describe('devshardctl shapes: two devshards (pooled)', () => {
       // adminDevshardView.runtime: the runtimeStatus of /v1/status, with active_requests.
       expect(d.runtime).toMatchObject({ id: d.id, model: MODEL, active: true, active_requests: 0 });
       expect(d.private_key).toBeUndefined();
+      // RuntimeConfig.private_key_env (gateway.go): the variable the creator's key comes from, a
+      // string; ours beside: where it comes from. protocol_version a string (the state-root tag).
+      expect(d.private_key_env).toBe('DEVSHARD_PRIVATE_KEY');
+      expect(d.private_key_source).toBe('env');
+      expect(d.protocol_version).toBe('v2');
+      // The runtime carries runtimeStatus's fields, protocol_version and chain_phase among them.
+      expect(typeof d.runtime.protocol_version).toBe('string');
+      expect(typeof d.runtime.chain_phase).toBe('string');
+      expect(typeof d.runtime.reserved_tokens).toBe('number');
     }
     // jq '[.devshards[].runtime.active_requests]' on the admin document too.
     expect(a.devshards.map((d: any) => d.runtime.active_requests)).toEqual([0, 0]);
@@ -139,13 +157,19 @@ describe('devshardctl shapes: one devshard (the single-runtime fields on top)', 
   it('GET /v1/status: the pooled shape and proxy.go statusResponse at the top level', async () => {
     const chat = await gw.call('/v1/chat/completions', { body: { model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 5 } });
     expect(chat.status).toBe(200);
+    await gw.tasks.pruneWatch.tick();
     const s = (await gw.call('/v1/status', { key: 'none' })).json;
     // Pooled (handlePooledStatus), so `[.devshards[].active_requests]` works on one devshard too.
     expect(s.runtimes).toBe(1);
     expect(activeRequestsOf(s)).toEqual([0]);
-    // statusResponse: escrow_id (a string there), nonce and balance numbers, phase string,
-    // requests_blocked bool, config (statusSessionConfig, numbers).
+    // statusResponse: escrow_id (`EscrowID string` there, so a string here too), nonce and balance
+    // numbers, phase, chain_phase and confirmation_poc_phase strings, requests_blocked bool, config
+    // (statusSessionConfig, numbers).
     expect(s.escrow_id).toBe(id);
+    expect(typeof s.escrow_id).toBe('string');
+    expect(s.chain_phase).toBe('Inference');
+    expect(s.confirmation_poc_phase).toBe('CONFIRMATION_POC_INACTIVE');
+    expect(s.devshards[0]).toMatchObject({ protocol_version: 'v2', chain_phase: 'Inference' });
     expect(s.nonce).toBe(1);
     expect(s.phase).toBe('active');
     expect(s.balance).toBe(s.devshards[0].balance);
@@ -153,6 +177,14 @@ describe('devshardctl shapes: one devshard (the single-runtime fields on top)', 
     expect(s.requests_blocked).toBe(false);
     expect(s.block_reason).toBeUndefined();
     expect(s.config.token_price).toBe(Number(gw.ctx.chainInfo.tokenPrice));
+    // statusSessionConfig: every member, a JSON number (int64/uint64/uint32 there).
+    const members = ['refusal_timeout', 'execution_timeout', 'token_price', 'create_devshard_fee', 'fee_per_nonce', 'vote_threshold', 'validation_rate', 'inference_seal_grace_nonces', 'inference_seal_grace_seconds', 'auto_seal_every_n_nonces'];
+    expect(Object.keys(s.config).sort()).toEqual([...members].sort());
+    for (const m of members) expect(isUint(s.config[m]), m).toBe(true);
+    const params = gw.ctx.chainInfo.params;
+    expect(s.config).toMatchObject({ create_devshard_fee: Number(params.createDevshardFee), fee_per_nonce: Number(params.feePerNonce) });
+    expect(s.config.refusal_timeout).toBeGreaterThan(0);
+    expect(s.config.execution_timeout).toBeGreaterThan(0);
   });
 
   it('after finalize: phase settlement, requests blocked (the phase names of proxy.go handleStatus)', async () => {
@@ -160,6 +192,24 @@ describe('devshardctl shapes: one devshard (the single-runtime fields on top)', 
     const s = (await gw.call('/v1/status', { key: 'none' })).json;
     expect(s.phase).toBe('settlement');
     expect(s.devshards[0]).toMatchObject({ phase: 'settlement', active: false, requests_blocked: true, block_reason: 'finalized' });
+  });
+});
+
+describe("the chain's phase as devshardctl's gate reads /v1/epochs/latest (phase_gate.go deriveChainPhaseSnapshot)", () => {
+  const base = (JSON.parse(readFileSync(new URL('../fixtures/chain/public_epochs_latest.json', import.meta.url), 'utf8')) as { response: Record<string, unknown> }).response;
+
+  it('no confirmation PoC event: none read (status then says CONFIRMATION_POC_INACTIVE)', () => {
+    expect(parseEpoch(base).confirmationPocPhase).toBeUndefined();
+    expect(parseEpoch(base).phase).toBe('Inference');
+  });
+
+  it('an active event: its phase by name, or by number mapped as confirmationPoCPhaseValue.UnmarshalJSON does; the blocking ones block', () => {
+    const withEvent = (phase: unknown) => parseEpoch({ ...base, is_confirmation_poc_active: true, active_confirmation_poc_event: { phase, trigger_height: 24805 } });
+    expect(withEvent('CONFIRMATION_POC_GENERATION')).toMatchObject({ confirmationPocPhase: 'CONFIRMATION_POC_GENERATION', pocActive: true });
+    expect(withEvent(3)).toMatchObject({ confirmationPocPhase: 'CONFIRMATION_POC_VALIDATION', pocActive: true });
+    expect(withEvent(1)).toMatchObject({ confirmationPocPhase: 'CONFIRMATION_POC_GRACE_PERIOD', pocActive: true });
+    expect(withEvent(4)).toMatchObject({ confirmationPocPhase: 'CONFIRMATION_POC_COMPLETED', pocActive: false });
+    expect(withEvent(0)).toMatchObject({ confirmationPocPhase: 'CONFIRMATION_POC_INACTIVE', pocActive: false });
   });
 });
 

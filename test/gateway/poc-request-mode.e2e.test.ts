@@ -35,7 +35,9 @@ describe('DEVSHARD_POC_REQUEST_MODE', () => {
     expect(r.json.error.message).toContain('devshard temporarily unavailable during PoC generation');
     expect(Number(r.headers.get('retry-after'))).toBeGreaterThan(0);
     const status = (await gw.call('/v1/status', { key: 'none' })).json;
-    expect(status.devshards.find((d: { id: string }) => d.id === id)).toMatchObject({ requests_blocked: true, block_reason: 'poc' });
+    expect(status.devshards.find((d: { id: string }) => d.id === id)).toMatchObject({ requests_blocked: true, block_reason: 'poc', chain_phase: 'PoCGenerate' });
+    // With one devshard, devshardctl's single-runtime fields at the top (proxy.go statusResponse).
+    expect(status).toMatchObject({ chain_phase: 'PoCGenerate', confirmation_poc_phase: 'CONFIRMATION_POC_INACTIVE', requests_blocked: true, block_reason: 'poc' });
 
     gw.devnet!.chain.jumpTo(E + P + 5);
     await gw.tasks.pruneWatch.tick();

@@ -14,6 +14,7 @@ import { InferenceStatus } from '../../protocol/inference-record.js';
 import { Phase } from '../../protocol/hashes.js';
 import { replay } from '../../protocol/replay.js';
 import { STATE_ROOT_VERSION } from '../../protocol/replica.js';
+import { holdRequestKey } from './operator-key.js';
 import { stateName } from '../../machines/index.js';
 import type { GatewayContext } from '../context.js';
 import { clip, refuse } from '../errors.js';
@@ -66,8 +67,10 @@ export async function importFromDevshardctl(ctx: GatewayContext, escrowId: strin
     if (stored !== chain) throw refuse.invalid(`The store's ${what} for escrow ${escrowId} differs from the chain's (${clip(stored, 120)} vs ${clip(chain, 120)}): it is another escrow's store.`, 'storage_path', 'escrow_id_mismatch');
   }
 
-  // The creator key: held before anything is recorded, checked against the chain's creator.
-  const address = body.private_key !== undefined ? await ctx.keyring.add(body.private_key) : (await ctx.keyring.fromEnv(body.private_key_env!))?.address;
+  // The creator key: checked against the chain's creator, then held, before anything is recorded
+  // (a request's key is held only once it is the creator's: holdRequestKey).
+  if (body.private_key !== undefined) await holdRequestKey(ctx, body.private_key, escrowId, onChain.creator, 'wrong_creator_key');
+  const address = body.private_key !== undefined ? onChain.creator : (await ctx.keyring.fromEnv(body.private_key_env!))?.address;
   if (address === undefined) throw refuse.invalid(`private_key_env: environment variable ${body.private_key_env} is unset or not a 64-hex key.`, 'private_key_env', 'creator_key_unavailable');
   if (address !== onChain.creator) {
     throw refuse.invalid(`The key given is for ${address}, not escrow ${escrowId}'s creator ${onChain.creator}.`, body.private_key !== undefined ? 'private_key' : 'private_key_env', 'wrong_creator_key');

@@ -14,6 +14,7 @@ import { TransitionRefused } from '../engine.js';
 import { drainedFailureFields, type DrainedAttempt, type OwnerAttempt } from '../rotation/settle-retry.js';
 import { broadcastByHash } from './broadcast.js';
 import { chainRefusal, chainErrorInfo, outcomeUnknown } from './chain-errors.js';
+import { holdRequestKey } from './operator-key.js';
 import { settleErrorOf, settleWindowClosed } from './pruned.js';
 import { buildSettlement, PROTOCOL_SETTLEMENT_VERSION, protocolSettlementRefusal, settlementDocument, settlementStale, toChainSettlement } from './settlement.js';
 
@@ -40,7 +41,7 @@ export async function decided<T>(f: () => Promise<T>): Promise<T> {
  * `expectedModel` (the register body's optional model_id), an escrow serving another model on chain
  * is refused before anything is recorded (it used to be registered, routed, and only logged).
  */
-export async function registerEscrow(ctx: GatewayContext, escrowId: string, metadata: EventMetadata, expectedModel?: string, keyEnv?: string) {
+export async function registerEscrow(ctx: GatewayContext, escrowId: string, metadata: EventMetadata, expectedModel?: string, keyEnv?: string, privateKey?: string) {
   const known = ctx.engine.escrow(escrowId);
   // devshardctl's 409 (gateway.go handleAdminAddDevshard); a deactivated one is re-activated (port.ts).
   if (known?.value === 'active') throw refuse.conflict(`devshard already active: devshard ${escrowId} is already registered and routable here.`, 'already_active');
@@ -55,6 +56,7 @@ export async function registerEscrow(ctx: GatewayContext, escrowId: string, meta
   if (expectedModel !== undefined && onChain.modelId !== expectedModel) {
     throw refuse.invalid(`Escrow ${escrowId} serves model '${onChain.modelId}' on chain, not '${clip(expectedModel)}'.`, 'model_id', 'model_mismatch');
   }
+  if (privateKey !== undefined) await holdRequestKey(ctx, privateKey, escrowId, onChain.creator, 'wrong_creator_key');
   if (keyEnv !== undefined && !(await ctx.keyring.fromEnv(keyEnv))) {
     throw refuse.invalid(`private_key_env: environment variable ${keyEnv} is unset or not a 64-hex key.`, 'private_key_env', 'creator_key_unavailable');
   }

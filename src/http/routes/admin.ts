@@ -20,6 +20,7 @@ import {
   type CreateEscrowBody,
   type RegisterBody,
   type SettingsBody,
+  type SettleBody,
 } from '../schemas/admin.js';
 import { IMPORT_BODY_LIMIT, importBodySchema } from '../schemas/import.js';
 import { toPatch } from '../schemas/settings-patch.js';
@@ -85,7 +86,7 @@ export function registerAdminRoutes(app: FastifyInstance, gateway: GatewayPort, 
     if (body.escrow_id !== undefined && body.id !== undefined && parseEscrowId(body.id, 'id') !== id) {
       throw new ApiError(400, "Invalid value for 'id': it differs from escrow_id; give one of them.", { param: 'id', code: 'invalid_value' });
     }
-    const view = await gateway.registerEscrow(id, meta(request), body.model_id ?? body.model, body.private_key_env);
+    const view = await gateway.registerEscrow(id, meta(request), body.model_id ?? body.model, { privateKey: body.private_key, keyEnv: body.private_key_env });
     // devshardctl's {id, active, model, storage_path} (gateway.go handleAdminAddDevshard) beside our view.
     return { id, active: view.state === 'active', model: view.model_id, storage_path: gateway.storagePath(), ...view };
   });
@@ -124,8 +125,8 @@ export function registerAdminRoutes(app: FastifyInstance, gateway: GatewayPort, 
 
   app.post('/v1/admin/devshards/:id/settle', { ...admin, schema: doc({ params: escrowIdParamsSchema, body: settleBodySchema, summary: 'Settle a finalized devshard on chain' }) }, async (request, reply) => {
     const { id } = request.params as IdParams;
-    const name = (request.body as { private_key_env?: string } | null | undefined)?.private_key_env ?? 'DEVSHARD_PRIVATE_KEY';
-    const answer = await gateway.settleEscrow(id, name, meta(request));
+    const body = (request.body ?? {}) as SettleBody;
+    const answer = await gateway.settleEscrow(id, { privateKey: body.private_key, keyEnv: body.private_key_env }, meta(request));
     // 202 while the settle waits for requests in flight (the drain reactor sends it) or for inclusion.
     return reply.code(answer.status === 'settled' ? 200 : 202).send(answer);
   });

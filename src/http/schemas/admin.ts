@@ -136,17 +136,28 @@ export interface SettingsBody {
   disabled?: { enabled?: boolean; message?: string; new_url?: string };
 }
 
-/** POST /v1/admin/devshards/{id}/settle. private_key_env defaults to DEVSHARD_PRIVATE_KEY. */
+/**
+ * POST /v1/admin/devshards/{id}/settle, devshardctl's key fields (gateway.go adminSettleEscrowRequest):
+ * `private_key` (held in memory, never recorded) or `private_key_env`, DEVSHARD_PRIVATE_KEY when neither.
+ */
 export const settleBodySchema = {
   type: ['object', 'null'],
   additionalProperties: false,
-  properties: { private_key_env: { type: 'string', pattern: ENV_NAME_PATTERN } },
+  properties: {
+    private_key: { type: 'string', pattern: '^[0-9a-fA-F]{64}$' },
+    private_key_env: { type: 'string', pattern: ENV_NAME_PATTERN },
+  },
 } as const;
+
+export interface SettleBody {
+  private_key?: string;
+  private_key_env?: string;
+}
 
 /**
  * POST /v1/admin/devshards: register an on-chain escrow for routing, or re-activate one. Ours
  * (`escrow_id`, `model_id`) or devshardctl's body (gateway.go adminDevshardRequest: `id`, `model`,
- * `private_key_env`, `storage_path`, `protocol_version`); one of `escrow_id`/`id` is required.
+ * `private_key` or `private_key_env`, `storage_path`, `protocol_version`); one of `escrow_id`/`id` is required.
  */
 export const registerBodySchema = {
   type: 'object',
@@ -158,6 +169,8 @@ export const registerBodySchema = {
     // Optional check: refuse when the chain says the escrow serves another model.
     model_id: { type: 'string', minLength: 1 },
     model: { type: 'string', minLength: 1 },
+    // devshardctl's `private_key` (held in memory, never recorded) or `private_key_env`.
+    private_key: { type: 'string', pattern: '^[0-9a-fA-F]{64}$' },
     private_key_env: { type: 'string', pattern: ENV_NAME_PATTERN },
     storage_path: { type: 'string', maxLength: 4096 },
     protocol_version: { type: 'string', maxLength: 64 },
@@ -169,6 +182,7 @@ export interface RegisterBody {
   id?: string | number;
   model_id?: string;
   model?: string;
+  private_key?: string;
   private_key_env?: string;
   storage_path?: string;
   protocol_version?: string;
