@@ -170,6 +170,7 @@ async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<Ch
           ? { data: { cost: cost.toString(), nonce, requestId, usage }, type: 'InferenceFinished' }
           : { data: { cost: cost.toString(), nonce, reason: outcome.error.slice(0, 500), requestId, usage }, type: 'InferenceFailed' };
       const failed = (err: unknown) => ctx.logger.error({ err, escrow_id: escrowId, nonce }, 'could not record the end of a request; a restart bills what the host served');
+      ctx.billing?.billed(escrowId, BigInt(nonce), cost);
       try {
         ctx.engine.recordRequest(escrowId, entry).then(() => ctx.afterRequest(escrowId), failed);
       } catch (err) {

@@ -12,6 +12,7 @@ import type { Engine } from './engine.js';
 import type { Keyring } from './keyring.js';
 import type { Limiter } from './limiter.js';
 import type { NonceLeases } from './nonce-lease.js';
+import type { ProtocolBilling } from './protocol-billing.js';
 
 export interface GatewayContext {
   config: GatewayConfig;
@@ -29,6 +30,8 @@ export interface GatewayContext {
   depletionThreshold: bigint;
   /** Called after a request ends on an escrow (settle reactor, depletion replacement). */
   afterRequest(escrowId: string): void;
+  /** Over the devshard protocol: matches the log's bill of each inference with its host's charge. */
+  billing?: ProtocolBilling;
   /** Called after a settings change is durable (rotation reconfigures itself). */
   onSettingsChanged?: () => void;
 }

@@ -5,19 +5,12 @@
  *    the recorded bytes again (same hash: it cannot create twice); the outcome is then recorded;
  *  - an escrow in `settling`: the same with its settle tx;
  *  - requests in flight when the process died (orphans): they can no longer end here, so they are
- *    recorded as failed and their reservations released;
- *  - nonces the previous run reserved beyond the last recorded start (NoncesReserved): a request may
- *    have used one while its InferenceStarted was still committing, so they are recorded as skipped
- *    (NoncesSkipped) and the next request takes the one after. A clean stop releases its unused ones
- *    itself (`releaseUnusedNonces`), so this happens after a crash only.
- *  What orphans and unrecorded requests cost is asked of the hosts, not guessed: a host may have
- *  served them before the gateway died, and it will refuse to sign a settlement that bills less than
- *  it completed. So for each slot concerned the gateway offers its own figure (what its log already
- *  bills there); a host that refuses with `cost_mismatch` says what it served, and the difference
- *  up to the host's confirmed (completed) cost is billed to that slot's orphans, never more than
- *  each one's reservation (which the balance guaranteed), and what remains, when the slot executed
- *  skipped nonces, as UsageRecovered. Nothing is billed beyond the unspent deposit. A host that
- *  cannot be asked leaves them at cost 0; settle then reports the host's refusal.
+ *    recorded as failed; what a sent one cost is billed by the devshard protocol, when its host's
+ *    MsgFinishInference reaches a later diff (protocol-billing.ts), not guessed here;
+ *  - nonces the previous run reserved beyond its last start (NoncesReserved) were never sent (a
+ *    nonce's diff is in the log before it leaves, and its start no later): they are released
+ *    (NoncesReleased) and the next request continues right after the last used nonce, so the hosts
+ *    see every nonce once and none skipped. A clean stop releases them itself (`releaseUnusedNonces`).
  *
  * The create/settle part also runs in the background (`startIntentReconciler`) so an outcome that
  * was unknown when the command answered (node unreachable, tx not yet included) gets recorded
@@ -28,12 +21,10 @@
  * attempt) has its refusal recorded in rotation-<model> as that owner records one, so its own
  * retries (settleRetries, depletionSettleRetries) pick it up.
  */
-import { createHash } from 'node:crypto';
-import { createIntentStream, escrowStream, newEvent, type EscrowEventData } from '../events/catalog.js';
+import { createIntentStream, devshardSessionStream, escrowStream, newEvent, type EscrowEventData } from '../events/catalog.js';
 import type { EventMetadata, NewEvent } from '../events/envelope.js';
 import { eachRequestEvent } from '../events/request-data.js';
 import { txSequence } from '../chain/tx-sequence.js';
-import { collectSignaturesDetailed } from '../network/collect-signatures.js';
 import type { GatewayContext } from './context.js';
 import { busyWith, recordedTxOutcome } from './escrows/broadcast.js';
 import { resolvePendingCreate } from './escrows/create.js';
@@ -51,24 +42,13 @@ export interface ReconcileReport {
   creates: { intentId: string; result: 'created' | 'failed' | 'unknown' }[];
   settles: { escrowId: string; result: 'settled' | 'failed' | 'unknown' }[];
   orphanedRequests: number;
-  /** Orphans billed with what their host reports it served. */
-  orphansBilled: { escrowId: string; nonce: number; cost: string }[];
-  /** Reserved nonces of the previous run recorded as skipped. */
+  /** Nonces the previous run sent whose starts the log lacks (never expected: see endCrashedRequests). */
   noncesSkipped: { escrowId: string; from: number; upTo: number }[];
-  /** Usage hosts reported beyond the log on slots that executed skipped nonces. */
-  usageRecovered: { escrowId: string; slotId: number; cost: string }[];
+  /** Reservations of the previous run cut back to its last used nonce. */
+  noncesReleased: { escrowId: string; upTo: number; released: number }[];
 }
 
-const emptyReport = (): ReconcileReport => ({ creates: [], settles: [], orphanedRequests: 0, orphansBilled: [], noncesSkipped: [], usageRecovered: [] });
-
-/** The nonces reserved beyond the last recorded start, if the escrow's state lets them be skipped. */
-function unusedReservation(ctx: GatewayContext, escrowId: string): { from: number; upTo: number } | undefined {
-  const snap = ctx.engine.escrow(escrowId);
-  const c = snap?.context;
-  if (!c || c.nonceReserved == null || c.nonceReserved <= c.nonce) return undefined;
-  const range = { from: c.nonce + 1, upTo: c.nonceReserved };
-  return ctx.engine.canEscrow(escrowId, { type: 'NoncesSkipped', data: { ...range, reason: '' } }) ? range : undefined;
-}
+const emptyReport = (): ReconcileReport => ({ creates: [], settles: [], orphanedRequests: 0, noncesSkipped: [], noncesReleased: [] });
 
 /**
  * At a clean stop, once nothing is in flight: every start is recorded, so each escrow's reservation
@@ -87,7 +67,7 @@ export async function reconcile(ctx: GatewayContext): Promise<ReconcileReport> {
   const report = emptyReport();
   for (const e of ctx.projections.pool.all()) {
     const snap = ctx.engine.escrow(e.escrowId);
-    if (snap && (Object.keys(snap.context.pending).length > 0 || unusedReservation(ctx, e.escrowId))) await endCrashedRequests(ctx, e.escrowId, report);
+    if (snap && (Object.keys(snap.context.pending).length > 0 || (snap.context.nonceReserved ?? 0) > snap.context.nonce)) await endCrashedRequests(ctx, e.escrowId, report);
   }
   await reconcileIntents(ctx, report);
   return report;
@@ -228,97 +208,68 @@ export function startIntentReconciler(ctx: GatewayContext, intervalMs: number): 
 }
 
 /**
- * Ends the requests in flight when the process died and skips the nonces it had reserved, billed
- * with what their hosts served.
+ * Ends the requests in flight when the process died, and gives back the nonces it reserved but
+ * never sent. Over the devshard protocol the log says exactly which nonces left: each diff is
+ * recorded (DevshardDiffSent) before the request carrying it leaves, and a start is committed no
+ * later than its diff (both go through the one writer, the start first). So:
+ *  - an orphan whose nonce has a recorded diff was sent: its inference is billed by the protocol,
+ *    when its host's MsgFinishInference (or a MsgTimeoutInference) reaches a later diff
+ *    (protocol-billing.ts records what the log billed short of it);
+ *  - an orphan without one never left: it ends unbilled, and its nonce is filled with a diff of
+ *    whatever host txs are pending when the next one is composed (no gap on the wire);
+ *  - the reservation beyond the last started nonce was never used: released (NoncesReleased), so
+ *    the next request continues right after it and no nonce is skipped.
+ * Should the log ever hold diffs above the last recorded start (it cannot, by the order above),
+ * those nonces are recorded as used without a start (NoncesSkipped, exactly that range).
  */
 async function endCrashedRequests(ctx: GatewayContext, escrowId: string, report: ReconcileReport): Promise<void> {
-  const snap = ctx.engine.escrow(escrowId)!;
-  const c = snap.context;
-  const skip = unusedReservation(ctx, escrowId);
-  const slots = c.slots;
-  const started = new Map<string, { nonce: number; reserved: bigint }>();
-  const known = new Map<number, bigint>(); // slot index -> cost the log already bills there
+  const c = ctx.engine.escrow(escrowId)!.context;
+  const lastSent = lastSentNonce(ctx, escrowId);
+  const nonceOf = new Map<string, number>();
   for (const r of eachRequestEvent(ctx.engine.readStream(escrowStream(escrowId)))) {
-    if (r.type === 'InferenceStarted') started.set(r.data.requestId, { nonce: r.data.nonce, reserved: BigInt(r.data.reservedCost) });
-    if ((r.type === 'InferenceFinished' || r.type === 'InferenceFailed') && slots.length > 0) {
-      const i = r.data.nonce % slots.length;
-      known.set(i, (known.get(i) ?? 0n) + BigInt(r.data.cost));
-    }
-    if (r.type === 'UsageRecovered') {
-      const i = slots.findIndex((s) => s.slotId === r.data.slotId);
-      if (i >= 0) known.set(i, (known.get(i) ?? 0n) + BigInt(r.data.cost));
-    }
+    if (r.type === 'InferenceStarted' && Object.hasOwn(c.pending, r.data.requestId)) nonceOf.set(r.data.requestId, r.data.nonce);
   }
   const orphans = Object.keys(c.pending)
-    .map((requestId) => ({ requestId, nonce: started.get(requestId)?.nonce ?? 0, reserved: BigInt(c.pending[requestId] ?? started.get(requestId)?.reserved ?? 0n), cost: 0n }))
+    .map((requestId) => ({ requestId, nonce: nonceOf.get(requestId) ?? 0 }))
     .sort((a, b) => a.nonce - b.nonce);
-
-  const recovered: { slotId: number; cost: bigint }[] = [];
-  if (slots.length > 0) {
-    const bySlot = new Map<number, typeof orphans>();
-    for (const o of orphans) {
-      const i = o.nonce % slots.length;
-      bySlot.set(i, [...(bySlot.get(i) ?? []), o]);
-    }
-    // slots that executed one of the skipped nonces (an unrecorded request may have run there)
-    const skippedSlots = new Set<number>();
-    if (skip) for (let n = skip.from; n <= skip.upTo && skippedSlots.size < slots.length; n++) skippedSlots.add(n % slots.length);
-    for (const i of skippedSlots) if (!bySlot.has(i)) bySlot.set(i, []);
-    const hostStats = slots.map((s, i) => ({ slotId: s.slotId, missed: 0, invalid: 0, cost: known.get(i) ?? 0n, requests: 0 }));
-    const probeRoot = createHash('sha256').update(`shardgate/orphan-probe/${escrowId}/${c.nonce}`).digest('hex');
-    const asked = [...bySlot.keys()].map((i) => ({ slotId: slots[i]!.slotId, url: slots[i]!.url }));
-    const { failures } = await collectSignaturesDetailed(asked, escrowId, { stateRoot: probeRoot, nonce: c.nonce, hostStats }, { timeoutMs: 5_000 }).catch(() => ({ failures: [] }));
-    let balance = BigInt(c.balance);
-    for (const f of failures) {
-      const i = slots.findIndex((s) => s.slotId === f.slotId);
-      if (!f.served || i < 0) {
-        if (f.status !== 409) ctx.logger.warn({ escrow_id: escrowId, slot_id: f.slotId, reason: f.message }, 'could not ask the host what it served for requests in flight at the crash; they are billed 0');
-        continue;
-      }
-      // Bill the orphans of this slot what the host certainly completed beyond what the log bills.
-      let extra = f.served.confirmedCost - (known.get(i) ?? 0n);
-      for (const o of bySlot.get(i) ?? []) {
-        if (extra <= 0n) break;
-        let cost = extra < o.reserved ? extra : o.reserved;
-        if (cost > balance) cost = balance;
-        o.cost = cost;
-        extra -= cost;
-        balance -= cost;
-      }
-      if (extra > 0n && skippedSlots.has(i) && balance > 0n) {
-        const cost = extra < balance ? extra : balance;
-        recovered.push({ slotId: f.slotId, cost });
-        extra -= cost;
-        balance -= cost;
-      }
-      if (extra > 0n) ctx.logger.warn({ escrow_id: escrowId, slot_id: f.slotId, unbilled: extra.toString() }, 'the host reports more served than the requests in flight at the crash reserved');
-    }
-  }
-
   const events: NewEvent[] = orphans.map((o) => {
-    const billed = o.cost > 0n;
-    if (billed) report.orphansBilled.push({ escrowId, nonce: o.nonce, cost: o.cost.toString() });
+    const sent = o.nonce <= lastSent;
+    if (sent) ctx.billing?.orphan(escrowId, BigInt(o.nonce));
     return newEvent(
       'InferenceFailed',
       {
         requestId: o.requestId,
         nonce: o.nonce,
-        reason: billed ? 'gateway restarted while the request was in flight; billed what the host reports it completed' : 'gateway restarted while the request was in flight',
+        reason: sent
+          ? 'gateway restarted while the request was in flight; its inference is billed when its host\'s MsgFinishInference reaches a diff'
+          : 'gateway restarted before the request left (no diff of its nonce in the log); never sent, not billed',
         usage: { promptTokens: 0, completionTokens: 0, totalTokens: 0 },
-        cost: o.cost.toString(),
+        cost: '0',
       },
       META,
     );
   });
   report.orphanedRequests += events.length;
-  if (skip) {
-    events.push(newEvent('NoncesSkipped', { ...skip, reason: 'reserved by the previous run, which stopped without recording whether they were used' }, META));
+  let usedTo = c.nonce;
+  if (lastSent > c.nonce && c.nonceReserved != null && lastSent <= c.nonceReserved) {
+    const skip = { from: c.nonce + 1, upTo: lastSent };
+    events.push(newEvent('NoncesSkipped', { ...skip, reason: 'sent to the hosts by the previous run (their diffs are in the log) before their starts were recorded' }, META));
     report.noncesSkipped.push({ escrowId, ...skip });
+    for (let n = skip.from; n <= skip.upTo; n++) ctx.billing?.orphan(escrowId, BigInt(n));
+    usedTo = lastSent;
   }
-  for (const r of recovered) {
-    events.push(newEvent('UsageRecovered', { slotId: r.slotId, cost: r.cost.toString(), reason: 'served by the host for requests the log did not record before the gateway stopped' }, META));
-    report.usageRecovered.push({ escrowId, slotId: r.slotId, cost: r.cost.toString() });
+  if (c.nonceReserved != null && c.nonceReserved > usedTo) {
+    events.push(newEvent('NoncesReleased', { upTo: usedTo }, META));
+    report.noncesReleased.push({ escrowId, upTo: usedTo, released: c.nonceReserved - usedTo });
   }
-  await ctx.engine.decideEscrow('escrow', escrowId, events);
+  if (events.length > 0) await ctx.engine.decideEscrow('escrow', escrowId, events);
 }
 
+/** The last nonce whose diff the log holds (0: none; upstream mode sends no diffs). */
+function lastSentNonce(ctx: GatewayContext, escrowId: string): number {
+  let last = 0;
+  for (const r of ctx.engine.readStream(devshardSessionStream(escrowId))) {
+    if (r.type === 'DevshardDiffSent') last = Math.max(last, Number(r.data.nonce));
+  }
+  return last;
+}

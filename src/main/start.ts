@@ -33,6 +33,7 @@ import { Limiter } from '../gateway/limiter.js';
 import { NonceLeases } from '../gateway/nonce-lease.js';
 import { gatewayPort } from '../gateway/port.js';
 import { recordDiff, recordedDiffs } from '../gateway/devshard-diffs.js';
+import { ProtocolBilling } from '../gateway/protocol-billing.js';
 import { createDrainReactor, type DrainTask } from '../gateway/reactors.js';
 import { reconcile, releaseUnusedNonces, startIntentReconciler } from '../gateway/reconcile.js';
 import { onRequestEnded, startDepletionCheck, startRotation } from '../gateway/rotation/index.js';
@@ -135,21 +136,31 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
 
   // The devshard protocol transport reads each escrow's chain facts from the engine's decided state.
   let ctxRef: GatewayContext | undefined;
-  const network =
-    options.network ??
-    (config.network.upstreamUrl
-      ? createUpstreamPort({ url: config.network.upstreamUrl, ...(config.network.upstreamKey ? { apiKey: config.network.upstreamKey } : {}), stallTimeoutMs: config.limits.stallTimeoutMs, timeoutMs: config.limits.requestTimeoutMs })
-      : config.network.hostProtocol === 'devshard'
-        ? createProtocolTransport({
+  let billing: ProtocolBilling | undefined;
+  const protocol =
+    !options.network && !config.network.upstreamUrl && config.network.hostProtocol === 'devshard'
+      ? createProtocolTransport({
             escrowOf: (id) => (ctxRef ? protocolEscrow(ctxRef, id) : undefined),
             routePrefix: config.network.routePrefix,
             // Each diff is in the log before a request carries it; a restart rebuilds the session from them.
-            onDiff: (escrowId, d) => recordDiff(engine, escrowId, d),
+            // The Finishes and Timeouts it applies are what the inferences cost (protocol-billing.ts).
+            onDiff: (escrowId, d) => {
+              const recorded = recordDiff(engine, escrowId, d);
+              const s = protocol!.session(escrowId);
+              if (billing && s) billing.diffApplied(escrowId, d.txs, s.replica);
+              return recorded;
+            },
             recordedDiffs: (escrowId) => recordedDiffs(engine, escrowId),
             stallTimeoutMs: config.limits.stallTimeoutMs,
             timeoutMs: config.limits.requestTimeoutMs,
           })
-        : createHostTransport({ stallTimeoutMs: config.limits.stallTimeoutMs, timeoutMs: config.limits.requestTimeoutMs }));
+      : undefined;
+  const network: InferencePort =
+    options.network ??
+    protocol ??
+    (config.network.upstreamUrl
+      ? createUpstreamPort({ url: config.network.upstreamUrl, ...(config.network.upstreamKey ? { apiKey: config.network.upstreamKey } : {}), stallTimeoutMs: config.limits.stallTimeoutMs, timeoutMs: config.limits.requestTimeoutMs })
+      : createHostTransport({ stallTimeoutMs: config.limits.stallTimeoutMs, timeoutMs: config.limits.requestTimeoutMs }));
 
   const metrics = createGatewayMetrics();
   const limiter = new Limiter({ maxConcurrentRequests: config.limits.maxConcurrentRequests, maxInputTokensInFlight: config.limits.maxInputTokensInFlight });
@@ -158,6 +169,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
     config,
     engine,
     nonces: new NonceLeases({ engine, projections, logger }),
+    ...(protocol ? { billing: (billing = new ProtocolBilling({ engine, logger })) } : {}),
     projections,
     chain,
     chainInfo,
@@ -174,7 +186,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
 
   ctxRef = ctx;
   const report = await reconcile(ctx);
-  if (report.creates.length || report.settles.length || report.orphanedRequests || report.noncesSkipped.length) logger.info({ reconcile: report }, 'reconciled recorded chain intents');
+  if (report.creates.length || report.settles.length || report.orphanedRequests || report.noncesSkipped.length || report.noncesReleased.length) logger.info({ reconcile: report }, 'reconciled recorded chain intents');
   // Outcomes still unknown (node unreachable, tx not yet included) are asked for by hash until known.
   const stopIntentReconciler = startIntentReconciler(ctx, config.behaviour.reconcileIntervalMs);
   await drain.resumeDeferred(ctx);

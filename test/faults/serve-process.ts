@@ -63,10 +63,13 @@ export class ServeProcess {
   /** `cwd`: where `serve` runs (its env file and default storage); `statusUrl`: polled until 200. */
   constructor(private readonly cwd: string) {}
 
-  /** Starts `serve` with exactly `env` (plus PATH) and waits until `statusUrl` answers 200. */
-  async start(env: Record<string, string>, statusUrl: string, timeoutMs = 20_000): Promise<void> {
+  /**
+   * Starts `serve` with exactly `env` (plus PATH) and waits until `statusUrl` answers 200. `args`:
+   * the CLI's arguments (default `serve --devnet`, the devnet inside the process).
+   */
+  async start(env: Record<string, string>, statusUrl: string, timeoutMs = 20_000, args: string[] = ['serve', '--devnet']): Promise<void> {
     this.stderr = '';
-    const child = spawn(process.execPath, [ensureBuilt('dist/src/cli/main.js'), 'serve', '--devnet'], { cwd: this.cwd, env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(process.execPath, [ensureBuilt('dist/src/cli/main.js'), ...args], { cwd: this.cwd, env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
     this.child = child;
     child.stderr!.on('data', (d) => (this.stderr = (this.stderr + String(d)).slice(-20_000)));
     const deadline = Date.now() + timeoutMs;

@@ -33,6 +33,8 @@ export class HostSession {
   /** Signatures per nonce, slot id → signature (storage `AddSignature`). */
   readonly signatures = new Map<bigint, Map<number, Uint8Array>>();
   private readonly mempool = new Map<string, MempoolEntry>();
+  /** Sees every diff this host is sent (a witness for tests: what reached the host, and what it did). */
+  observe: ((diff: ReceivedDiff, outcome: 'applied' | 'known' | 'refused', why?: string) => void) | undefined;
   /** Inferences being executed here (dedup of a retried request). */
   readonly executing = new Set<bigint>();
   /** Completed answers, replayed to a client that asks again (evicted once Finish or Timeout applies). */
@@ -73,14 +75,21 @@ export class HostSession {
   applyDiffs(diffs: readonly ReceivedDiff[]): { lastTxs: readonly DevshardTx[] | undefined } {
     let lastTxs: readonly DevshardTx[] | undefined;
     for (const diff of diffs) {
-      if (diff.nonce <= this.replica.latestNonce) continue;
+      if (diff.nonce <= this.replica.latestNonce) {
+        this.observe?.(diff, 'known');
+        continue;
+      }
       let root: Uint8Array;
       try {
         root = this.replica.applyDiff(diff).root;
       } catch (e) {
-        if (e instanceof DevshardError) throw new HostHttpError(500, `apply diff nonce ${diff.nonce}: ${e.message}`);
+        if (e instanceof DevshardError) {
+          this.observe?.(diff, 'refused', e.message);
+          throw new HostHttpError(500, `apply diff nonce ${diff.nonce}: ${e.message}`);
+        }
         throw e;
       }
+      this.observe?.(diff, 'applied');
       for (const tx of diff.txs) {
         this.mempool.delete(txKey(tx));
         if (tx.tx.case === 'finishInference' || tx.tx.case === 'timeoutInference') this.completed.delete(tx.tx.value.inferenceId);
@@ -136,6 +145,8 @@ export class HostSession {
 /** Sessions of every simulated host, created on first use from the chain's escrow. */
 export class HostSessions {
   private readonly map = new Map<string, HostSession>();
+  /** Sees every diff any host is sent (tests: the wire as the hosts saw it). */
+  observer: ((host: HostIdentity, escrowId: string, diff: ReceivedDiff, outcome: 'applied' | 'known' | 'refused', why?: string) => void) | undefined;
 
   constructor(private readonly chain: DevnetChainView) {}
 
@@ -147,6 +158,7 @@ export class HostSessions {
       const escrow = this.chain.escrow(escrowId);
       if (!escrow) throw new HostHttpError(500, `escrow ${escrowId} not found`);
       s = new HostSession(host, escrow, this.chain);
+      s.observe = (d, o, why) => this.observer?.(host, escrowId, d, o, why);
       this.map.set(key, s);
     }
     return s;
