@@ -16,7 +16,7 @@ import { newEvent, type InferenceEntry } from '../events/catalog.js';
 import type { Actor } from '../events/envelope.js';
 import { GatewayError, refuse } from './errors.js';
 import type { CancelController, CancelSignal } from '../network/call-signal.js';
-import { HostError, type ChatResult, type Usage } from '../network/port.js';
+import { HostError, NotRecorded, type ChatResult, type Usage } from '../network/port.js';
 import type { GatewayContext } from './context.js';
 import { TransitionRefused } from './engine.js';
 import { isServedModel } from './models.js';
@@ -246,6 +246,7 @@ function noCapacity(ctx: GatewayContext, model: string, need: bigint): GatewayEr
 /** A host failure as the client sees it. */
 export function hostFailure(err: unknown): GatewayError {
   if (err instanceof GatewayError) return err;
+  if (err instanceof NotRecorded) return refuse.unavailable(`The event log could not record this request's diff, so it was not sent (${err.message}). Retry shortly; the operator should check the gateway log.`, 1, 'event_log_unavailable');
   if (err instanceof HostError) {
     if (err.kind === 'aborted') return new GatewayError('client_closed', 'client_closed_request', 'The client closed the request.');
     if (err.kind === 'timeout' || err.kind === 'stalled') return new GatewayError('upstream_timeout', 'upstream_timeout', `The inference host did not answer in time (${err.kind}).`);

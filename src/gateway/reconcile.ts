@@ -250,19 +250,30 @@ async function endCrashedRequests(ctx: GatewayContext, escrowId: string, report:
     );
   });
   report.orphanedRequests += events.length;
-  let usedTo = c.nonce;
-  if (lastSent > c.nonce && c.nonceReserved != null && lastSent <= c.nonceReserved) {
-    const skip = { from: c.nonce + 1, upTo: lastSent };
-    events.push(newEvent('NoncesSkipped', { ...skip, reason: 'sent to the hosts by the previous run (their diffs are in the log) before their starts were recorded' }, META));
-    report.noncesSkipped.push({ escrowId, ...skip });
-    for (let n = skip.from; n <= skip.upTo; n++) ctx.billing?.orphan(escrowId, BigInt(n));
-    usedTo = lastSent;
-  }
-  if (c.nonceReserved != null && c.nonceReserved > usedTo) {
-    events.push(newEvent('NoncesReleased', { upTo: usedTo }, META));
-    report.noncesReleased.push({ escrowId, upTo: usedTo, released: c.nonceReserved - usedTo });
+  // Without the protocol (upstream mode) no diff says which nonces left: the whole reservation is skipped.
+  const usedTo = ctx.billing ? Math.max(c.nonce, lastSent) : (c.nonceReserved ?? c.nonce);
+  if (usedTo > c.nonce && c.nonceReserved != null && usedTo <= c.nonceReserved) {
+    const skip = { from: c.nonce + 1, upTo: usedTo };
+    const reason = ctx.billing
+      ? 'sent to the hosts by the previous run (their diffs are in the log) before their starts were recorded'
+      : 'reserved by the previous run, which stopped without recording whether they were used';
+    const event = newEvent('NoncesSkipped', { ...skip, reason }, META);
+    if (ctx.engine.canEscrow(escrowId, event)) {
+      events.push(event);
+      report.noncesSkipped.push({ escrowId, ...skip });
+      if (ctx.billing) for (let n = skip.from; n <= skip.upTo; n++) ctx.billing.orphan(escrowId, BigInt(n));
+    }
   }
   if (events.length > 0) await ctx.engine.decideEscrow('escrow', escrowId, events);
+  // The rest of the reservation was never used (the log says so over the protocol): given back.
+  const after = ctx.engine.escrow(escrowId)!.context;
+  if (after.nonceReserved != null && after.nonceReserved > after.nonce) {
+    const release = newEvent('NoncesReleased', { upTo: after.nonce }, META);
+    if (ctx.engine.canEscrow(escrowId, release)) {
+      await ctx.engine.decideEscrow('escrow', escrowId, [release]);
+      report.noncesReleased.push({ escrowId, upTo: after.nonce, released: after.nonceReserved - after.nonce });
+    }
+  }
 }
 
 /** The last nonce whose diff the log holds (0: none; upstream mode sends no diffs). */

@@ -64,6 +64,11 @@ export interface ChatCall {
   controller?: CancelController;
 }
 
+/** The request was not sent because what must be durable before it leaves (its diffs) could not be recorded. */
+export class NotRecorded extends Error {
+  override name = 'NotRecorded';
+}
+
 /** Why a host call failed; the gateway maps it to an HTTP status and records it. */
 export class HostError extends Error {
   constructor(

@@ -5,15 +5,17 @@
  *    serves many requests (no fsync per request in front of the host call);
  *  - a clean stop gives the unused nonces back (NoncesReleased): the next run continues right after
  *    the last used nonce (restart.test.ts checks the numbers);
- *  - when the log stops taking writes after answers went out (the disk fails, the process dies before
- *    the commit), the escrow takes no further request in this run, and the next start skips every
- *    reserved nonce (no answered nonce is used twice) and bills what the hosts served beyond the log
- *    (UsageRecovered), so the hosts sign the settlement and the deposit is conserved on chain.
+ *  - over the devshard protocol a request leaves only once its diff is in the log: when the log stops
+ *    taking writes, the request is not sent, the escrow takes no further request in this run, and the
+ *    next start gives the reservation back (NoncesReleased) and continues at the next nonce, which
+ *    the hosts accept (nothing skipped, nothing reused); settle conserves the deposit on chain.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RecordedEvent } from '../../src/events/envelope.js';
 import { NONCE_BLOCK } from '../../src/gateway/nonce-lease.js';
-import { disposeTestGateway, httpCaller, MODEL, startGatewayWithEscrow, type TestGateway } from '../helpers/gateway.js';
+import { generateKeys } from '../../src/config/index.js';
+import { startDevnet, type Devnet } from '../../src/devnet/chain/index.js';
+import { createEscrowViaApi, disposeTestGateway, httpCaller, MODEL, startGatewayWithEscrow, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { requestRecords } from '../helpers/request-records.js';
 
 const chatBody = (content: string, stream = false) => ({ model: MODEL, messages: [{ role: 'user', content }], max_tokens: 10, stream });
@@ -55,65 +57,62 @@ describe('nonce reservations', () => {
   });
 });
 
-describe('the log stops taking writes after answers went out', () => {
+describe('the log stops taking writes while requests are under way (devshard protocol)', () => {
   let gw: TestGateway;
   let escrowId: string;
+  // The chain and hosts outlive the gateway's restart, as real ones do (their mempools hold the
+  // Finishes the gateway had not yet put in a diff).
+  let devnet: Devnet;
+  const keys = generateKeys();
 
-  beforeAll(async () => ({ gw, escrowId } = await startGatewayWithEscrow()));
-  afterAll(() => disposeTestGateway(gw));
+  beforeAll(async () => {
+    devnet = await startDevnet({ env: { DEVNET_BLOCK_TIME_MS: '50', DEVNET_TOKEN_DELAY_MS: '0' }, creators: [keys.privateKey], port: 0 });
+    gw = await startTestGateway({ keys, env: { NODE_RPC: devnet.rpcUrl, NODE_CHAIN_API: devnet.url, NODE_BASE: devnet.url, DEVSHARD_HOST_PROTOCOL: 'devshard' } });
+    escrowId = await createEscrowViaApi(gw);
+  });
+  afterAll(async () => {
+    await disposeTestGateway(gw);
+    await devnet?.close();
+  });
 
-  it('the escrow takes no further request; the next start skips the reserved nonces and bills what the hosts served; settle conserves the deposit', { timeout: 60_000 }, async () => {
+  it('a request whose diff cannot be recorded is not sent; the next start gives the reservation back and continues at the next nonce; settle conserves the deposit', { timeout: 60_000 }, async () => {
     for (let i = 0; i < 5; i++) expect((await gw.call('/v1/chat/completions', { body: chatBody(`before ${i}`) })).status).toBe(200);
-    const spentBefore = BigInt((await gw.call(`/v1/admin/devshards/${escrowId}`)).json.spent);
+    // The furthest nonce any host holds for the escrow: what reached the wire.
+    const onTheWire = () => Math.max(...[0, 1, 2].map((h) => Number(devnet.simulatedHosts.protocol.peek(h, escrowId)?.latestNonce ?? 0n)));
+    expect(onTheWire()).toBe(5);
 
-    // From now on every append fails (as if the disk went away; a kill before the commit loses the
-    // same events). Calls no longer wait for the log, which will not catch up.
-    // The failure surfaces a little later, as a commit would: both requests below go out first.
+    // From now on every append fails (as if the disk went away), a little later, as a commit would.
     gw.store.append = () => new Promise((_, reject) => setTimeout(() => reject(new Error('simulated disk failure')), 300));
     const raw = httpCaller(gw.url, gw.keys);
-    const answered = await Promise.all([raw('/v1/chat/completions', { body: chatBody('lost 1') }), raw('/v1/chat/completions', { body: chatBody('lost 2') })]);
-    for (const r of answered) expect(r.status, r.text).toBe(200);
-    const lostNonces = answered.map((r) => Number(r.headers.get('x-devshard-nonce')));
-    expect(lostNonces.sort()).toEqual([6, 7]);
-    const served = answered.reduce((n, r) => n + r.json.usage.total_tokens, 0);
-    expect(served).toBeGreaterThan(0);
-
-    // Once the failure is known the escrow is set aside: handing out nonces again from the committed
-    // state could reuse 6 or 7.
+    const refusedToSend = await Promise.all([raw('/v1/chat/completions', { body: chatBody('lost 1') }), raw('/v1/chat/completions', { body: chatBody('lost 2', true) })]);
+    for (const r of refusedToSend) {
+      expect(r.status, r.text).toBe(503);
+      expect(r.json.error.code).toBe('event_log_unavailable');
+      expect(r.json.error.message).toMatch(/could not record this request's diff, so it was not sent/);
+    }
+    // A diff goes out only once it is in the log: the hosts saw nothing of nonces 6 and 7.
+    expect(onTheWire()).toBe(5);
     await new Promise((r) => setTimeout(r, 500));
-    const refused = await raw('/v1/chat/completions', { body: chatBody('after the failure') });
-    expect(refused.status).toBe(503);
-    expect(refused.json.error.code).toBe('no_escrow_available');
+    const setAside = await raw('/v1/chat/completions', { body: chatBody('after the failure') });
+    expect(setAside.status).toBe(503);
 
     gw = await gw.restart();
     const log = escrowLog(gw, escrowId);
-    const types = log.map((r) => r.type);
-    expect(types).not.toContain('NoncesReleased');
-    const skip = log.find((r) => r.type === 'NoncesSkipped')!.data as { from: number; upTo: number };
-    expect(skip).toMatchObject({ from: 6, upTo: NONCE_BLOCK });
-    const recovered = log.filter((r) => r.type === 'UsageRecovered').map((r) => r.data as { slotId: number; cost: string });
-    expect(recovered.length).toBeGreaterThan(0);
-    const recoveredCost = recovered.reduce((n, r) => n + BigInt(r.cost), 0n);
-    const price = BigInt(gw.ctx.chainInfo.tokenPrice);
-    expect(recoveredCost).toBe(BigInt(served) * price);
+    expect(log.map((r) => r.type)).not.toContain('NoncesSkipped');
+    expect(log.filter((r) => r.type === 'NoncesReleased').at(-1)!.data).toEqual({ upTo: 5 });
 
-    // The next request takes the nonce after the skipped block; nothing answered is used twice.
+    // The next request takes the next nonce, and the hosts accept it (no gap, no reuse).
     const next = await gw.call('/v1/chat/completions', { body: chatBody('after restart') });
     expect(next.status, next.text).toBe(200);
-    expect(Number(next.headers.get('x-devshard-nonce'))).toBe(NONCE_BLOCK + 1);
+    expect(Number(next.headers.get('x-devshard-nonce'))).toBe(6);
+    expect(onTheWire()).toBe(6);
 
-    const view = (await gw.call(`/v1/admin/devshards/${escrowId}`)).json;
-    expect(BigInt(view.spent)).toBeGreaterThan(spentBefore + recoveredCost - 1n);
-
-    // The hosts sign only when each slot is billed what they served, lost requests included.
-    const f = await gw.call(`/devshard/${escrowId}/v1/finalize`, { method: 'POST' });
-    expect(f.status, f.text).toBe(200);
     const s = await gw.call(`/v1/admin/devshards/${escrowId}/settle`, { body: { private_key_env: 'DEVSHARD_PRIVATE_KEY' } });
     expect(s.status, s.text).toBe(200);
-    expect(s.json.settled).toBe(true);
-    const onChain = gw.devnet!.chain.state.escrows[escrowId]!;
+    const onChain = devnet.chain.state.escrows[escrowId]!;
     const settlement = (escrowLog(gw, escrowId).filter((r) => r.type === 'EscrowFinalized').at(-1)!.data as { settlement: { fees: string; hostStats: { cost: string }[] } }).settlement;
     const hostCosts = settlement.hostStats.reduce((n, h) => n + BigInt(h.cost), 0n);
+    // The log bills what the hosts are paid (nonce 5's Finish came back from its host's mempool).
     expect(hostCosts).toBe(BigInt((await gw.call(`/v1/admin/devshards/${escrowId}`)).json.spent));
     expect(hostCosts + BigInt(settlement.fees) + onChain.refund!).toBe(onChain.amount);
   });

@@ -17,7 +17,7 @@
  */
 import type { Agent, Dispatcher } from 'undici';
 import { createHttpAgent, type AgentOptions } from '../http-agent.js';
-import { HostError, type FinalizedSession, type ChatCall, type ChatChunk, type ChatCompletion, type ChatResult, type InferencePort, type RequestSigner, type Usage } from '../port.js';
+import { HostError, NotRecorded, type FinalizedSession, type ChatCall, type ChatChunk, type ChatCompletion, type ChatResult, type InferencePort, type RequestSigner, type Usage } from '../port.js';
 import { SseParser, type SseEvent } from '../sse.js';
 import { countCompletionTokens, countPromptTokens } from '../tokens.js';
 import { chunksForClient, clientAsk, completionForClient } from './client-output.js';
@@ -416,7 +416,7 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
         try {
           await Promise.all(prepared.recorded);
         } catch (err) {
-          throw new HostError('rejected', `the diffs of nonce ${nonce} could not be recorded; not sent: ${err instanceof Error ? err.message : String(err)}`);
+          throw new NotRecorded(`the diffs of nonce ${nonce} could not be recorded; not sent: ${err instanceof Error ? err.message : String(err)}`);
         }
       }
       const url = new URL(sessionUrl(hostUrl, call.escrowId, 'chat/completions', prefix));
