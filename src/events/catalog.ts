@@ -11,7 +11,8 @@
  *                            one settings POST is one atomic append; SettingsDefaultsConfigured.
  *  - `rotation-<model>`      rotation decisions and depletion replacements of one model.
  *  - `devshard-session-<chainId>`  the diffs sent over the real devshard host protocol
- *                            (DevshardDiffSent), when DEVSHARD_HOST_PROTOCOL=devshard.
+ *                            (DevshardDiffSent) and the facts each run bound the session to
+ *                            (DevshardSessionOpened), when DEVSHARD_HOST_PROTOCOL=devshard.
  *
  * Amounts are decimal strings (see catalog/common.ts). Data of an older schema version is brought
  * forward by `upcast` before anything folds it.
@@ -73,6 +74,7 @@ export const SCHEMA_VERSIONS: { readonly [K in EventType]: number } = {
   RotationFailed: 1,
   DepletionReplacementDecided: 1,
   DepletionReplacementFailed: 1,
+  DevshardSessionOpened: 1,
   DevshardDiffSent: 1,
 };
 

@@ -81,7 +81,7 @@ export async function verifyLog(filePath: string, checks: readonly VerifyCheck[]
         metadataJson: metadata,
         time,
       });
-      if (recomputed !== hash) return fail('hash mismatch: the event was altered after it was written');
+      if (recomputed !== hash) return fail(`hash mismatch: the event was altered after it was written (${describeEvent(type, streamId, data)})`);
       nextVersion.set(streamId, streamVersion + 1);
       prevHash = hash;
       expectedPos++;
@@ -113,4 +113,15 @@ export async function verifyLog(filePath: string, checks: readonly VerifyCheck[]
   } finally {
     db.close();
   }
+}
+
+/** "DevshardDiffSent in devshard-session-7, nonce 3": which event a failure is about. */
+function describeEvent(type: string, streamId: string, dataJson: string): string {
+  let nonce: unknown;
+  try {
+    nonce = (JSON.parse(dataJson) as { nonce?: unknown } | null)?.nonce;
+  } catch {
+    nonce = undefined;
+  }
+  return `${type} in ${streamId}${typeof nonce === 'string' || typeof nonce === 'number' ? `, nonce ${nonce}` : ''}`;
 }

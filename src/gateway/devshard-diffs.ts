@@ -8,7 +8,9 @@ import { fromBinary } from '@bufbuild/protobuf';
 import { devshardSessionStream, newEvent, type EventDataMap } from '../events/catalog.js';
 import type { RecordedEvent } from '../events/envelope.js';
 import { DiffContentSchema } from '../protocol/gen/devshard/v1/diff_pb.js';
-import { diffWireBytes, type RecordedDiff } from '../protocol/index.js';
+import { diffWireBytes, type ChainBindParams, type EscrowSessionFields, type RecordedDiff } from '../protocol/index.js';
+import type { SessionEscrow } from '../network/devshard/session.js';
+import { canonicalJson } from '../events/canonical-json.js';
 import type { Engine } from './engine.js';
 
 const b64 = (b: Uint8Array): string => Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('base64');
@@ -46,4 +48,67 @@ export function recordedDiffs(engine: Engine, escrowId: string): RecordedDiff[] 
     if (r.type === 'DevshardDiffSent') out.push(recordedDiffOf(r.data));
   }
   return out;
+}
+
+type OpenedData = EventDataMap['DevshardSessionOpened'];
+
+/** The chain facts a session is bound to, as the event's data (bigints as decimal strings). */
+export function sessionOpenedData(e: SessionEscrow): OpenedData {
+  const f = e.session;
+  const str = (v: bigint | undefined) => (v === undefined ? undefined : v.toString());
+  const session: OpenedData['session'] = dropUndefined({
+    tokenPrice: str(f.tokenPrice),
+    createDevshardFee: str(f.createDevshardFee),
+    feePerNonce: str(f.feePerNonce),
+    inferenceSealGraceNonces: f.inferenceSealGraceNonces,
+    inferenceSealGraceSeconds: f.inferenceSealGraceSeconds,
+    autoSealEveryNNonces: f.autoSealEveryNNonces,
+  });
+  const b = e.bind;
+  return {
+    escrowId: e.escrowId,
+    creator: e.creator,
+    amount: e.amount.toString(),
+    slots: e.slots.map((s) => ({ host: s.host, url: s.url })),
+    session,
+    ...(b
+      ? { bind: dropUndefined({ refusalTimeout: str(b.refusalTimeout), executionTimeout: str(b.executionTimeout), validationRate: b.validationRate, voteThresholdFactor: b.voteThresholdFactor }) }
+      : {}),
+  };
+}
+
+/** The event's data as the transport's SessionEscrow (what `replay` needs: creator, amount, slots, config inputs). */
+export function sessionEscrowOf(d: OpenedData): SessionEscrow {
+  const big = (v: string | undefined) => (v === undefined ? undefined : BigInt(v));
+  const session: EscrowSessionFields = dropUndefined({
+    tokenPrice: big(d.session.tokenPrice),
+    createDevshardFee: big(d.session.createDevshardFee),
+    feePerNonce: big(d.session.feePerNonce),
+    inferenceSealGraceNonces: d.session.inferenceSealGraceNonces,
+    inferenceSealGraceSeconds: d.session.inferenceSealGraceSeconds,
+    autoSealEveryNNonces: d.session.autoSealEveryNNonces,
+  });
+  const bind: ChainBindParams | undefined = d.bind
+    ? dropUndefined({ refusalTimeout: big(d.bind.refusalTimeout), executionTimeout: big(d.bind.executionTimeout), validationRate: d.bind.validationRate, voteThresholdFactor: d.bind.voteThresholdFactor })
+    : undefined;
+  return { escrowId: d.escrowId, creator: d.creator, amount: BigInt(d.amount), slots: d.slots.map((s) => ({ ...s })), session, ...(bind ? { bind } : {}) };
+}
+
+/**
+ * Records the facts a session opens with (once per escrow and run, off the request path: the
+ * transport asks for them when it opens the session), unless the stream's latest
+ * DevshardSessionOpened holds the same. Resolves once durable, before any diff of this run.
+ */
+export async function recordSessionOpened(engine: Engine, escrow: SessionEscrow): Promise<void> {
+  const data = sessionOpenedData(escrow);
+  const last = engine
+    .readStream(devshardSessionStream(escrow.escrowId))
+    .filter((r) => r.type === 'DevshardSessionOpened')
+    .at(-1);
+  if (last && canonicalJson(last.data) === canonicalJson(data)) return;
+  await engine.appendOrdered(devshardSessionStream(escrow.escrowId), [newEvent('DevshardSessionOpened', data, { actor: { kind: 'chat' } })]);
+}
+
+function dropUndefined<T extends object>(o: T): T {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as T;
 }

@@ -32,7 +32,7 @@ import { Keyring } from '../gateway/keyring.js';
 import { Limiter } from '../gateway/limiter.js';
 import { NonceLeases } from '../gateway/nonce-lease.js';
 import { gatewayPort } from '../gateway/port.js';
-import { recordDiff, recordedDiffs } from '../gateway/devshard-diffs.js';
+import { recordDiff, recordedDiffs, recordSessionOpened } from '../gateway/devshard-diffs.js';
 import { ProtocolBilling } from '../gateway/protocol-billing.js';
 import { createDrainReactor, type DrainTask } from '../gateway/reactors.js';
 import { reconcile, releaseUnusedNonces, startIntentReconciler } from '../gateway/reconcile.js';
@@ -250,7 +250,7 @@ async function protocolEscrow(ctx: GatewayContext, escrowId: string): Promise<Se
   const c = ctx.engine.escrow(escrowId)?.context;
   if (!c || !c.creator || c.slots.length === 0) return undefined;
   const [onChain, params] = await Promise.all([ctx.chain.escrow(escrowId), ctx.chain.params()]);
-  return {
+  const escrow: SessionEscrow = {
     escrowId,
     creator: c.creator,
     amount: BigInt(c.deposit),
@@ -258,4 +258,7 @@ async function protocolEscrow(ctx: GatewayContext, escrowId: string): Promise<Se
     session: onChain?.session ?? { tokenPrice: ctx.chainInfo.tokenPrice },
     ...(params.bind ? { bind: params.bind } : {}),
   };
+  // In the log before the session's first diff of this run: verify / replay / explain rebuild the replica from it.
+  await recordSessionOpened(ctx.engine, escrow);
+  return escrow;
 }

@@ -3,7 +3,7 @@
  * resulting state of the statechart that owns its stream, and at the end every machine's state.
  * Pure over an iterable of records; `shardgate replay` adds I/O.
  */
-import { parseStreamId } from '../events/catalog.js';
+import { devshardSessionStream, parseStreamId } from '../events/catalog.js';
 import type { RecordedEvent } from '../events/envelope.js';
 import { stateName } from '../machines/index.js';
 import { actorLabel } from './actor.js';
@@ -25,7 +25,7 @@ export interface ReplayRow {
 }
 
 export interface ReplayOptions {
-  /** Only this escrow's events (its stream and its creation intent). */
+  /** Only this escrow's events (its stream, its creation intent and its devshard session stream). */
   escrow?: string;
   /** Stop after this position, or after the last event at or before this time. */
   until?: number | Date;
@@ -107,7 +107,7 @@ export function* replay(records: Iterable<RecordedEvent>, options: ReplayOptions
       yield row;
     } else if (stream.kind === 'create-intent') {
       heldIntents.set(stream.id, [...(heldIntents.get(stream.id) ?? []), row]);
-    } else if (stream.kind === 'escrow' && stream.id === options.escrow) {
+    } else if ((stream.kind === 'escrow' && stream.id === options.escrow) || r.streamId === devshardSessionStream(options.escrow)) {
       const intentId = r.type === 'EscrowCreated' ? (r.data as { intentId?: string }).intentId : undefined;
       if (intentId) yield* heldIntents.get(intentId) ?? [];
       yield row;

@@ -187,7 +187,8 @@ describe('the devshard protocol diffs in the log (DevshardDiffSent)', () => {
     const rebuilt = replay(s.replica.params, recorded, { checkUserSig: true });
     expect(rebuilt.latestNonce).toBe(4n);
     expect(bytesEqual(rebuilt.stateRoot(), s.replica.stateRoot())).toBe(true);
-    expect(gw.store.readStream(devshardSessionStream(escrowId)).map((r) => [r.type, r.schemaVersion])).toEqual(Array(4).fill(['DevshardDiffSent', 1]));
+    // the session's chain facts first (DevshardSessionOpened), then the diffs
+    expect(gw.store.readStream(devshardSessionStream(escrowId)).map((r) => [r.type, r.schemaVersion])).toEqual([['DevshardSessionOpened', 1], ...Array(4).fill(['DevshardDiffSent', 1])]);
     const v = await verifyLog(eventsFile(gw.storageDir), [projectionsCheck()]);
     expect(v.ok, JSON.stringify(v)).toBe(true);
   }, 60_000);

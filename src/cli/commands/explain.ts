@@ -4,6 +4,9 @@ import { defaultStorageDir, eventsFile } from '../../events/storage-path.js';
 import { openSqliteEventStore } from '../../events/sqlite-store.js';
 import type { EventStore } from '../../events/store.js';
 import { explainRotation, formatExplain } from '../../gateway/rotation/explain.js';
+import { devshardSessionStream, escrowStream, type SettlementData } from '../../events/catalog.js';
+import { eachRequestEvent } from '../../events/request-data.js';
+import { auditDevshardLog, failureText, formatTxs, type InferenceTrail } from '../../gateway/devshard-audit.js';
 
 export interface ExplainRotationOptions {
   model?: string;
@@ -15,6 +18,102 @@ export interface ExplainRotationOptions {
 export function runExplainRotation(store: Pick<EventStore, 'readAll'>, opts: ExplainRotationOptions, out: (s: string) => void = (s) => process.stdout.write(s)): void {
   const x = explainRotation(store.readAll(0), { ...(opts.model !== undefined ? { model: opts.model } : {}), ...(opts.epoch !== undefined ? { epoch: opts.epoch } : {}) });
   out(opts.json ? `${JSON.stringify(x, null, 2)}\n` : formatExplain(x));
+}
+
+/** What the log says about one request: the gateway's own events and, over the devshard protocol, the diffs. */
+export interface RequestExplanation {
+  requestId: string;
+  escrowId: string;
+  nonce: number;
+  /** The gateway's records of the request (InferenceStarted / Finished / Failed data). */
+  gateway: { type: string; position: number; data: Record<string, unknown> }[];
+  /** The diffs that carried a tx for this inference (its MsgStartInference first), absent on the legacy path. */
+  devshard?: InferenceTrail & { executor?: string; failures: string[] };
+  /** The protocol settlement of the escrow, if finalized: the executor slot's billed cost in it. */
+  settlement?: { nonce: number; slotId: number; slotCost: string; signatures: number };
+}
+
+/**
+ * Finds `id` (an x-request-id, or a chat completion id `devshard-<escrow>-<nonce>`) in the log and
+ * rebuilds what the escrow's replica did with that inference. Undefined when the log has no such request.
+ */
+export function explainRequest(store: Pick<EventStore, 'readAll'>, id: string): RequestExplanation | undefined {
+  let where: { escrowId: string; nonce: number } | undefined;
+  const m = /^devshard-(.+)-(\d+)$/.exec(id);
+  const gateway: RequestExplanation['gateway'] = [];
+  for (const r of store.readAll(0)) {
+    if (!r.streamId.startsWith('escrow-') || r.streamId.startsWith('escrow-create-')) continue;
+    if (r.type !== 'InferencesRecorded' && r.type !== 'InferenceStarted' && r.type !== 'InferenceFinished' && r.type !== 'InferenceFailed') continue;
+    for (const e of eachRequestEvent([r])) {
+      const d = e.data as { requestId?: string; nonce?: number };
+      const escrowId = r.streamId.slice('escrow-'.length);
+      const match = d.requestId === id || (m !== null && escrowId === m[1] && d.nonce === Number(m[2]));
+      if (!match || (where && (where.escrowId !== escrowId || where.nonce !== d.nonce))) continue;
+      where = { escrowId, nonce: d.nonce! };
+      gateway.push({ type: e.type, position: r.position, data: e.data as Record<string, unknown> });
+    }
+  }
+  if (!where && m) where = { escrowId: m[1]!, nonce: Number(m[2]) };
+  if (!where) return undefined;
+  const { escrowId, nonce } = where;
+  const streams = new Set([escrowStream(escrowId), devshardSessionStream(escrowId)]);
+  const only = function* () {
+    for (const r of store.readAll(0)) if (streams.has(r.streamId)) yield r;
+  };
+  const { audit, escrows } = auditDevshardLog(only(), { trails: true });
+  let settlement: RequestExplanation['settlement'];
+  let slots: string[] = [];
+  for (const r of only()) {
+    if (r.type === 'DevshardSessionOpened') slots = (r.data as { slots: { host: string }[] }).slots.map((s) => s.host);
+    if (r.type !== 'EscrowFinalized') continue;
+    const s = (r.data as { settlement: SettlementData }).settlement;
+    if (s.version !== 2 || slots.length === 0) continue;
+    const slotId = nonce % slots.length;
+    const stat = s.hostStats.find((h) => h.slotId === slotId);
+    settlement = { nonce: s.nonce, slotId, slotCost: stat?.cost ?? '0', signatures: s.signatures.length };
+  }
+  const requestId = (gateway.find((g) => typeof g.data.requestId === 'string')?.data.requestId as string | undefined) ?? id;
+  const trail = audit.trail(escrowId, nonce);
+  const e = escrows.find((x) => x.escrowId === escrowId);
+  const devshard = trail
+    ? { ...trail, ...(slots.length ? { executor: slots[nonce % slots.length] } : {}), failures: (e?.failures ?? []).map(failureText) }
+    : undefined;
+  return { requestId, escrowId, nonce, gateway, ...(devshard ? { devshard } : {}), ...(settlement ? { settlement } : {}) };
+}
+
+/** The explanation as text. */
+export function formatRequestExplanation(x: RequestExplanation): string {
+  const lines = [`request ${x.requestId}: escrow ${x.escrowId}, nonce ${x.nonce}`];
+  for (const g of x.gateway) {
+    const d = g.data as { reservedCost?: string; cost?: string; usage?: { promptTokens: number; completionTokens: number }; reason?: string };
+    if (g.type === 'InferenceStarted') lines.push(`  gateway  position ${g.position}: started, reserved ${d.reservedCost}`);
+    else lines.push(`  gateway  position ${g.position}: ${g.type === 'InferenceFinished' ? 'finished' : `failed (${d.reason})`}, usage in ${d.usage?.promptTokens} out ${d.usage?.completionTokens}, billed ${d.cost}`);
+  }
+  const t = x.devshard;
+  if (!t) {
+    lines.push('  no devshard protocol diff carries this inference (the legacy host transport, or a log before DevshardDiffSent)');
+    return `${lines.join('\n')}\n`;
+  }
+  for (const s of t.steps) lines.push(`  diff nonce ${String(s.nonce).padStart(5)} (position ${s.position}): ${formatTxs([s.tx])}${s.tx.kind === 'StartInference' || s.tx.kind === 'ConfirmStart' ? ` (${s.tx.detail})` : ''}`);
+  if (!t.steps.some((s) => s.tx.kind === 'ConfirmStart')) lines.push('  no diff carries its ConfirmStart yet (the executor\'s receipt)');
+  if (!t.steps.some((s) => s.tx.kind === 'Finish' || s.tx.kind === 'Timeout')) lines.push('  no diff carries its Finish or Timeout yet');
+  const r = t.record;
+  if (r) {
+    lines.push(
+      `  replica: ${r.status}, executor slot ${r.executorSlot}${t.executor ? ` (${t.executor})` : ''}, tokens in ${r.inputTokens} out ${r.outputTokens}, reserved ${r.reservedCost}, charged ${r.actualCost}${t.sealedAt !== undefined ? ` (sealed at nonce ${t.sealedAt})` : ''}`,
+    );
+  }
+  if (x.settlement) lines.push(`  settlement at nonce ${x.settlement.nonce}: slot ${x.settlement.slotId} is paid ${x.settlement.slotCost} in all (host_stats cost), this inference's ${r?.actualCost ?? '?'} included; ${x.settlement.signatures} signatures`);
+  for (const f of t.failures) lines.push(`  FAILED: ${f}`);
+  return `${lines.join('\n')}\n`;
+}
+
+/** Writes the explanation of one request (text, or JSON); false when the log has no such request. */
+export function runExplainRequest(store: Pick<EventStore, 'readAll'>, id: string, opts: { json?: boolean }, out: (s: string) => void = (s) => process.stdout.write(s)): boolean {
+  const x = explainRequest(store, id);
+  if (!x) return false;
+  out(opts.json ? `${JSON.stringify(x, null, 2)}\n` : formatRequestExplanation(x));
+  return true;
 }
 
 /** `shardgate explain rotation [--storage DIR] [--model M] [--epoch N] [--json]`. */
@@ -46,6 +145,28 @@ export function registerExplain(program: Command): void {
       const store = openSqliteEventStore(file);
       try {
         runExplainRotation(store, { ...(opts.model !== undefined ? { model: opts.model } : {}), ...(epoch !== undefined ? { epoch } : {}), ...(opts.json ? { json: true } : {}) });
+      } finally {
+        await store.close();
+      }
+    });
+  explain
+    .command('request <id>')
+    .description('what the log holds of one request (x-request-id, or the completion id devshard-<escrow>-<nonce>): the gateway\'s records and, over the devshard protocol, the diff that started it, the diffs that carried its ConfirmStart / Finish / Timeout (with their nonces) and the cost the replica charged')
+    .option('--storage <dir>', 'storage directory (default: $DEVSHARD_STORAGE_DIR or .devshardctl)')
+    .option('--json', 'one JSON document instead of text')
+    .action(async (id: string, opts: { storage?: string; json?: boolean }) => {
+      const file = eventsFile(opts.storage ?? defaultStorageDir());
+      if (!existsSync(file)) {
+        process.stderr.write(`no event log at ${file}\n`);
+        process.exitCode = 1;
+        return;
+      }
+      const store = openSqliteEventStore(file);
+      try {
+        if (!runExplainRequest(store, id, { ...(opts.json ? { json: true } : {}) })) {
+          process.stderr.write(`no request ${id} in ${file}\n`);
+          process.exitCode = 1;
+        }
       } finally {
         await store.close();
       }

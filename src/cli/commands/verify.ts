@@ -2,35 +2,57 @@ import type { Command } from 'commander';
 import { eventsFile, defaultStorageDir } from '../../events/storage-path.js';
 import { verifyLog } from '../../events/verify.js';
 import { projectionsCheck, type ProjectionsCheckReport } from '../../projections/verify-check.js';
+import { devshardCheck, failureText, isMissingFacts, type EscrowAudit } from '../../gateway/devshard-audit.js';
+
+/** One line per escrow of the devshard check: diffs, the replica's state, the settlements checked. */
+export function devshardSummary(escrows: readonly EscrowAudit[]): string[] {
+  return escrows.map((e) => {
+    const r = e.replica ? `replica nonce ${e.replica.nonce} ${e.replica.phase}, root ${e.replica.root.slice(0, 16)}…` : 'replica not rebuilt (session facts not in the log)';
+    const s = e.settlements.map((x) => `settlement at nonce ${x.nonce} ${x.matches ? 'equals the replica' : 'DIFFERS'}, ${x.valid}/${x.signatures} signatures recover to their slots`).join('; ');
+    return `devshard escrow ${e.escrowId}: ${e.diffs} diffs, nonces 1..${e.lastNonce}, ${r}${s ? `; ${s}` : ''}`;
+  });
+}
+
+/** Verifies the log at `file`, writing the summary or the failures; answers the exit code. */
+export async function runVerify(file: string, out: (s: string) => void = (s) => process.stdout.write(s), err: (s: string) => void = (s) => process.stderr.write(s)): Promise<number> {
+  let projections: ProjectionsCheckReport | undefined;
+  let devshard: EscrowAudit[] = [];
+  const result = await verifyLog(file, [projectionsCheck((r) => (projections = r)), devshardCheck((r) => (devshard = r))]);
+  if (result.ok) {
+    const head = result.lastHash ? `, last hash ${result.lastHash}` : '';
+    const proj =
+      projections?.checkpoint === 'equal'
+        ? `; projections checkpoint at position ${projections.position} equals the rebuild (pool, settings, rotation)`
+        : projections?.checkpoint === 'stale-version'
+          ? `; projections checkpoint at position ${projections.position} has an older format (a gateway rebuilds it)`
+          : '; no projections checkpoint stored yet';
+    out(`ok: ${result.events} events verified in ${file}, last position ${result.lastPosition}${head}${proj}\n`);
+    for (const line of devshardSummary(devshard)) out(`${line}\n`);
+    for (const w of result.warnings) err(`warning: ${w}\n`);
+    for (const f of devshard.flatMap((e) => e.failures).filter(isMissingFacts)) err(`warning: ${failureText(f)}\n`);
+  } else {
+    const where = result.position > 0 ? ` at position ${result.position}` : '';
+    out(`FAILED${where}: ${result.reason} (${file})\n`);
+    for (const f of devshard.flatMap((e) => e.failures).filter((x) => !isMissingFacts(x))) out(`  at position ${f.position}: ${failureText(f)}\n`);
+    return 1;
+  }
+  return 0;
+}
 
 /**
  * `shardgate verify`: proves the log was not altered (positions, versions, hash chain) and that the
- * stored projections checkpoint equals the projections rebuilt from the log; exit 0 with a summary,
- * or 1 naming the first bad position or the projection that differs.
+ * stored projections checkpoint equals the projections rebuilt from the log, and that every devshard
+ * protocol session rebuilds from its recorded diffs (src/gateway/devshard-audit.ts: contiguous
+ * nonces, user signatures by the creator, the roots the hosts signed, the settlement and its
+ * signatures); exit 0 with a summary, or 1 naming the first bad position (for a devshard session:
+ * the escrow, nonce and rule, every failure listed).
  */
 export function registerVerify(program: Command): void {
   program
     .command('verify')
-    .description('check positions, stream versions and the hash chain of the event log, and the stored projections checkpoint against a rebuild')
+    .description('check positions, stream versions and the hash chain of the event log, the stored projections checkpoint against a rebuild, and every devshard protocol session against its replica rebuilt from the log')
     .option('--storage <dir>', 'storage directory (default: $DEVSHARD_STORAGE_DIR or .devshardctl)')
     .action(async (opts: { storage?: string }) => {
-      const file = eventsFile(opts.storage ?? defaultStorageDir());
-      let projections: ProjectionsCheckReport | undefined;
-      const result = await verifyLog(file, [projectionsCheck((r) => (projections = r))]);
-      if (result.ok) {
-        const head = result.lastHash ? `, last hash ${result.lastHash}` : '';
-        const proj =
-          projections?.checkpoint === 'equal'
-            ? `; projections checkpoint at position ${projections.position} equals the rebuild (pool, settings, rotation)`
-            : projections?.checkpoint === 'stale-version'
-              ? `; projections checkpoint at position ${projections.position} has an older format (a gateway rebuilds it)`
-              : '; no projections checkpoint stored yet';
-        process.stdout.write(`ok: ${result.events} events verified in ${file}, last position ${result.lastPosition}${head}${proj}\n`);
-        for (const w of result.warnings) process.stderr.write(`warning: ${w}\n`);
-      } else {
-        const where = result.position > 0 ? ` at position ${result.position}` : '';
-        process.stdout.write(`FAILED${where}: ${result.reason} (${file})\n`);
-        process.exitCode = 1;
-      }
+      process.exitCode = await runVerify(eventsFile(opts.storage ?? defaultStorageDir()));
     });
 }

@@ -4,7 +4,12 @@
  * warm-key bindings applying it made, so `replay(params, recordedDiffs)` (src/protocol/replay.ts)
  * rebuilds the escrow's replica from the log alone (after a restart, or to audit the roots the hosts
  * signed). The projections do not read this stream.
+ *
+ * Before the first diff of each run, DevshardSessionOpened records the chain facts the session was
+ * bound to (creator, amount, slots, the escrow's frozen session fields, the chain's bind params), so
+ * `shardgate verify` / `replay` / `explain` rebuild the replica from the log with no chain at hand.
  */
+import type { Amount } from './common.js';
 
 /** A warm key bound to a slot while a diff was applied (gonka 8a35022 devshard/user/session.go WarmKeyDelta). */
 export interface WarmKeyBindingData {
@@ -12,7 +17,40 @@ export interface WarmKeyBindingData {
   warm: string;
 }
 
+/** Values frozen on the escrow at create (gonka EscrowSessionFields); absent or 0 = the compiled default. */
+export interface DevshardSessionFieldsData {
+  tokenPrice?: Amount;
+  createDevshardFee?: Amount;
+  feePerNonce?: Amount;
+  inferenceSealGraceNonces?: number;
+  inferenceSealGraceSeconds?: number;
+  autoSealEveryNNonces?: number;
+}
+
+/** The chain's session params read at bind (gonka LiveSessionBindParams); int64 seconds as decimal strings. */
+export interface DevshardBindParamsData {
+  refusalTimeout?: string;
+  executionTimeout?: string;
+  validationRate?: number;
+  voteThresholdFactor?: number;
+}
+
 export interface DevshardEventData {
+  /**
+   * The facts a session was bound to, recorded when the gateway opens it (the first call of a run),
+   * before any diff of that run; not recorded again while they stay the same. Logs written before
+   * this event have diffs without it: verify then checks nonces and signatures only.
+   */
+  DevshardSessionOpened: {
+    escrowId: string;
+    creator: string;
+    amount: Amount;
+    /** Slot id → host address and inference URL, in slot order. */
+    slots: { host: string; url: string }[];
+    session: DevshardSessionFieldsData;
+    /** Absent: the protocol defaults (as the devnet uses). */
+    bind?: DevshardBindParamsData;
+  };
   /**
    * One diff as sent to the hosts (durable before the request that carries it first leaves).
    * Byte fields are standard base64: `txs` is the wire form proto DiffContent{nonce, txs}.
