@@ -51,6 +51,7 @@ export function crashEnv(o: { port: number; devnetPort: number; storage: string;
     DEVNET_BLOCK_TIME_MS: '50',
     DEVNET_TOKEN_DELAY_MS: '2',
     GATEWAY_RECONCILE_INTERVAL_MS: '200',
+    DEVSHARD_HOST_PROTOCOL: 'devshard',
     LOG_LEVEL: 'warn',
   };
 }
