@@ -6,7 +6,7 @@
 import Fastify from 'fastify';
 import type { HostIdentity } from '../hosts/chain-view.js';
 import { DevnetChain } from './chain.js';
-import { resolveDevnetConfig, type DevnetConfig, type DevnetOptions } from './config.js';
+import { resolveDevnetConfig, type DevnetConfig, type DevnetOptions, type ExternalHost } from './config.js';
 import { genesisIdentities, genesisState, type FundedKey } from './genesis.js';
 import { listenDevnet } from './listen.js';
 import { completeParams } from './params.js';
@@ -27,7 +27,10 @@ export interface Devnet {
   creatorAddresses: string[];
   /** Funded but not allowlisted. */
   notAllowlisted: FundedKey;
+  /** The simulated hosts' identities (slot i = host i). */
   hosts: HostIdentity[];
+  /** Hosts the devnet does not run (DEVNET_EXTERNAL_HOSTS): slots hosts.length + i. */
+  externalHosts: ExternalHost[];
   /** The simulated hosts mounted under /hosts/<i>: what they served, fault switches. */
   simulatedHosts: SimulatedHosts;
   config: DevnetConfig;
@@ -72,6 +75,7 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
     creatorAddresses: ids.creatorAddresses,
     notAllowlisted: ids.notAllowlisted,
     hosts: ids.hosts,
+    externalHosts: ids.externalHosts,
     simulatedHosts,
     config,
     chain,
