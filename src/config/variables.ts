@@ -93,7 +93,7 @@ export const VARIABLES: readonly VariableSpec[] = [
   { name: 'DEVNET_MAX_NONCE', group: 'devnet', default: '1000000', meaning: 'Devnet max_nonce.' },
   { name: 'DEVNET_TOKEN_PRICE', group: 'devnet', default: '1000', meaning: 'Devnet price of one token, smallest coin unit.' },
   { name: 'DEVNET_MODELS', group: 'devnet', meaning: 'Models the devnet serves, comma-separated. Default: DEVSHARD_MODEL.' },
-  { name: 'DEVNET_STATE', group: 'devnet', meaning: 'File for the devnet state snapshot; unset = memory only.' },
+  { name: 'DEVNET_STATE', group: 'devnet', meaning: 'File for the devnet state snapshot, with the simulated hosts\' applied diffs per escrow (a restart resumes their sessions); unset = memory only.' },
   // deployment only
   { name: 'DEVSHARD_STORAGE_HOST_DIR', group: 'deployment', default: '.devshardctl', meaning: 'Container deployments: host directory mounted at DEVSHARD_STORAGE_DIR. Not read by the process.' },
 ];
