@@ -80,7 +80,9 @@ export const VARIABLES: readonly VariableSpec[] = [
   { name: 'DEVNET_BLOCK_TIME_MS', group: 'devnet', default: '1000', meaning: 'Devnet block time.' },
   { name: 'DEVNET_EPOCH_BLOCKS', group: 'devnet', default: '600', meaning: 'Blocks per devnet epoch.' },
   { name: 'DEVNET_POC_BLOCKS', group: 'devnet', default: '60', meaning: 'Length of the devnet PoC window after each epoch boundary.' },
-  { name: 'DEVNET_HOSTS', group: 'devnet', default: '3', meaning: 'Simulated hosts per escrow.' },
+  { name: 'DEVNET_HOSTS', group: 'devnet', default: '3', meaning: 'Simulated hosts per escrow (slots 0..N-1). 0 is allowed with DEVNET_EXTERNAL_HOSTS (only external hosts).' },
+  { name: 'DEVNET_EXTERNAL_HOSTS', group: 'devnet', meaning: 'Hosts the devnet does not run, as gonka1address@inference_url entries, comma-separated: listed as participants and given the escrow slots after the simulated hosts, in this order; the keeper checks their settlement signatures against their address (docs/devnet.md).' },
+  { name: 'DEVNET_HOST_KEYS', group: 'devnet', secret: true, meaning: 'Private keys of the simulated hosts, 64 hex characters each, comma-separated: host i uses entry i (an empty entry or a missing one: the generated test key), so a process elsewhere holding that key can act as that slot. Never printed.' },
   { name: 'DEVNET_TOKEN_DELAY_MS', group: 'devnet', default: '5', meaning: 'Delay between streamed tokens of the simulated hosts.' },
   { name: 'DEVNET_CREATORS', group: 'devnet', meaning: 'Creator keys or addresses allowlisted and funded at devnet genesis, comma-separated (DEVSHARD_PRIVATE_KEY is added by serve).' },
   { name: 'DEVNET_CREATOR_FUNDS', group: 'devnet', default: '10000000000000', meaning: 'Genesis funds per devnet creator, smallest coin unit.' },
@@ -91,7 +93,7 @@ export const VARIABLES: readonly VariableSpec[] = [
   { name: 'DEVNET_MAX_NONCE', group: 'devnet', default: '1000000', meaning: 'Devnet max_nonce.' },
   { name: 'DEVNET_TOKEN_PRICE', group: 'devnet', default: '1000', meaning: 'Devnet price of one token, smallest coin unit.' },
   { name: 'DEVNET_MODELS', group: 'devnet', meaning: 'Models the devnet serves, comma-separated. Default: DEVSHARD_MODEL.' },
-  { name: 'DEVNET_STATE', group: 'devnet', meaning: 'File for the devnet state snapshot; unset = memory only.' },
+  { name: 'DEVNET_STATE', group: 'devnet', meaning: 'File for the devnet state snapshot, with the simulated hosts\' applied diffs per escrow (a restart resumes their sessions); unset = memory only.' },
   // deployment only
   { name: 'DEVSHARD_STORAGE_HOST_DIR', group: 'deployment', default: '.devshardctl', meaning: 'Container deployments: host directory mounted at DEVSHARD_STORAGE_DIR. Not read by the process.' },
 ];

@@ -30,8 +30,13 @@ export function describeDevnet(devnet: Devnet): string[] {
     lines.push(`  creator (allowlisted)   ${a}  (given as an address)`);
   }
   lines.push(`  not allowlisted         ${devnet.notAllowlisted.address}  private key ${devnet.notAllowlisted.privateKeyHex}`);
+  // Host keys are never printed, generated or given (DEVNET_HOST_KEYS): only addresses and URLs.
   lines.push('', 'Simulated hosts (slot i = host i):');
-  for (const h of devnet.hosts) lines.push(`  host ${h.index}  ${h.address}  ${devnet.url}${h.prefix}`);
+  for (const h of devnet.hosts) lines.push(`  host ${h.index}  ${h.address}  ${devnet.url}${h.prefix}${c.hostKeys[h.index] ? '  (key given)' : ''}`);
+  if (devnet.externalHosts.length > 0) {
+    lines.push('', 'External hosts (DEVNET_EXTERNAL_HOSTS; not run by the devnet):');
+    devnet.externalHosts.forEach((h, i) => lines.push(`  slot ${devnet.hosts.length + i}  ${h.address}  ${h.url}`));
+  }
   return lines;
 }
 

@@ -85,9 +85,27 @@ export class DevnetChain implements DevnetChainView {
     return epochAt(height, this.config.epochBlocks, this.config.pocBlocks);
   }
 
-  /** The slots every escrow is given: all hosts, slot i = host i, mounted under /hosts/i. */
+  /**
+   * The slots every escrow is given: the simulated hosts first (slot i = host i, mounted under
+   * /hosts/i), then the external hosts (DEVNET_EXTERNAL_HOSTS) in the order given.
+   */
   slots(): EscrowSlot[] {
-    return this.hosts.map((h) => ({ slotId: h.index, host: h.address, url: `${this.baseUrl}${h.prefix}` }));
+    const n = this.hosts.length;
+    return [
+      ...this.hosts.map((h) => ({ slotId: h.index, host: h.address, url: `${this.baseUrl}${h.prefix}` })),
+      ...this.config.externalHosts.map((h, i) => ({ slotId: n + i, host: h.address, url: h.url })),
+    ];
+  }
+
+  /**
+   * The participants (every host, simulated or external) with their inference_url: a simulated
+   * host's mount, an external host's given URL, or what a test moved it to (`participantUrls`).
+   */
+  participants(): { address: string; url: string }[] {
+    return [
+      ...this.hosts.map((h) => ({ address: h.address, url: this.participantUrls[h.address] ?? `${this.baseUrl}${h.prefix}` })),
+      ...this.config.externalHosts.map((h) => ({ address: h.address, url: this.participantUrls[h.address] ?? h.url })),
+    ];
   }
 
   // --- DevnetChainView (read by the simulated hosts) ---

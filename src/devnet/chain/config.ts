@@ -1,5 +1,19 @@
 /** Devnet settings: explicit options win over environment variables, which win over defaults. */
+import { fromBech32 } from '@cosmjs/encoding';
+import { isPrivateKeyHex } from '../../config/private-key.js';
 import { DEVNET_MODEL_DEFAULT } from '../../config/variables.js';
+
+/**
+ * A host the devnet does not run (DEVNET_EXTERNAL_HOSTS): any implementation of the host side. The
+ * devnet lists it as a participant (`inference_url` = `url`) and gives it an escrow slot; the keeper
+ * checks its settlement signatures against `address` like any slot's.
+ */
+export interface ExternalHost {
+  /** bech32 `gonka1…` account address (the slot's address). */
+  address: string;
+  /** The host's inference_url: its base URL, no trailing slash. */
+  url: string;
+}
 
 export interface DevnetOptions {
   /** 0 = ephemeral. Default DEVNET_PORT or 26657. */
@@ -18,7 +32,18 @@ export interface DevnetOptions {
   maxNonce?: number;
   tokenPrice?: bigint;
   models?: string[];
+  /** Simulated hosts (slots 0..hosts-1). 0 is allowed when there are external hosts. */
   hosts?: number;
+  /**
+   * Hosts the devnet does not run, given slots after the simulated ones (DEVNET_EXTERNAL_HOSTS,
+   * `addr@url,…`). Either the parsed list or the variable's text.
+   */
+  externalHosts?: ExternalHost[] | string;
+  /**
+   * Private keys of the simulated hosts (DEVNET_HOST_KEYS): host i uses entry i, an empty or missing
+   * entry a generated key. 64 hex characters each. Never printed.
+   */
+  hostKeys?: (string | undefined)[] | string;
   tokenDelayMs?: number;
   /** SQLite file for the state snapshot; unset = memory only. */
   statePath?: string;
@@ -51,7 +76,12 @@ export interface DevnetConfig {
   maxNonce: number;
   tokenPrice: bigint;
   models: string[];
+  /** Simulated hosts: slots 0..hosts-1. */
   hosts: number;
+  /** External hosts: slots hosts..hosts+externalHosts.length-1, in the order given. */
+  externalHosts: ExternalHost[];
+  /** Given keys of the simulated hosts (lowercase 64-hex, index = host), undefined = generated. */
+  hostKeys: (string | undefined)[];
   tokenDelayMs: number;
   statePath: string | undefined;
   startHeight: number;
@@ -80,12 +110,108 @@ function listFrom(value: string | undefined): string[] | undefined {
   return value.split(',').map((s) => s.trim()).filter((s) => s !== '');
 }
 
+const BECH32_PREFIX = 'gonka';
+
+/**
+ * DEVNET_EXTERNAL_HOSTS: `addr@url` entries, comma-separated (spaces trimmed, empty entries ignored).
+ * The address is a bech32 `gonka1…` account address (20 bytes), the URL an http(s) base URL without
+ * query or fragment (a trailing slash is dropped). An address or URL given twice is refused.
+ */
+export function parseExternalHosts(value: string | undefined, name = 'DEVNET_EXTERNAL_HOSTS'): ExternalHost[] {
+  const entries = listFrom(value) ?? [];
+  const out: ExternalHost[] = [];
+  entries.forEach((entry, i) => {
+    const at = entry.indexOf('@');
+    const where = `${name} entry ${i + 1}`;
+    if (at <= 0 || at === entry.length - 1) throw new Error(`${where}: expected <gonka1 address>@<inference_url>`);
+    const address = entry.slice(0, at).trim();
+    const rawUrl = entry.slice(at + 1).trim();
+    out.push({ address: checkAddress(address, where), url: checkUrl(rawUrl, where) });
+  });
+  return checkExternalHosts(out, name);
+}
+
+function checkAddress(address: string, where: string): string {
+  let decoded: { prefix: string; data: Uint8Array };
+  try {
+    decoded = fromBech32(address, 128);
+  } catch (e) {
+    throw new Error(`${where}: address ${JSON.stringify(address)} is not bech32 (${(e as Error).message})`);
+  }
+  if (decoded.prefix !== BECH32_PREFIX) throw new Error(`${where}: address ${JSON.stringify(address)} has prefix "${decoded.prefix}", expected "${BECH32_PREFIX}"`);
+  if (decoded.data.length !== 20) throw new Error(`${where}: address ${JSON.stringify(address)} holds ${decoded.data.length} bytes, an account address holds 20`);
+  if (address !== address.toLowerCase()) throw new Error(`${where}: address ${JSON.stringify(address)} must be lowercase`);
+  return address;
+}
+
+function checkUrl(raw: string, where: string): string {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new Error(`${where}: inference_url ${JSON.stringify(raw)} is not a URL`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error(`${where}: inference_url ${JSON.stringify(raw)} must be http or https`);
+  if (url.search !== '' || url.hash !== '') throw new Error(`${where}: inference_url ${JSON.stringify(raw)} must have no query or fragment`);
+  if (url.username !== '' || url.password !== '') throw new Error(`${where}: inference_url must not carry credentials`);
+  return url.href.replace(/\/+$/, '');
+}
+
+function checkExternalHosts(hosts: ExternalHost[], name: string): ExternalHost[] {
+  const addresses = new Map<string, number>();
+  const urls = new Map<string, number>();
+  hosts.forEach((h, i) => {
+    const a = addresses.get(h.address);
+    if (a !== undefined) throw new Error(`${name}: address ${h.address} is given twice (entries ${a + 1} and ${i + 1}); each external host holds one slot`);
+    const u = urls.get(h.url);
+    if (u !== undefined) throw new Error(`${name}: inference_url ${h.url} is given twice (entries ${u + 1} and ${i + 1})`);
+    addresses.set(h.address, i);
+    urls.set(h.url, i);
+  });
+  return hosts;
+}
+
+/**
+ * DEVNET_HOST_KEYS: 64-hex private keys, comma-separated; entry i is simulated host i's key, an empty
+ * entry (`,,`) leaves that host's generated key. Errors name the entry, never its value.
+ */
+export function parseHostKeys(value: (string | undefined)[] | string | undefined, hosts: number, name = 'DEVNET_HOST_KEYS'): (string | undefined)[] {
+  if (value === undefined) return [];
+  const entries = typeof value === 'string' ? (value.trim() === '' ? [] : value.split(',')) : value;
+  const keys = entries.map((e, i) => {
+    const k = (e ?? '').trim().replace(/^0x/i, '');
+    if (k === '') return undefined;
+    if (!isPrivateKeyHex(k)) throw new Error(`${name} entry ${i + 1} must be 64 hex characters encoding a valid secp256k1 key (not zero, below the curve order)`);
+    return k.toLowerCase();
+  });
+  while (keys.length > 0 && keys[keys.length - 1] === undefined) keys.pop();
+  if (keys.length > hosts) throw new Error(`${name} has ${keys.length} entries but there are ${hosts} simulated hosts (DEVNET_HOSTS): entry i is host i's key`);
+  const seen = new Map<string, number>();
+  keys.forEach((k, i) => {
+    if (k === undefined) return;
+    const j = seen.get(k);
+    if (j !== undefined) throw new Error(`${name} entries ${j + 1} and ${i + 1} are the same key: each simulated host needs its own`);
+    seen.set(k, i);
+  });
+  return keys;
+}
+
 export function resolveDevnetConfig(options: DevnetOptions = {}): DevnetConfig {
   const env = options.env ?? process.env;
   const positive = (n: number, name: string): number => {
     if (n <= 0) throw new Error(`${name} must be positive`);
     return n;
   };
+  const externalHosts =
+    options.externalHosts === undefined
+      ? parseExternalHosts(env.DEVNET_EXTERNAL_HOSTS)
+      : typeof options.externalHosts === 'string'
+        ? parseExternalHosts(options.externalHosts, 'externalHosts')
+        : checkExternalHosts(options.externalHosts.map((h, i) => ({ address: checkAddress(h.address, `externalHosts entry ${i + 1}`), url: checkUrl(h.url, `externalHosts entry ${i + 1}`) })), 'externalHosts');
+  const hosts = options.hosts ?? intFrom(env.DEVNET_HOSTS, 'DEVNET_HOSTS') ?? 3;
+  if (!Number.isInteger(hosts) || hosts < 0) throw new Error('hosts must be a non-negative integer');
+  if (hosts + externalHosts.length <= 0) throw new Error('DEVNET_HOSTS=0 needs DEVNET_EXTERNAL_HOSTS: an escrow needs at least one slot');
+  const hostKeys = parseHostKeys(options.hostKeys ?? env.DEVNET_HOST_KEYS, hosts, options.hostKeys !== undefined ? 'hostKeys' : 'DEVNET_HOST_KEYS');
   return {
     port: options.port ?? intFrom(env.DEVNET_PORT, 'DEVNET_PORT') ?? 26657,
     chainId: options.chainId ?? (env.CHAIN_ID?.trim() || 'shardgate-devnet'),
@@ -103,7 +229,9 @@ export function resolveDevnetConfig(options: DevnetOptions = {}): DevnetConfig {
     // threshold (1e6 ngonka) is 1000 tokens, about one more request.
     tokenPrice: options.tokenPrice ?? bigFrom(env.DEVNET_TOKEN_PRICE, 'DEVNET_TOKEN_PRICE') ?? 1000n,
     models: options.models ?? listFrom(env.DEVNET_MODELS) ?? [env.DEVSHARD_MODEL?.trim() || DEFAULT_MODEL],
-    hosts: positive(options.hosts ?? intFrom(env.DEVNET_HOSTS, 'DEVNET_HOSTS') ?? 3, 'hosts'),
+    hosts,
+    externalHosts,
+    hostKeys,
     tokenDelayMs: options.tokenDelayMs ?? intFrom(env.DEVNET_TOKEN_DELAY_MS, 'DEVNET_TOKEN_DELAY_MS') ?? 5,
     statePath: options.statePath ?? (env.DEVNET_STATE?.trim() || undefined),
     startHeight: positive(options.startHeight ?? 1, 'start height'),

@@ -1,7 +1,8 @@
 /**
- * Genesis: allowlisted and funded creators, one funded account that is *not* allowlisted, and the
- * simulated hosts' accounts. Every generated key is deterministic (sha256 of a fixed seed), so a
- * devnet restarted with the same settings has the same identities; they are test keys only.
+ * Genesis: allowlisted and funded creators, one funded account that is *not* allowlisted, the
+ * simulated hosts' accounts and the external hosts' (DEVNET_EXTERNAL_HOSTS). Every generated key is
+ * deterministic (sha256 of a fixed seed), so a devnet restarted with the same settings has the same
+ * identities; they are test keys only. A simulated host's key can be given (DEVNET_HOST_KEYS).
  */
 import { fromBase64, toBase64 } from '@cosmjs/encoding';
 import type { HostIdentity } from '../hosts/chain-view.js';
@@ -13,7 +14,7 @@ import {
   isPrivateKeyHex,
   privateKeyBytes,
 } from '../../chain/keys.js';
-import type { DevnetConfig } from './config.js';
+import type { DevnetConfig, ExternalHost } from './config.js';
 import { devnetParams } from './params.js';
 import { ensureAccount, type ChainState } from './state.js';
 
@@ -28,6 +29,8 @@ export interface GenesisIdentities {
   creatorAddresses: string[];
   notAllowlisted: FundedKey;
   hosts: HostIdentity[];
+  /** Hosts the devnet does not run: slots after the simulated hosts, in the order given. */
+  externalHosts: ExternalHost[];
 }
 
 const SEED = 'shardgate-devnet';
@@ -51,15 +54,21 @@ export function genesisIdentities(config: DevnetConfig): GenesisIdentities {
   const outsiderKey = deterministicKeyHex(`${SEED}/not-allowlisted`);
   const hosts: HostIdentity[] = [];
   for (let index = 0; index < config.hosts; index++) {
-    const privateKey = privateKeyBytes(deterministicKeyHex(`${SEED}/host/${index}`));
+    const privateKey = privateKeyBytes(config.hostKeys[index] ?? deterministicKeyHex(`${SEED}/host/${index}`));
     const pubKey = compressedPubKey(privateKey);
     hosts.push({ index, address: addressOfPubKey(pubKey), privateKey, pubKey, prefix: `/hosts/${index}` });
+  }
+  for (const ext of config.externalHosts) {
+    const sim = hosts.find((h) => h.address === ext.address);
+    // Two slots of one address would be two hosts answering for one key: refuse rather than guess.
+    if (sim) throw new Error(`DEVNET_EXTERNAL_HOSTS: ${ext.address} is simulated host ${sim.index}'s address; an external host needs an address of its own (or lower DEVNET_HOSTS)`);
   }
   return {
     creators,
     creatorAddresses: [...new Set(creatorAddresses)],
     notAllowlisted: { privateKeyHex: outsiderKey, address: addressOfPrivateKey(outsiderKey) },
     hosts,
+    externalHosts: config.externalHosts.map((h) => ({ ...h })),
   };
 }
 
@@ -88,6 +97,9 @@ export function genesisState(config: DevnetConfig, ids: GenesisIdentities, now =
     ensureAccount(state, host.address);
     state.hostPubKeys[host.address] = toBase64(host.pubKey);
   }
+  // An external host's key is its own: the chain learns only its address (its public key would come
+  // with its first signed tx). Its settlement signatures are recovered to that address.
+  for (const host of ids.externalHosts) ensureAccount(state, host.address);
   return state;
 }
 

@@ -2,7 +2,7 @@
  * The devnet's devshard_escrow_params: the chain's compiled defaults (gonka 8a35022
  * inference-chain/x/inference/types/params.go, DefaultDevshardEscrowParams), with what a devnet
  * needs changed: its creators allowlisted, its own min/max/nonce/price settings (DEVNET_*), the
- * group size = its number of hosts, and approved_versions listing v1 and v2 (at 8a35022 the upgrade
+ * group size = its number of hosts (simulated and external), and approved_versions listing v1 and v2 (at 8a35022 the upgrade
  * handlers register only v1; the devnet lists v2 too, so the gateway's "v2" settlements pass).
  */
 import type { DevnetConfig } from './config.js';
@@ -35,18 +35,21 @@ export const DEVNET_APPROVED_VERSIONS: ApprovedVersion[] = [
   { name: 'v2', binary: 'devshard-v2', sha256: '' },
 ];
 
+/** Slots per escrow: the simulated hosts, then the external ones. */
+export const slotCount = (config: Pick<DevnetConfig, 'hosts' | 'externalHosts'>): number => config.hosts + config.externalHosts.length;
+
 export function devnetParams(config: DevnetConfig, allowed: string[]): EscrowParamsState {
   return {
     ...COMPILED_DEFAULTS,
     minAmount: config.minAmount,
     maxAmount: config.maxAmount,
     maxEscrowsPerEpoch: config.maxEscrowsPerEpoch,
-    groupSize: config.hosts,
+    groupSize: slotCount(config),
     allowedCreatorAddresses: allowed,
     tokenPrice: config.tokenPrice,
     approvedVersions: DEVNET_APPROVED_VERSIONS.map((v) => ({ ...v })),
     maxNonce: config.maxNonce,
-    defaultInferenceSealGraceNonces: sealGraceNonces(config.hosts),
+    defaultInferenceSealGraceNonces: sealGraceNonces(slotCount(config)),
   };
 }
 

@@ -7,11 +7,10 @@ import { fromBase64 } from '@cosmjs/encoding';
 import { SDK_CODES } from '../../chain/devshard-errors.js';
 import { DENOM } from '../../chain/keys.js';
 import type { DevnetChain } from './chain.js';
-import type { HostIdentity } from '../hosts/chain-view.js';
 import type { EscrowParamsState, EscrowState } from './state.js';
 
 /** Participant (participant.proto) in grpc-gateway JSON: every field, defaults included. */
-function participantJson(chain: DevnetChain, host: HostIdentity) {
+function participantJson(host: { address: string; url: string }) {
   return {
     index: host.address,
     address: host.address,
@@ -19,7 +18,7 @@ function participantJson(chain: DevnetChain, host: HostIdentity) {
     join_time: '0',
     join_height: '1',
     last_inference_time: '0',
-    inference_url: chain.participantUrls[host.address] ?? `${chain.baseUrl}${host.prefix}`,
+    inference_url: host.url,
     status: 'ACTIVE',
     coin_balance: '0',
     validator_key: '',
@@ -202,9 +201,9 @@ export function registerRestRoutes(app: FastifyInstance, chain: DevnetChain): vo
 
   // QueryGetParticipantResponse (participant.proto); an unknown address is gRPC NotFound.
   app.get<{ Params: { address: string } }>(REST_PATHS.participant, async (request, reply) => {
-    const host = chain.hosts.find((h) => h.address === request.params.address);
+    const host = chain.participants().find((h) => h.address === request.params.address);
     if (!host) return reply.code(404).send(grpcNotFound('key not found'));
-    return { participant: participantJson(chain, host) };
+    return { participant: participantJson(host) };
   });
 
   // QueryEpochInfoResponse (query.proto): of Params the devnet serves devshard_escrow_params.
@@ -238,7 +237,7 @@ export function registerRestRoutes(app: FastifyInstance, chain: DevnetChain): vo
   // The public API's active participants (the fields devshardctl's phase gate reads).
   app.get(REST_PATHS.publicParticipants, async () => ({
     active_participants: {
-      participants: chain.hosts.map((h) => ({ index: h.address, inference_url: chain.participantUrls[h.address] ?? `${chain.baseUrl}${h.prefix}`, weight: 1, models: chain.state.models, ml_nodes: [] })),
+      participants: chain.participants().map((h) => ({ index: h.address, inference_url: h.url, weight: 1, models: chain.state.models, ml_nodes: [] })),
     },
   }));
 

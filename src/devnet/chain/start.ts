@@ -6,10 +6,11 @@
 import Fastify from 'fastify';
 import type { HostIdentity } from '../hosts/chain-view.js';
 import { DevnetChain } from './chain.js';
-import { resolveDevnetConfig, type DevnetConfig, type DevnetOptions } from './config.js';
+import { resolveDevnetConfig, type DevnetConfig, type DevnetOptions, type ExternalHost } from './config.js';
 import { genesisIdentities, genesisState, type FundedKey } from './genesis.js';
 import { listenDevnet } from './listen.js';
 import { completeParams } from './params.js';
+import { openHostSessionStore } from './host-sessions-store.js';
 import { openStateStore } from './persistence.js';
 import { registerRestRoutes } from './rest-routes.js';
 import { registerRpcRoutes } from './rpc-routes.js';
@@ -27,7 +28,10 @@ export interface Devnet {
   creatorAddresses: string[];
   /** Funded but not allowlisted. */
   notAllowlisted: FundedKey;
+  /** The simulated hosts' identities (slot i = host i). */
   hosts: HostIdentity[];
+  /** Hosts the devnet does not run (DEVNET_EXTERNAL_HOSTS): slots hosts.length + i. */
+  externalHosts: ExternalHost[];
   /** The simulated hosts mounted under /hosts/<i>: what they served, fault switches. */
   simulatedHosts: SimulatedHosts;
   config: DevnetConfig;
@@ -40,6 +44,7 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
   const config = resolveDevnetConfig(options);
   const ids = genesisIdentities(config);
   const store = config.statePath ? openStateStore(config.statePath) : undefined;
+  const sessionStore = config.statePath ? openHostSessionStore(config.statePath) : undefined;
   const state = store?.load() ?? genesisState(config, ids);
   state.params = completeParams(state.params, config);
   const chain = new DevnetChain(config, ids.hosts, state, store);
@@ -51,6 +56,7 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
     chain,
     hosts: ids.hosts,
     tokenDelayMs: config.tokenDelayMs,
+    ...(sessionStore ? { sessionStore } : {}),
     ...(store ? { restore: store.loadLedgers(), persist: (host: number, escrowId: string, tally: Parameters<typeof store.saveTally>[2]) => store.saveTally(host, escrowId, tally) } : {}),
   });
   let url: string;
@@ -59,6 +65,7 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
     url = await listenDevnet(app, state, config.port);
   } catch (e) {
     chain.close();
+    sessionStore?.close();
     throw e;
   }
   chain.baseUrl = url;
@@ -72,12 +79,14 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
     creatorAddresses: ids.creatorAddresses,
     notAllowlisted: ids.notAllowlisted,
     hosts: ids.hosts,
+    externalHosts: ids.externalHosts,
     simulatedHosts,
     config,
     chain,
     async close() {
       chain.close();
       await app.close();
+      sessionStore?.close();
       // Clients in this same process (tests) must see their keep-alive sockets closed before a
       // new devnet may take the same port (the OS often hands the freed port out again at once).
       await new Promise((r) => setTimeout(r, 20));

@@ -20,7 +20,7 @@ import type { HostFaults } from './faults.js';
 import { HostLedger, type LedgerSnapshot, type SlotTally } from './ledger.js';
 import { signRoute } from './sign-route.js';
 import { HOST_ROUTE_PREFIX, protocolRoutes } from './protocol/routes.js';
-import { HostSessions } from './protocol/session.js';
+import { HostSessions, type HostSessionStore } from './protocol/session.js';
 
 export type { HostFaults } from './faults.js';
 export type { LedgerSnapshot, SlotTally } from './ledger.js';
@@ -39,6 +39,8 @@ export interface SimulatedHostsOptions {
   bodyLimit?: number;
   /** Ledgers saved by `snapshot()` before a restart (DEVNET_STATE), keyed by host index. */
   restore?: Record<number, LedgerSnapshot>;
+  /** Where the hosts keep the diffs they apply, so their sessions survive a restart (DEVNET_STATE). */
+  sessionStore?: HostSessionStore;
   /** Called with a slot's new tally after each request a host records (the devnet writes it through). */
   persist?: (hostIndex: number, escrowId: string, tally: LedgerSnapshot[string][number]) => void;
 }
@@ -63,7 +65,7 @@ export function registerSimulatedHosts(app: FastifyInstance, opts: SimulatedHost
   const ledgers = new Map<number, HostLedger>();
   const open = new Set<ServerResponse>();
   const bodyLimit = opts.bodyLimit ?? 16 * 1024 * 1024;
-  const sessions = new HostSessions(opts.chain);
+  const sessions = new HostSessions(opts.chain, opts.sessionStore);
 
   for (const host of opts.hosts) {
     const persist = opts.persist;

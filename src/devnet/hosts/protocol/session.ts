@@ -13,7 +13,18 @@ import { Replica } from '../../../protocol/replica.js';
 import { applyChainBindParams, sessionConfigFromEscrow } from '../../../protocol/session-config.js';
 import { signMessage } from '../../../protocol/signatures.js';
 import type { DevnetChainView, DevnetEscrowView, HostIdentity } from '../chain-view.js';
-import { HostHttpError, type ReceivedDiff } from './wire.js';
+import { decodeTimeoutDiffs, HostHttpError, type ReceivedDiff } from './wire.js';
+
+/**
+ * Where hosts keep the diffs they applied (the devnet's DEVNET_STATE file), as a real host keeps its
+ * storage: keyed by the host's address and the escrow, each diff as its wire JSON.
+ */
+export interface HostSessionStore {
+  /** The diffs `host` applied in `escrowId`, ascending by nonce. */
+  load(host: string, escrowId: string): ReceivedDiff['json'][];
+  /** Called once per diff applied, before the host answers the request that carried it. */
+  save(host: string, escrowId: string, diff: ReceivedDiff['json']): void;
+}
 
 interface MempoolEntry {
   tx: DevshardTx;
@@ -39,6 +50,8 @@ export class HostSession {
   readonly executing = new Set<bigint>();
   /** Completed answers, replayed to a client that asks again (evicted once Finish or Timeout applies). */
   readonly completed = new Map<bigint, string>();
+  /** Called with each diff applied (the devnet writes it through to its state file). */
+  onApplied: ((diff: ReceivedDiff) => void) | undefined;
 
   constructor(
     readonly host: HostIdentity,
@@ -95,6 +108,7 @@ export class HostSession {
         if (tx.tx.case === 'finishInference' || tx.tx.case === 'timeoutInference') this.completed.delete(tx.tx.value.inferenceId);
       }
       this.applied.set(diff.nonce, { diff, stateHash: root });
+      this.onApplied?.(diff);
       lastTxs = diff.txs;
     }
     return { lastTxs };
@@ -148,7 +162,10 @@ export class HostSessions {
   /** Sees every diff any host is sent (tests: the wire as the hosts saw it). */
   observer: ((host: HostIdentity, escrowId: string, diff: ReceivedDiff, outcome: 'applied' | 'known' | 'refused', why?: string) => void) | undefined;
 
-  constructor(private readonly chain: DevnetChainView) {}
+  constructor(
+    private readonly chain: DevnetChainView,
+    private readonly store?: HostSessionStore,
+  ) {}
 
   /** The session, or 500 (the real resolver's errors are 500 too: server/routes.go sessionHTTPError). */
   get(host: HostIdentity, escrowId: string): HostSession {
@@ -158,10 +175,30 @@ export class HostSessions {
       const escrow = this.chain.escrow(escrowId);
       if (!escrow) throw new HostHttpError(500, `escrow ${escrowId} not found`);
       s = new HostSession(host, escrow, this.chain);
+      if (this.store) this.resume(s, this.store);
       s.observe = (d, o, why) => this.observer?.(host, escrowId, d, o, why);
       this.map.set(key, s);
     }
     return s;
+  }
+
+  /**
+   * A session opened after a restart resumes from the store: the stored diffs are applied again, with
+   * every check a received diff gets (user signature, sequence, root), so a damaged or foreign record
+   * stops the replay there (the diffs before it stay applied). Then new diffs are written through.
+   * Not kept: the mempool (the gateway took it from each answer's meta), state signatures (made again
+   * when the host next answers at its latest nonce) and completed answers.
+   */
+  private resume(s: HostSession, store: HostSessionStore): void {
+    const stored = store.load(s.host.address, s.escrowId);
+    if (stored.length > 0) {
+      try {
+        s.applyDiffs(decodeTimeoutDiffs(stored));
+      } catch (e) {
+        if (!(e instanceof HostHttpError)) throw e;
+      }
+    }
+    s.onApplied = (diff) => store.save(s.host.address, s.escrowId, diff.json);
   }
 
   /** An existing session (no creation), for peer lookups. */
