@@ -145,10 +145,11 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
             // Each diff is in the log before a request carries it; a restart rebuilds the session from them.
             // The Finishes and Timeouts it applies are what the inferences cost (protocol-billing.ts).
             onDiff: (escrowId, d) => {
-              const recorded = recordDiff(engine, escrowId, d);
+              // The charges first: a UsageRecovered it decides is queued ahead of the diff, so a diff
+              // in the log implies the usage it charged is too (one writer, in order).
               const s = protocol!.session(escrowId);
               if (billing && s) billing.diffApplied(escrowId, d.txs, s.replica);
-              return recorded;
+              return recordDiff(engine, escrowId, d);
             },
             recordedDiffs: (escrowId) => recordedDiffs(engine, escrowId),
             stallTimeoutMs: config.limits.stallTimeoutMs,
