@@ -8,7 +8,8 @@
 import { fromBase64 } from '@cosmjs/encoding';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeTx, type DecodedTx } from '../../src/chain/tx.js';
-import { disposeTestGateway, MODEL, startGatewayWithEscrow, type TestGateway } from '../helpers/gateway.js';
+import { openStream } from '../compat/open-stream.js';
+import { createEscrowViaApi, disposeTestGateway, MODEL, startGatewayWithEscrow, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
 /** The signed tx the devnet included under `hash` (CometBFT RPC `tx`), decoded. */
 async function txOnChain(gw: TestGateway, hash: string): Promise<{ bytes: string; tx: DecodedTx }> {
@@ -143,5 +144,34 @@ describe('admin create and settle: chain_id, fee_denom, fee_amount, gas_limit (d
     }
     expect(eventsOf(gw, 'EscrowCreateRequested')).toHaveLength(intents);
     expect(gw.store.readStream(`escrow-${id}`).map((e) => e.type)).not.toContain('EscrowSettleRequested');
+  });
+});
+
+describe('a settle deferred while a request is in flight keeps its fee and gas', () => {
+  let gw: TestGateway;
+  beforeAll(async () => {
+    gw = await startTestGateway({ env: { DEVNET_TOKEN_DELAY_MS: '50' } });
+  });
+  afterAll(() => disposeTestGateway(gw));
+
+  it('202 deferred; the drained settle signs with the fee and gas the admin gave', async () => {
+    const id = await createEscrowViaApi(gw);
+    const stream = await openStream(gw);
+    expect((await gw.call(`/devshard/${id}/v1/finalize`, { method: 'POST' })).status).toBe(200);
+    const s = await gw.call(`/v1/admin/devshards/${id}/settle`, { body: { fee_amount: '3000003', gas_limit: 800_008 } });
+    expect(s.status, s.text).toBe(202);
+    expect(s.json).toMatchObject({ status: 'deferred' });
+    const deferred = gw.store.readStream(`escrow-${id}`).find((e) => e.type === 'EscrowSettleDeferred')!;
+    expect((deferred.data as { txFee?: unknown }).txFee).toEqual({ amount: '3000003', gasLimit: '800008' });
+    await stream.finish();
+    const deadline = Date.now() + 10_000;
+    while ((await gw.call(`/v1/admin/devshards/${id}`)).json.state !== 'settled') {
+      if (Date.now() > deadline) throw new Error('deferred settle did not complete');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const intent = gw.store.readStream(`escrow-${id}`).filter((e) => e.type === 'EscrowSettleRequested').at(-1)!.data as { txHash: string; txBytes: string };
+    const { bytes, tx } = await txOnChain(gw, intent.txHash);
+    expect(bytes).toBe(intent.txBytes);
+    expect(feeOf(tx)).toEqual({ coins: [{ denom: 'ngonka', amount: '3000003' }], gasLimit: 800_008n });
   });
 });
