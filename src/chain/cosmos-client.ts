@@ -20,11 +20,13 @@ import {
   type ChainEscrow,
   type ChainPort,
   type CreateEscrowResult,
+  type EffectiveTxFee,
   type EpochInfo,
   type EscrowParams,
   type PreparedTx,
   type Settlement,
   type SettleEscrowResult,
+  type TxFeeOverride,
   type TxOutcome,
 } from './port.js';
 import {
@@ -120,8 +122,9 @@ export class CosmosChainClient implements ChainPort {
     return this.fee.denom;
   }
 
-  txFee(): { amount: bigint; denom: string } {
-    return { amount: this.fee.amount, denom: this.fee.denom };
+  /** The configured fee and gas, with `override`'s members in their place (one tx's fee). */
+  txFee(override: TxFeeOverride = {}): EffectiveTxFee {
+    return { denom: override.denom ?? this.fee.denom, amount: override.amount ?? this.fee.amount, gasLimit: override.gasLimit ?? this.fee.gasLimit };
   }
 
   // --- reads ---
@@ -184,15 +187,15 @@ export class CosmosChainClient implements ChainPort {
 
   // --- transactions ---
 
-  async prepareCreateEscrow(privateKeyHex: string, amount: bigint, modelId: string): Promise<PreparedTx> {
-    return this.prepare(privateKeyHex, (creator) => ({
+  async prepareCreateEscrow(privateKeyHex: string, amount: bigint, modelId: string, fee?: TxFeeOverride): Promise<PreparedTx> {
+    return this.prepare(privateKeyHex, this.txFee(fee), (creator) => ({
       typeUrl: MsgCreateDevshardEscrowType.typeUrl,
       value: MsgCreateDevshardEscrowType.encode({ creator, amount, modelId }),
     }));
   }
 
-  async prepareSettleEscrow(privateKeyHex: string, settlement: Settlement): Promise<PreparedTx> {
-    return this.prepare(privateKeyHex, (settler) => ({
+  async prepareSettleEscrow(privateKeyHex: string, settlement: Settlement, fee?: TxFeeOverride): Promise<PreparedTx> {
+    return this.prepare(privateKeyHex, this.txFee(fee), (settler) => ({
       typeUrl: MsgSettleDevshardEscrowType.typeUrl,
       value: MsgSettleDevshardEscrowType.encode(settleMessage(settler, settlement)),
     }));
@@ -315,7 +318,7 @@ export class CosmosChainClient implements ChainPort {
 
   // --- internals ---
 
-  private async prepare(privateKeyHex: string, message: (address: string) => TxMessage): Promise<PreparedTx> {
+  private async prepare(privateKeyHex: string, fee: EffectiveTxFee, message: (address: string) => TxMessage): Promise<PreparedTx> {
     let key: Uint8Array;
     try {
       key = privateKeyBytes(privateKeyHex);
@@ -330,7 +333,7 @@ export class CosmosChainClient implements ChainPort {
     this.lastTimeout.set(address, timeoutMs);
     let signed: { bytes: Uint8Array; hash: string };
     try {
-      signed = signTx({ privateKey: key, chainId, accountNumber, messages: [message(address)], fee: this.fee, ordering: { unordered: true, timeoutMs } });
+      signed = signTx({ privateKey: key, chainId, accountNumber, messages: [message(address)], fee, ordering: { unordered: true, timeoutMs } });
     } catch (e) {
       if (e instanceof ChainError) throw e;
       throw new ChainError('rejected', `signing failed: ${(e as Error).message}`);

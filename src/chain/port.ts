@@ -102,6 +102,24 @@ export interface Settlement {
   version: number;
 }
 
+/**
+ * A per-transaction override of the configured fee and gas (devshardctl's admin bodies:
+ * `fee_denom`, `fee_amount`, `gas_limit`, gateway.go newGatewayRESTChainTxClient). What is not
+ * given stays as configured.
+ */
+export interface TxFeeOverride {
+  denom?: string;
+  amount?: bigint;
+  gasLimit?: bigint;
+}
+
+/** The fee and gas limit a tx is signed with. */
+export interface EffectiveTxFee {
+  denom: string;
+  amount: bigint;
+  gasLimit: bigint;
+}
+
 export interface PreparedTx {
   /** Upper-case hex sha256 of the signed TxRaw bytes, as CometBFT names it. */
   txHash: string;
@@ -183,8 +201,9 @@ export interface ChainPort {
   /** bech32 address of a 64-hex private key (pure; no network). */
   addressOf(privateKeyHex: string): Promise<string>;
 
-  prepareCreateEscrow(privateKeyHex: string, amount: bigint, modelId: string): Promise<PreparedTx>;
-  prepareSettleEscrow(privateKeyHex: string, settlement: Settlement): Promise<PreparedTx>;
+  /** `fee` overrides the configured fee and gas for this tx only (signed into its AuthInfo). */
+  prepareCreateEscrow(privateKeyHex: string, amount: bigint, modelId: string, fee?: TxFeeOverride): Promise<PreparedTx>;
+  prepareSettleEscrow(privateKeyHex: string, settlement: Settlement, fee?: TxFeeOverride): Promise<PreparedTx>;
   /**
    * Broadcasts (idempotent by hash: an already-known tx is not an error) and waits for inclusion.
    * Resolves with the outcome even when the tx failed on chain (code != 0); throws ChainError
@@ -194,8 +213,11 @@ export interface ChainPort {
   findTx(txHash: string): Promise<TxOutcome | null>;
   /** Turns a failed outcome into a typed error (kind from the raw log / code). */
   errorOf(outcome: TxOutcome): ChainError;
-  /** The fixed fee every tx pays, when the implementation knows it (pre-checks add it to the deposit). */
-  txFee?(): { amount: bigint; denom: string };
+  /**
+   * The fee a tx pays (the configured one, or with `override` applied), when the implementation
+   * knows it: pre-checks add it to the deposit.
+   */
+  txFee?(override?: TxFeeOverride): EffectiveTxFee;
   /** Reads the escrow id (create) from a successful outcome. */
   createdEscrowId(outcome: TxOutcome): string;
   /** Reads the refund (settle) from a successful outcome. */

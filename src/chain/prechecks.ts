@@ -37,3 +37,15 @@ export function settleRefusal(p: EscrowParams, r: { settler: string; version: st
   }
   return undefined;
 }
+
+/**
+ * The fee of a tx that carries no deposit (settle): the signer must hold it in the fee's denom, or
+ * the chain's ante handler refuses the tx (x/auth DeductFees: insufficient funds).
+ */
+export function feeRefusal(r: { payer: string; balance: bigint; fee: { amount: bigint; denom: string } }): ChainError | undefined {
+  if (r.balance >= r.fee.amount) return undefined;
+  return refuse(
+    'insufficient_funds',
+    `${r.payer} holds ${r.balance}${r.fee.denom}; the transaction fee is ${r.fee.amount}${r.fee.denom}. Fund the account, or send a fee_amount it can pay.`,
+  );
+}

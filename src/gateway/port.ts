@@ -13,6 +13,7 @@ import { hostFailure, openChat, usageAtFailure, type ChatCommand, type ChatSessi
 import type { GatewayContext } from './context.js';
 import { refuse, type GatewayError } from './errors.js';
 import { createEscrowForOperator, type OperatorCreate, type OperatorCreateOutcome } from './escrows/operator-create.js';
+import { operatorTxFee, type OperatorTxOptions } from './escrows/tx-options.js';
 import { deactivateEscrow, devshardView, escrowOr404, finalizeEscrow, finalizedDocument, operatorSettleAnswer, registerEscrow, removeEscrow, settleEscrow } from './escrows/lifecycle.js';
 import { DEFAULT_KEY_ENV, holdRequestKey, oneKeyOf, operatorCreateKey } from './escrows/operator-key.js';
 import { importFromDevshardctl, type DevshardctlImportBody } from './escrows/devshardctl-import.js';
@@ -62,8 +63,11 @@ export interface GatewayPort {
   exportEscrow(id: string): Answer<typeof exportEscrow>;
   timeline(id: string): Promise<{ escrow_id: string } & Partial<Timeline>>;
   activateEscrow(id: string, metadata: EventMetadata): Promise<Answer<typeof activateEscrow>>;
-  /** The key is `privateKey` (held in memory, never recorded), or env variable `keyEnv`, or DEVSHARD_PRIVATE_KEY. */
-  settleEscrow(id: string, key: OperatorKey, metadata: EventMetadata): Promise<ReturnType<typeof operatorSettleAnswer>>;
+  /**
+   * The key is `privateKey` (held in memory, never recorded), or env variable `keyEnv`, or
+   * DEVSHARD_PRIVATE_KEY; `tx`: devshardctl's chain_id (checked) and fee/gas override of the settle tx.
+   */
+  settleEscrow(id: string, key: OperatorKey, metadata: EventMetadata, tx?: OperatorTxOptions): Promise<ReturnType<typeof operatorSettleAnswer>>;
   deactivateEscrow(id: string, metadata: EventMetadata): Promise<Answer<typeof deactivateEscrow>>;
   removeEscrow(id: string, metadata: EventMetadata): Promise<Answer<typeof removeEscrow>>;
   finalizeEscrow(id: string, metadata: EventMetadata): Promise<Answer<typeof finalizeEscrow>>;
@@ -142,9 +146,10 @@ export function gatewayPort(ctx: GatewayContext): GatewayPort {
       return { escrow_id: id, ...(await readEscrowTimeline((stream, from, limit) => ctx.engine.store.readStream(stream, from, limit), id)) };
     },
     activateEscrow: (id, metadata) => perEscrow(id, () => activateEscrow(ctx, id, metadata)),
-    settleEscrow: (id, key, metadata) =>
+    settleEscrow: (id, key, metadata, tx = {}) =>
       perEscrow(id, async () => {
         oneKeyOf(key.privateKey, key.keyEnv);
+        const txFee = operatorTxFee(ctx, tx);
         let keySource: KeySource = { kind: 'env', name: key.keyEnv ?? DEFAULT_KEY_ENV };
         if (key.privateKey !== undefined) {
           const s = escrowOr404(ctx, id);
@@ -152,7 +157,7 @@ export function gatewayPort(ctx: GatewayContext): GatewayPort {
           if (!s.context.settled) await holdRequestKey(ctx, key.privateKey, id, s.context.creator, 'wrong_settler');
           keySource = { kind: 'request' };
         }
-        return operatorSettleAnswer(ctx, id, await settleEscrow(ctx, id, { keySource, origin: 'admin', metadata }));
+        return operatorSettleAnswer(ctx, id, await settleEscrow(ctx, id, { keySource, origin: 'admin', metadata, ...(txFee ? { txFee } : {}) }));
       }),
     deactivateEscrow: (id, metadata) => perEscrow(id, () => deactivateEscrow(ctx, id, metadata)),
     removeEscrow: (id, metadata) => perEscrow(id, () => removeEscrow(ctx, id, metadata)),

@@ -17,7 +17,8 @@
 import { escrowStream, newEvent, type ChainInputs, type CreateOrigin, type KeySource } from '../events/catalog.js';
 import type { Actor, EventMetadata } from '../events/envelope.js';
 import type { GatewayContext } from './context.js';
-import { settleEscrow, type SettleAnswer } from './escrows/lifecycle.js';
+import type { TxFeeOverride } from '../chain/port.js';
+import { settleEscrow, txFeeOfRecord, type SettleAnswer } from './escrows/lifecycle.js';
 import {
   DRAINED_PENDING,
   drainedFailureFields,
@@ -44,7 +45,7 @@ export interface DrainTask {
 }
 
 /** The deferral a drained settle completes: its key source, who asked, and metadata linking to it. */
-function deferral(ctx: GatewayContext, escrowId: string): { keySource: KeySource; origin: CreateOrigin; metadata: EventMetadata } {
+function deferral(ctx: GatewayContext, escrowId: string): { keySource: KeySource; origin: CreateOrigin; metadata: EventMetadata; txFee?: TxFeeOverride } {
   const deferred = [...ctx.engine.readStream(escrowStream(escrowId))].reverse().find((r) => r.type === 'EscrowSettleDeferred');
   const data = deferred?.type === 'EscrowSettleDeferred' ? deferred.data : undefined;
   const origin = data?.origin ?? 'admin';
@@ -52,6 +53,8 @@ function deferral(ctx: GatewayContext, escrowId: string): { keySource: KeySource
     keySource: data?.keySource ?? { kind: 'env', name: 'DEVSHARD_PRIVATE_KEY' },
     origin,
     metadata: { actor: ACTORS[origin], causationId: deferred ? String(deferred.position) : undefined },
+    // The admin's fee and gas for this settle, when the deferral names them.
+    ...(data?.txFee ? { txFee: txFeeOfRecord(data.txFee) } : {}),
   };
 }
 
@@ -65,9 +68,9 @@ async function attemptDrained(ctx: GatewayContext, escrowId: string, chain: Chai
   const outcome: Attempt = await ctx.engine.serial(escrowStream(escrowId), async () => {
     const s = ctx.engine.escrow(escrowId);
     if (s?.value !== 'settleDeferred' || s.context.inFlight > 0) return undefined; // settled (or sent) by hand since
-    const { keySource, origin, metadata } = deferral(ctx, escrowId);
+    const { keySource, origin, metadata, txFee } = deferral(ctx, escrowId);
     try {
-      return { answer: await settleEscrow(ctx, escrowId, { keySource, origin, metadata, drained }) };
+      return { answer: await settleEscrow(ctx, escrowId, { keySource, origin, metadata, drained, ...(txFee ? { txFee } : {}) }) };
     } catch (err) {
       // Once its tx was sent settleEscrow recorded the failure (with this attempt); before, it is recorded here.
       const now = ctx.engine.escrow(escrowId);

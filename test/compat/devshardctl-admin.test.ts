@@ -11,6 +11,7 @@ import { startFaultGateway, type FaultGateway } from '../faults/helpers.js';
 import { createEscrowViaApi, disposeTestGateway, MODEL, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { generateKeys } from '../../src/config/index.js';
 import { deterministicKeyHex } from '../../src/chain/keys.js';
+import { createEscrowBodySchema, settleBodySchema } from '../../src/http/schemas/admin.js';
 
 async function chainEscrow(gw: TestGateway, id: string): Promise<{ settled: boolean; creator: string }> {
   const res = await fetch(`${gw.devnet!.url}/productscience/inference/inference/devshard_escrow/${id}`);
@@ -284,5 +285,49 @@ describe("devshardctl admin: private_key in register and settle bodies (gateway.
     // Neither key anywhere in the event log or the gateway's log lines.
     noKeyIn(JSON.stringify([...gw.store.readAll()]));
     noKeyIn(gw.logs.join('\n'));
+  });
+});
+
+describe('devshardctl admin: the create and settle body fields (gateway.go adminCreateEscrowRequest, adminSettleEscrowRequest)', () => {
+  // The json tags of the two structs at gonka 8a35022 (devshard/cmd/devshardctl/gateway.go). Every
+  // one is accepted; chain_id must be ours, fee_denom/fee_amount/gas_limit sign that one tx
+  // (newGatewayRESTChainTxClient), as test/gateway/tx-fee-override.test.ts reads back from the chain.
+  const CREATE_FIELDS = ['private_key', 'private_key_env', 'amount', 'model_id', 'register', 'storage_path', 'protocol_version', 'chain_id', 'fee_denom', 'fee_amount', 'gas_limit'];
+  const SETTLE_FIELDS = ['private_key', 'private_key_env', 'chain_id', 'fee_denom', 'fee_amount', 'gas_limit'];
+  let gw: TestGateway;
+  beforeAll(async () => {
+    gw = await startTestGateway();
+  });
+  afterAll(() => disposeTestGateway(gw));
+
+  it('the body schemas name every field of the structs', () => {
+    expect(Object.keys(createEscrowBodySchema.properties)).toEqual(expect.arrayContaining(CREATE_FIELDS));
+    expect(Object.keys(settleBodySchema.properties)).toEqual(expect.arrayContaining(SETTLE_FIELDS));
+    // uint64 in Go: a JSON number (or, here, a decimal string for values above 2^53).
+    for (const f of ['fee_amount', 'gas_limit'] as const) {
+      expect(createEscrowBodySchema.properties[f]).toBe(settleBodySchema.properties[f]);
+    }
+  });
+
+  it('a devshardctl script\'s full create and settle bodies: 200 with devshardctl\'s fields', async () => {
+    const chainId = gw.devnet!.chainId;
+    const tx = { chain_id: chainId, fee_denom: 'ngonka', fee_amount: 1_000_000, gas_limit: 500_000 };
+    const create = { private_key_env: 'DEVSHARD_PRIVATE_KEY', amount: 10_000_000_000, model_id: MODEL, register: true, storage_path: '/data/devshards/x', protocol_version: 'v2', ...tx };
+    expect(Object.keys(create).sort()).toEqual(CREATE_FIELDS.filter((f) => f !== 'private_key').sort());
+    const c = await gw.call('/v1/admin/escrows', { body: create });
+    expect(c.status, c.text).toBe(200);
+    expect(c.json).toMatchObject({ escrow_id: expect.any(Number), tx_hash: expect.stringMatching(/^[0-9A-F]{64}$/), registered: true, model: MODEL });
+    const settle = { private_key_env: 'DEVSHARD_PRIVATE_KEY', ...tx };
+    expect(Object.keys(settle).sort()).toEqual(SETTLE_FIELDS.filter((f) => f !== 'private_key').sort());
+    const s = await gw.call(`/v1/admin/devshards/${c.json.id}/settle`, { body: settle });
+    expect(s.status, s.text).toBe(200);
+    expect(s.json).toMatchObject({ id: c.json.id, escrow_id: c.json.escrow_id, active: false, tx_hash: expect.stringMatching(/^[0-9A-F]{64}$/), settler: c.json.creator });
+  });
+
+  it('chain_id of another chain: 400 naming the rule and the remedy (devshardctl would sign for it and the node refuse)', async () => {
+    const r = await gw.call('/v1/admin/escrows', { body: { amount: 10_000_000_000, model_id: MODEL, chain_id: 'gonka-mainnet' } });
+    expect(r.status).toBe(400);
+    expect(r.json.error).toMatchObject({ type: 'invalid_request_error', code: 'wrong_chain_id', param: 'chain_id' });
+    expect(r.json.error.message).toContain('leave it out');
   });
 });

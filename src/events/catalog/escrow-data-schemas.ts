@@ -109,7 +109,10 @@ export const ESCROW_STREAM_DATA_SCHEMAS: { readonly [K in EscrowStreamEventType]
     { txHash: text, keySource, txBytes: text, origin, attempt, height: count, retriedBy: { type: 'string', enum: ['rotation', 'depletion'] }, reason: replacementReason },
     ['txBytes', 'attempt', 'height', 'retriedBy', 'reason'],
   ),
-  EscrowSettleDeferred: shape({ inFlight: count, origin, keySource }, ['keySource']),
+  EscrowSettleDeferred: shape(
+    { inFlight: count, origin, keySource, txFee: shape({ denom: text, amount: amountDataSchema, gasLimit: amountDataSchema }, ['denom', 'amount', 'gasLimit']) },
+    ['keySource', 'txFee'],
+  ),
   EscrowSettled: shape({ txHash: text, height: count, refund: amountDataSchema, totalPayout: amountDataSchema, fees: amountDataSchema }, ['totalPayout', 'fees']),
   EscrowSettleFailed: shape(
     { reason: text, error: chainError, txHash: text, attempt, height: count, retryAtHeight: count, windowClosed: { type: 'boolean' } },

@@ -176,7 +176,8 @@ export interface EscrowEventData {
     reason?: ReplacementReason;
   };
   /** Settle wanted but requests are still in flight; completed when they drain. */
-  EscrowSettleDeferred: { inFlight: number; origin: CreateOrigin; keySource?: KeySource };
+  /** `txFee`: the settle's fee and gas override (admin body), for the drained settle to sign with. */
+  EscrowSettleDeferred: { inFlight: number; origin: CreateOrigin; keySource?: KeySource; txFee?: { denom?: string; amount?: Amount; gasLimit?: Amount } };
   /**
    * Settled on chain. `refund` is the keeper's remainder (to the creator); `totalPayout` (host costs
    * plus fee shares) and `fees` from its event when read (deposit = totalPayout + refund).

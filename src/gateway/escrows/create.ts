@@ -6,10 +6,10 @@
 import { randomUUID } from 'node:crypto';
 import { createIntentStream, newEvent, type CreateOrigin, type EscrowRole, type KeySource, type SlotInfo } from '../../events/catalog.js';
 import type { EventMetadata } from '../../events/envelope.js';
-import type { ChainEscrow, TxOutcome } from '../../chain/port.js';
+import type { ChainEscrow, TxFeeOverride, TxOutcome } from '../../chain/port.js';
 import type { GatewayContext } from '../context.js';
 import { DENOM } from '../../chain/keys.js';
-import { createRefusal } from '../../chain/prechecks.js';
+import { createRefusal, feeRefusal } from '../../chain/prechecks.js';
 import { broadcastByHash } from './broadcast.js';
 import { chainErrorInfo, outcomeUnknown } from './chain-errors.js';
 import { recordedTxOutcome } from './broadcast.js';
@@ -27,6 +27,8 @@ export interface CreateEscrowCommand {
   intentId?: string;
   /** The epoch the decision was made in; default: the chain's current epoch. */
   epoch?: number;
+  /** This tx's fee and gas instead of the configured ones (the admin body's fee_denom, fee_amount, gas_limit). */
+  txFee?: TxFeeOverride;
 }
 
 export type CreateEscrowOutcome =
@@ -41,9 +43,15 @@ export async function createEscrow(ctx: GatewayContext, cmd: CreateEscrowCommand
   try {
     // The chain's own rules first, so no fee is spent on a tx it must refuse.
     const [params, balance] = await Promise.all([ctx.chain.params(), ctx.chain.balance(creator)]);
-    const refusal = createRefusal(params, { creator, amount: cmd.amount, balance, fee: ctx.chain.txFee?.(), denom: DENOM });
+    const fee = ctx.chain.txFee?.(cmd.txFee);
+    const refusal = createRefusal(params, { creator, amount: cmd.amount, balance, fee, denom: DENOM });
     if (refusal) throw refusal;
-    prepared = await ctx.chain.prepareCreateEscrow(cmd.privateKeyHex, cmd.amount, cmd.model);
+    // A fee in another denom than the deposit's is paid from that denom's balance.
+    if (fee && fee.denom !== DENOM) {
+      const feeShort = feeRefusal({ payer: creator, balance: await ctx.chain.balance(creator, fee.denom), fee });
+      if (feeShort) throw feeShort;
+    }
+    prepared = await ctx.chain.prepareCreateEscrow(cmd.privateKeyHex, cmd.amount, cmd.model, cmd.txFee);
   } catch (error) {
     return { ok: false, intentId, error, pending: false };
   }

@@ -3,11 +3,11 @@
  * requests are in flight, completed when they drain), deactivate, remove. Each asks the escrow
  * statechart first; a refusal is a 409 naming the state.
  */
-import { settleRefusal } from '../../chain/prechecks.js';
+import { feeRefusal, settleRefusal } from '../../chain/prechecks.js';
 import { newEvent, type CreateOrigin, type KeySource, type SlotInfo } from '../../events/catalog.js';
 import type { EventMetadata } from '../../events/envelope.js';
 import { clip, refuse } from '../errors.js';
-import type { ChainError, TxOutcome } from '../../chain/port.js';
+import type { ChainError, TxFeeOverride, TxOutcome } from '../../chain/port.js';
 import { stateName } from '../../machines/index.js';
 import type { GatewayContext } from '../context.js';
 import { TransitionRefused } from '../engine.js';
@@ -118,6 +118,11 @@ export interface SettleCommand {
    * only (a failure found later is recorded by the reconciler in `rotation-<model>`).
    */
   owner?: OwnerAttempt;
+  /**
+   * The settle tx's fee and gas instead of the configured ones (the admin body's fee_denom,
+   * fee_amount, gas_limit); kept with a deferral, so the drained settle signs with them too.
+   */
+  txFee?: TxFeeOverride;
 }
 
 export type SettleAnswer =
@@ -161,6 +166,14 @@ export async function settleEscrow(ctx: GatewayContext, escrowId: string, cmd: S
   if ((await ctx.keyring.add(key)) !== c.creator) {
     throw refuse.invalid(`The key in ${cmd.keySource.kind === 'env' ? cmd.keySource.name : 'the request'} is not the creator of devshard ${escrowId} (${c.creator}).`, 'private_key_env', 'wrong_settler');
   }
+  if (cmd.txFee) {
+    // An operator's fee the settler cannot pay is refused before the settle finalizes, defers or
+    // signs anything (the configured fee is checked just before signing, as every settle's).
+    const short = await settleFeeRefusal(ctx, c.creator ?? '', cmd.txFee).catch((err: unknown) => {
+      throw chainRefusal(err, 'Reading the settler balance');
+    });
+    if (short) throw chainRefusal(short, 'Settlement');
+  }
   if (s.value !== 'finalized' && s.value !== 'settleDeferred') {
     // devshardctl's settle finalizes first (escrow_rotator.go settleDevshardOnChain), and refuses
     // while the devshard has requests in flight rather than finalizing under them.
@@ -176,7 +189,9 @@ export async function settleEscrow(ctx: GatewayContext, escrowId: string, cmd: S
   if (c.inFlight > 0) {
     if (s.value !== 'settleDeferred') {
       await decided(() =>
-        ctx.engine.decideEscrow('escrow', escrowId, [newEvent('EscrowSettleDeferred', { inFlight: c.inFlight, origin: cmd.origin, keySource: cmd.keySource }, cmd.metadata)]),
+        ctx.engine.decideEscrow('escrow', escrowId, [
+          newEvent('EscrowSettleDeferred', { inFlight: c.inFlight, origin: cmd.origin, keySource: cmd.keySource, ...(cmd.txFee ? { txFee: recordedTxFee(cmd.txFee) } : {}) }, cmd.metadata),
+        ]),
       );
     }
     return { status: 'deferred', escrow_id: escrowId, settled: false, in_flight: c.inFlight };
@@ -209,7 +224,10 @@ async function broadcastSettle(ctx: GatewayContext, escrowId: string, key: strin
     // A protocol settlement: the keeper's proof checks too (root, signatures, quorum), on what the log holds.
     const proof = c.settlement!.version === PROTOCOL_SETTLEMENT_VERSION ? protocolSettlementRefusal(c.settlement!, c.slots) : undefined;
     if (proof) throw proof;
-    prepared = await ctx.chain.prepareSettleEscrow(key, settlement);
+    // The settler pays the fee (the configured one, or this settle's override): the ante handler refuses a tx it cannot pay.
+    const short = await settleFeeRefusal(ctx, c.creator ?? '', cmd.txFee);
+    if (short) throw short;
+    prepared = await ctx.chain.prepareSettleEscrow(key, settlement, cmd.txFee);
   } catch (err) {
     throw chainRefusal(err, 'Preparing the settlement');
   }
@@ -264,6 +282,32 @@ export async function recordSettleFailure(ctx: GatewayContext, escrowId: string,
   const error = chainErrorInfo(err);
   const retry = drained ? drainedFailureFields(drained, err) : {};
   await ctx.engine.decideEscrow('escrow', escrowId, [newEvent('EscrowSettleFailed', { reason: error.message, error, txHash, ...retry }, metadata)]);
+}
+
+/** The settle tx's fee (configured, or `txFee`) when the settler's balance in its denom cannot pay it. */
+async function settleFeeRefusal(ctx: GatewayContext, settler: string, txFee: TxFeeOverride | undefined): Promise<ChainError | undefined> {
+  const fee = ctx.chain.txFee?.(txFee);
+  if (!fee) return undefined;
+  return feeRefusal({ payer: settler, balance: await ctx.chain.balance(settler, fee.denom), fee });
+}
+
+/** A fee override as an event records it (amounts as decimal strings). */
+export function recordedTxFee(fee: TxFeeOverride): { denom?: string; amount?: string; gasLimit?: string } {
+  return {
+    ...(fee.denom !== undefined ? { denom: fee.denom } : {}),
+    ...(fee.amount !== undefined ? { amount: fee.amount.toString() } : {}),
+    ...(fee.gasLimit !== undefined ? { gasLimit: fee.gasLimit.toString() } : {}),
+  };
+}
+
+/** The fee override a recorded deferral carries back, if any. */
+export function txFeeOfRecord(fee: { denom?: string; amount?: string; gasLimit?: string } | undefined): TxFeeOverride | undefined {
+  if (!fee) return undefined;
+  return {
+    ...(fee.denom !== undefined ? { denom: fee.denom } : {}),
+    ...(fee.amount !== undefined ? { amount: BigInt(fee.amount) } : {}),
+    ...(fee.gasLimit !== undefined ? { gasLimit: BigInt(fee.gasLimit) } : {}),
+  };
 }
 
 function lastSettleTx(ctx: GatewayContext, escrowId: string): string | undefined {

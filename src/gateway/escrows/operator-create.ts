@@ -1,6 +1,7 @@
 /**
  * POST /v1/admin/escrows as a use case: the checks an operator's create must pass before anything
- * is signed (the key is a usable secp256k1 key, the chain id is ours), then the write-ahead create
+ * is signed (the key is a usable secp256k1 key, the chain id is ours, a fee override is one the
+ * chain takes: tx-options.ts), then the write-ahead create
  * (create.ts, which pre-checks the chain's rules). A refused or failed create is a refusal; a create
  * whose outcome is not known yet comes back as pending (reconciled by hash).
  */
@@ -11,6 +12,7 @@ import type { GatewayContext } from '../context.js';
 import { refuse } from '../errors.js';
 import { chainRefusal } from './chain-errors.js';
 import { createEscrow, type CreateEscrowOutcome } from './create.js';
+import { operatorTxFee, type OperatorTxOptions } from './tx-options.js';
 
 export interface OperatorCreate {
   privateKeyHex: string;
@@ -20,6 +22,8 @@ export interface OperatorCreate {
   model: string;
   /** Defaults to this gateway's chain. */
   chainId?: string | undefined;
+  /** This tx's fee and gas (devshardctl's fee_denom, fee_amount, gas_limit); default the configured ones. */
+  fee?: Omit<OperatorTxOptions, 'chainId'>;
   register: boolean;
   metadata: EventMetadata;
 }
@@ -30,10 +34,7 @@ export async function createEscrowForOperator(ctx: GatewayContext, cmd: Operator
   // A zero key or one at/above the curve order has the 64-hex shape and used to throw in key
   // derivation (a 500). The message never contains the key.
   if (!isPrivateKeyHex(cmd.privateKeyHex)) throw refuse.invalid(`Invalid value for 'private_key': ${PRIVATE_KEY_RULE}.`, 'private_key');
-  const chainId = cmd.chainId ?? ctx.config.chain.chainId;
-  if (chainId !== ctx.config.chain.chainId) {
-    throw refuse.invalid(`chain_id '${chainId.slice(0, 128)}' is not this gateway's chain ('${ctx.config.chain.chainId}').`, 'chain_id', 'wrong_chain_id');
-  }
+  const txFee = operatorTxFee(ctx, { chainId: cmd.chainId, ...cmd.fee });
   // The chain's own rules (allowlist, [min_amount, max_amount], balance + fee) are pre-checked in
   // create.ts before anything is signed (src/chain/prechecks.ts).
   const r = await createEscrow(ctx, {
@@ -45,6 +46,7 @@ export async function createEscrowForOperator(ctx: GatewayContext, cmd: Operator
     register: cmd.register,
     origin: 'admin',
     metadata: cmd.metadata,
+    ...(txFee ? { txFee } : {}),
   });
   if (r.ok) return r;
   if (r.pending) return { ok: false, pending: true, intentId: r.intentId, txHash: r.txHash };

@@ -17,6 +17,7 @@ import {
   registerBodySchema,
   settingsBodySchema,
   settleBodySchema,
+  txOptionsOf,
   type CreateEscrowBody,
   type RegisterBody,
   type SettingsBody,
@@ -36,12 +37,14 @@ export function registerAdminRoutes(app: FastifyInstance, gateway: GatewayPort, 
     const body = request.body as CreateEscrowBody;
     // devshardctl's default (gateway.go handleAdminEscrows): register unless told not to.
     const register = body.register !== false;
+    const { chainId, ...fee } = txOptionsOf(body);
     const r = await gateway.createEscrow({
       privateKey: body.private_key,
       keyEnv: body.private_key_env,
       amount: parseAmount(body.amount),
       model: body.model_id,
-      chainId: body.chain_id,
+      chainId,
+      fee,
       register,
       metadata: meta(request),
     });
@@ -126,7 +129,7 @@ export function registerAdminRoutes(app: FastifyInstance, gateway: GatewayPort, 
   app.post('/v1/admin/devshards/:id/settle', { ...admin, schema: doc({ params: escrowIdParamsSchema, body: settleBodySchema, summary: 'Settle a finalized devshard on chain' }) }, async (request, reply) => {
     const { id } = request.params as IdParams;
     const body = (request.body ?? {}) as SettleBody;
-    const answer = await gateway.settleEscrow(id, { privateKey: body.private_key, keyEnv: body.private_key_env }, meta(request));
+    const answer = await gateway.settleEscrow(id, { privateKey: body.private_key, keyEnv: body.private_key_env }, meta(request), txOptionsOf(body));
     // 202 while the settle waits for requests in flight (the drain reactor sends it) or for inclusion.
     return reply.code(answer.status === 'settled' ? 200 : 202).send(answer);
   });

@@ -5,6 +5,7 @@
  * Amounts are integers in the smallest coin unit; since deposits can exceed 2^53 they are also
  * accepted as decimal strings. Use `parseAmount` to get a bigint.
  */
+import { COSMOS_DENOM_PATTERN } from '../../chain/tx-fee.js';
 import { ApiError } from '../api-error.js';
 
 /** Positive integer amount, as a JSON number or a decimal string (for values above 2^53). */
@@ -25,6 +26,37 @@ export const escrowIdSchema = {
 
 export const ENV_NAME_PATTERN = '^[A-Za-z_][A-Za-z0-9_]{0,127}$';
 
+/**
+ * A uint64 of devshardctl's bodies (`fee_amount`, `gas_limit`): a JSON number, or a decimal string
+ * for values above 2^53 (JSON numbers lose precision there). The range 1..2^64−1 is checked by
+ * `parseUint64` and the use case, so the answer names the rule.
+ */
+export const uint64Schema = {
+  anyOf: [
+    { type: 'integer', minimum: 0 },
+    { type: 'string', pattern: '^[0-9]{1,20}$' },
+  ],
+} as const;
+
+/**
+ * devshardctl's transaction options (gateway.go adminCreateEscrowRequest, adminSettleEscrowRequest):
+ * `chain_id` must be this gateway's chain; `fee_denom`, `fee_amount`, `gas_limit` replace the
+ * configured DEVSHARD_TX_FEE_DENOM / DEVSHARD_TX_FEE_AMOUNT / DEVSHARD_TX_GAS_LIMIT for that one tx.
+ */
+const txOptionProperties = {
+  chain_id: { type: 'string', minLength: 1, maxLength: 128 },
+  fee_denom: { type: 'string', pattern: COSMOS_DENOM_PATTERN },
+  fee_amount: uint64Schema,
+  gas_limit: uint64Schema,
+} as const;
+
+export interface TxOptionsBody {
+  chain_id?: string;
+  fee_denom?: string;
+  fee_amount?: number | string;
+  gas_limit?: number | string;
+}
+
 /** `{id}` path parameter of /devshard/{id}/... and /v1/admin/devshards/{id}/... */
 export const escrowIdParamsSchema = {
   type: 'object',
@@ -34,7 +66,7 @@ export const escrowIdParamsSchema = {
 
 /**
  * POST /v1/admin/escrows, devshardctl's body (gateway.go adminCreateEscrowRequest): chain_id
- * defaults to CHAIN_ID, `register` to true; the key is `private_key` or the env variable named by
+ * defaults to CHAIN_ID, `register` to true, the fee and gas of the create tx to the configured ones; the key is `private_key` or the env variable named by
  * `private_key_env` (DEVSHARD_PRIVATE_KEY when neither is given and it is set). `storage_path` and
  * `protocol_version` are accepted for devshardctl's scripts: every escrow is kept in our one event
  * log, and we speak the protocol version the chain gives the escrow.
@@ -48,19 +80,18 @@ export const createEscrowBodySchema = {
     model_id: { type: 'string', minLength: 1, maxLength: 256 },
     private_key: { type: 'string', pattern: '^[0-9a-fA-F]{64}$' },
     private_key_env: { type: 'string', pattern: ENV_NAME_PATTERN },
-    chain_id: { type: 'string', minLength: 1, maxLength: 128 },
+    ...txOptionProperties,
     register: { type: 'boolean' },
     storage_path: { type: 'string', maxLength: 4096 },
     protocol_version: { type: 'string', maxLength: 64 },
   },
 } as const;
 
-export interface CreateEscrowBody {
+export interface CreateEscrowBody extends TxOptionsBody {
   amount: number | string;
   model_id: string;
   private_key?: string;
   private_key_env?: string;
-  chain_id?: string;
   register?: boolean;
   storage_path?: string;
   protocol_version?: string;
@@ -137,8 +168,9 @@ export interface SettingsBody {
 }
 
 /**
- * POST /v1/admin/devshards/{id}/settle, devshardctl's key fields (gateway.go adminSettleEscrowRequest):
- * `private_key` (held in memory, never recorded) or `private_key_env`, DEVSHARD_PRIVATE_KEY when neither.
+ * POST /v1/admin/devshards/{id}/settle, devshardctl's body (gateway.go adminSettleEscrowRequest):
+ * `private_key` (held in memory, never recorded) or `private_key_env`, DEVSHARD_PRIVATE_KEY when
+ * neither; `chain_id`, `fee_denom`, `fee_amount`, `gas_limit` as for the create.
  */
 export const settleBodySchema = {
   type: ['object', 'null'],
@@ -146,10 +178,11 @@ export const settleBodySchema = {
   properties: {
     private_key: { type: 'string', pattern: '^[0-9a-fA-F]{64}$' },
     private_key_env: { type: 'string', pattern: ENV_NAME_PATTERN },
+    ...txOptionProperties,
   },
 } as const;
 
-export interface SettleBody {
+export interface SettleBody extends TxOptionsBody {
   private_key?: string;
   private_key_env?: string;
 }
@@ -193,6 +226,32 @@ export function parseAmount(value: unknown, param = 'amount'): bigint {
   if (typeof value === 'number' && Number.isSafeInteger(value) && value > 0) return BigInt(value);
   if (typeof value === 'string' && /^[1-9][0-9]{0,39}$/.test(value)) return BigInt(value);
   throw new ApiError(400, `Invalid value for '${param}': must be a positive integer (or a decimal string of one) in the smallest coin unit.`, { param, code: 'invalid_value' });
+}
+
+/**
+ * A uint64 member (number or decimal string) -> bigint; undefined when absent. The range (1 to
+ * 2^64−1) is the use case's rule; a JSON number above 2^53 is refused here, since its value was
+ * already rounded when the body was parsed.
+ */
+export function parseUint64(value: unknown, param: string): bigint | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) return BigInt(value);
+  if (typeof value === 'string' && /^[0-9]{1,20}$/.test(value)) return BigInt(value);
+  throw new ApiError(
+    400,
+    `Invalid value for '${param}': must be an integer from 1 to 18446744073709551615 (uint64); send values above 9007199254740991 as a decimal string (a JSON number that large is rounded before it is read).`,
+    { param, code: 'invalid_value' },
+  );
+}
+
+/** The transaction options of a create or settle body, as the use case takes them. */
+export function txOptionsOf(body: TxOptionsBody) {
+  return {
+    chainId: body.chain_id,
+    feeDenom: body.fee_denom,
+    feeAmount: parseUint64(body.fee_amount, 'fee_amount'),
+    gasLimit: parseUint64(body.gas_limit, 'gas_limit'),
+  };
 }
 
 /** Escrow id (number or numeric string) -> canonical decimal string. */
