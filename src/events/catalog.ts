@@ -76,6 +76,7 @@ export const SCHEMA_VERSIONS: { readonly [K in EventType]: number } = {
   DepletionReplacementFailed: 1,
   DevshardSessionOpened: 1,
   DevshardDiffSent: 1,
+  DevshardHostTxsReceived: 1,
 };
 
 /** All catalog event types, in catalog order. */

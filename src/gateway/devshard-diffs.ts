@@ -4,10 +4,10 @@
  * leaves; read back to rebuild an escrow's replica with `replay` (src/protocol/replay.ts) after a
  * restart, or to audit the roots the hosts signed.
  */
-import { fromBinary } from '@bufbuild/protobuf';
+import { fromBinary, toBinary } from '@bufbuild/protobuf';
 import { devshardSessionStream, newEvent, type EventDataMap } from '../events/catalog.js';
 import type { RecordedEvent } from '../events/envelope.js';
-import { DiffContentSchema } from '../protocol/gen/devshard/v1/diff_pb.js';
+import { DevshardTxSchema, DiffContentSchema, type DevshardTx } from '../protocol/gen/devshard/v1/diff_pb.js';
 import { diffWireBytes, type ChainBindParams, type EscrowSessionFields, type RecordedDiff } from '../protocol/index.js';
 import type { SessionEscrow } from '../network/devshard/session.js';
 import { canonicalJson } from '../events/canonical-json.js';
@@ -111,4 +111,19 @@ export async function recordSessionOpened(engine: Engine, escrow: SessionEscrow)
 
 function dropUndefined<T extends object>(o: T): T {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as T;
+}
+
+/** Records host txs taken from a host's answer (not awaited by the request: best effort, in order). */
+export function recordHostTxs(engine: Engine, escrowId: string, host: string, txs: readonly DevshardTx[]): Promise<RecordedEvent[]> {
+  const data = { escrowId, host, txs: txs.map((tx) => b64(toBinary(DevshardTxSchema, tx))) };
+  return engine.appendOrdered(devshardSessionStream(escrowId), [newEvent('DevshardHostTxsReceived', data, { actor: { kind: 'chat' } })]);
+}
+
+/** The host txs the log holds for an escrow, in the order taken (read once, when its session opens). */
+export function recordedHostTxs(engine: Engine, escrowId: string): DevshardTx[] {
+  const out: DevshardTx[] = [];
+  for (const r of engine.readStream(devshardSessionStream(escrowId))) {
+    if (r.type === 'DevshardHostTxsReceived') for (const t of r.data.txs) out.push(fromBinary(DevshardTxSchema, bytes(t)));
+  }
+  return out;
 }

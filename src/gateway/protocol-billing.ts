@@ -7,47 +7,31 @@
  * flight (billed 0 then).
  *
  * So each inference is matched twice: the log's bill (`billed`, when its end is recorded) and the
- * protocol's charge (`charged`, when a composed diff applies its Finish or Timeout), whichever comes
- * first waiting for the other. A charge above the bill records the difference as UsageRecovered on
- * the executor's slot, so the escrow's balance in the log is what the hosts will be paid from. A
- * charge below it (a timeout after a partly delivered stream) records nothing: the log stays on the
- * safe side, and the settle event's remainder is the refund the chain pays.
+ * protocol's charge (`diffApplied`, when a composed diff applies its Finish or Timeout), whichever
+ * comes first waiting for the other. A charge above the bill records the difference as
+ * UsageRecovered on the executor's slot, so the escrow's spent in the log is what the hosts are
+ * paid. A charge below it (a timeout after a partly delivered stream) records nothing: the log stays
+ * on the safe side, and the settle event's remainder is the refund the chain pays.
+ *
+ * Nothing here has to survive a crash. When an escrow's session opens (rebuilt from the log), the
+ * waiting sets are rebuilt from the log too (`restore`): the bills of inferences no recorded diff has
+ * charged wait again, and a recorded charge above the log's bill (an orphan whose Finish reached a
+ * diff before the crash) is recorded at once. Durability order makes that complete: a charge's
+ * UsageRecovered is queued before the diff that charged it, and a bill's before the request's end.
  */
 import type { Logger } from 'pino';
-import { newEvent } from '../events/catalog.js';
+import { escrowStream, newEvent } from '../events/catalog.js';
+import { eachRequestEvent } from '../events/request-data.js';
 import type { DevshardTx } from '../protocol/gen/devshard/v1/diff_pb.js';
-import { InferenceStatus, type Replica } from '../protocol/index.js';
+import { chargesOf, type Charge, type Replica } from '../protocol/index.js';
 import type { Engine } from './engine.js';
 
 /** Inferences waiting for their other half, per escrow; beyond this the oldest is forgotten. */
 const MAX_WAITING = 20_000;
 
-/** What the protocol charged an inference: its cost and executor slot index. */
-export interface Charge {
-  inferenceId: bigint;
-  cost: bigint;
-  slot: number;
-}
-
-/** The charges a diff just applied to `replica` made: one per Finish (its cost) and Timeout (0). */
-export function chargesOf(txs: readonly DevshardTx[], replica: Replica): Charge[] {
-  const out: Charge[] = [];
-  for (const t of txs) {
-    const c = t.tx.case;
-    if (c !== 'finishInference' && c !== 'timeoutInference') continue;
-    const id = t.tx.value.inferenceId;
-    const rec = replica.inference(id);
-    if (!rec) continue;
-    out.push({ inferenceId: id, cost: c === 'finishInference' ? rec.actualCost : 0n, slot: rec.executorSlot });
-  }
-  return out;
-}
-
 interface Waiting {
   billed: Map<bigint, bigint>;
   charged: Map<bigint, Charge>;
-  /** Orphans to look up in the replica rebuilt from the log (their Finish may predate the restart). */
-  recheck: Set<bigint>;
 }
 
 export class ProtocolBilling {
@@ -56,43 +40,30 @@ export class ProtocolBilling {
   constructor(private readonly ctx: { engine: Engine; logger: Logger }) {}
 
   /**
-   * An orphan of the previous run, billed 0 at start-up: its Finish may already be in a recorded
-   * diff (applied before the crash), so the rebuilt replica is asked at the escrow's next diff.
+   * The escrow's session opened with `recordedCharges` (what the log's diffs charged): the waiting
+   * sets are rebuilt from the log's bills (ends, and UsageRecovered naming an inference).
    */
-  orphan(escrowId: string, nonce: bigint): void {
-    this.billed(escrowId, nonce, 0n);
-    this.of(escrowId).recheck.add(nonce);
-  }
-
-  /** A diff was composed and applied to `replica`: the charges it made, and orphans already charged. */
-  diffApplied(escrowId: string, txs: readonly DevshardTx[], replica: Replica): void {
-    const w = this.escrows.get(escrowId);
-    if (w && w.recheck.size > 0) {
-      const found: Charge[] = [];
-      for (const id of w.recheck) {
-        const rec = replica.inference(id);
-        if (rec && (rec.status === InferenceStatus.Finished || rec.status === InferenceStatus.Validated || rec.status === InferenceStatus.TimedOut)) {
-          found.push({ inferenceId: id, cost: rec.status === InferenceStatus.TimedOut ? 0n : rec.actualCost, slot: rec.executorSlot });
-        }
+  restore(escrowId: string, recordedCharges: ReadonlyMap<bigint, Charge>): void {
+    const bills = new Map<bigint, bigint>();
+    for (const r of eachRequestEvent(this.ctx.engine.readStream(escrowStream(escrowId)))) {
+      if (r.type === 'InferenceFinished' || r.type === 'InferenceFailed') bills.set(BigInt(r.data.nonce), (bills.get(BigInt(r.data.nonce)) ?? 0n) + BigInt(r.data.cost));
+      else if (r.type === 'UsageRecovered' && r.data.inferenceId !== undefined) {
+        const id = BigInt(r.data.inferenceId);
+        bills.set(id, (bills.get(id) ?? 0n) + BigInt(r.data.cost));
       }
-      w.recheck.clear();
-      this.charged(escrowId, found);
     }
-    this.charged(escrowId, chargesOf(txs, replica));
+    const w: Waiting = { billed: new Map(), charged: new Map() };
+    this.escrows.set(escrowId, w);
+    for (const [id, bill] of bills) {
+      const charge = recordedCharges.get(id);
+      if (charge) this.settle(escrowId, charge, bill);
+      else bounded(w.billed).set(id, bill);
+    }
   }
 
-  /** The log billed inference `nonce` `cost` (its end, or 0 for an orphan after a restart). */
-  billed(escrowId: string, nonce: bigint, cost: bigint): void {
-    const w = this.of(escrowId);
-    const charge = w.charged.get(nonce);
-    if (charge) {
-      w.charged.delete(nonce);
-      this.settle(escrowId, charge, cost);
-    } else bounded(w.billed).set(nonce, cost);
-  }
-
-  /** The protocol charged these inferences (chargesOf). */
-  private charged(escrowId: string, charges: readonly Charge[]): void {
+  /** A diff was composed and applied to `replica`: the charges it made. */
+  diffApplied(escrowId: string, txs: readonly DevshardTx[], replica: Replica): void {
+    const charges = chargesOf(txs, replica);
     if (charges.length === 0) return;
     const w = this.of(escrowId);
     for (const c of charges) {
@@ -105,9 +76,14 @@ export class ProtocolBilling {
     }
   }
 
-  /** Forgets an escrow (finalized: no later diff charges anything). */
-  forget(escrowId: string): void {
-    this.escrows.delete(escrowId);
+  /** The log billed inference `nonce` `cost` (its end). */
+  billed(escrowId: string, nonce: bigint, cost: bigint): void {
+    const w = this.of(escrowId);
+    const charge = w.charged.get(nonce);
+    if (charge) {
+      w.charged.delete(nonce);
+      this.settle(escrowId, charge, cost);
+    } else bounded(w.billed).set(nonce, cost);
   }
 
   /** Inferences waiting for a bill or a charge (tests). */
@@ -118,7 +94,7 @@ export class ProtocolBilling {
 
   private of(escrowId: string): Waiting {
     let w = this.escrows.get(escrowId);
-    if (!w) this.escrows.set(escrowId, (w = { billed: new Map(), charged: new Map(), recheck: new Set() }));
+    if (!w) this.escrows.set(escrowId, (w = { billed: new Map(), charged: new Map() }));
     return w;
   }
 
@@ -134,7 +110,12 @@ export class ProtocolBilling {
     if (cost <= 0n) return;
     const event = newEvent(
       'UsageRecovered',
-      { slotId: slot.slotId, cost: cost.toString(), reason: `inference ${charge.inferenceId}: its host's MsgFinishInference charged ${charge.cost}, the log had billed ${bill}` },
+      {
+        slotId: slot.slotId,
+        cost: cost.toString(),
+        reason: `inference ${charge.inferenceId}: its host's MsgFinishInference charged ${charge.cost}, the log had billed ${bill}`,
+        inferenceId: Number(charge.inferenceId),
+      },
       { actor: { kind: 'chat' } },
     );
     const log = { escrow_id: escrowId, inference_id: charge.inferenceId.toString(), charged: charge.cost.toString(), billed: bill.toString() };

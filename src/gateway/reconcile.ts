@@ -234,7 +234,6 @@ async function endCrashedRequests(ctx: GatewayContext, escrowId: string, report:
     .sort((a, b) => a.nonce - b.nonce);
   const events: NewEvent[] = orphans.map((o) => {
     const sent = o.nonce <= lastSent;
-    if (sent) ctx.billing?.orphan(escrowId, BigInt(o.nonce));
     return newEvent(
       'InferenceFailed',
       {
@@ -261,7 +260,6 @@ async function endCrashedRequests(ctx: GatewayContext, escrowId: string, report:
     if (ctx.engine.canEscrow(escrowId, event)) {
       events.push(event);
       report.noncesSkipped.push({ escrowId, ...skip });
-      if (ctx.billing) for (let n = skip.from; n <= skip.upTo; n++) ctx.billing.orphan(escrowId, BigInt(n));
     }
   }
   if (events.length > 0) await ctx.engine.decideEscrow('escrow', escrowId, events);

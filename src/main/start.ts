@@ -19,7 +19,7 @@ import { createLogger } from '../http/logger.js';
 import { createGatewayMetrics } from '../http/metrics.js';
 import { registerRoutes } from '../http/routes/index.js';
 import { createHostTransport } from '../network/host-transport.js';
-import { createProtocolTransport } from '../network/devshard/protocol-transport.js';
+import { createProtocolTransport, type ProtocolTransport } from '../network/devshard/protocol-transport.js';
 import type { SessionEscrow } from '../network/devshard/session.js';
 import type { InferencePort } from '../network/port.js';
 import { createUpstreamPort } from '../network/upstream.js';
@@ -32,7 +32,7 @@ import { Keyring } from '../gateway/keyring.js';
 import { Limiter } from '../gateway/limiter.js';
 import { NonceLeases } from '../gateway/nonce-lease.js';
 import { gatewayPort } from '../gateway/port.js';
-import { recordDiff, recordedDiffs, recordSessionOpened } from '../gateway/devshard-diffs.js';
+import { recordDiff, recordedDiffs, recordedHostTxs, recordHostTxs, recordSessionOpened } from '../gateway/devshard-diffs.js';
 import { ProtocolBilling } from '../gateway/protocol-billing.js';
 import { createDrainReactor, type DrainTask } from '../gateway/reactors.js';
 import { reconcile, releaseUnusedNonces, startIntentReconciler } from '../gateway/reconcile.js';
@@ -137,7 +137,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
   // The devshard protocol transport reads each escrow's chain facts from the engine's decided state.
   let ctxRef: GatewayContext | undefined;
   let billing: ProtocolBilling | undefined;
-  const protocol =
+  const protocol: ProtocolTransport | undefined =
     !options.network && !config.network.upstreamUrl && config.network.hostProtocol === 'devshard'
       ? createProtocolTransport({
             escrowOf: (id) => (ctxRef ? protocolEscrow(ctxRef, id) : undefined),
@@ -152,6 +152,12 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
               return recordDiff(engine, escrowId, d);
             },
             recordedDiffs: (escrowId) => recordedDiffs(engine, escrowId),
+            // Host txs not yet in a diff survive a restart of the gateway (and of the hosts).
+            onHostTxs: (escrowId, host, txs) =>
+              void recordHostTxs(engine, escrowId, host, txs).catch((err: unknown) => logger.warn({ err, escrow_id: escrowId }, 'could not record host txs taken from a host answer; the host resends them while they are in its mempool')),
+            recordedHostTxs: (escrowId) => recordedHostTxs(engine, escrowId),
+            // The log's bills are matched against the recorded charges again (protocol-billing.ts).
+            onSessionOpened: (escrowId, s) => billing?.restore(escrowId, s.recordedCharges),
             stallTimeoutMs: config.limits.stallTimeoutMs,
             timeoutMs: config.limits.requestTimeoutMs,
           })

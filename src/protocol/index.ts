@@ -16,3 +16,4 @@ export * from './replica.js';
 export * from './compose.js';
 export * from './replay.js';
 export * from './settlement.js';
+export * from './charges.js';

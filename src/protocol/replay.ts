@@ -14,6 +14,8 @@ export interface RecordedDiff extends Diff {
 export interface ReplayOptions {
   /** Check each diff's user signature again (default false: the log is ours and hash-chained). */
   checkUserSig?: boolean;
+  /** Called after each diff is applied (its records are live then). */
+  onApplied?: (d: RecordedDiff, replica: Replica) => void;
 }
 
 /**
@@ -28,6 +30,7 @@ export function replay(params: ReplicaParams, recorded: Iterable<RecordedDiff>, 
       checkUserSig: opts.checkUserSig ?? false,
       warmKeys: (warm, cold) => allowed.some((a) => a.warm === warm && a.cold === cold),
     });
+    opts.onApplied?.(d, replica);
   }
   return replica;
 }

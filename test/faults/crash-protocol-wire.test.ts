@@ -195,7 +195,6 @@ describe('crash over the devshard protocol: the hosts see every nonce once, none
     const spent = stream.filter((r) => r.type === 'InferenceFinished' || r.type === 'InferenceFailed' || r.type === 'UsageRecovered').reduce((n, r) => n + BigInt((r.data as { cost: string }).cost), 0n);
     const fees = BigInt((stream.filter((r) => r.type === 'EscrowFinalized').at(-1)!.data as { settlement: { fees: string } }).settlement.fees);
     const refund = BigInt((stream.find((r) => r.type === 'EscrowSettled')!.data as { refund: string }).refund);
-    if (spent + fees + refund !== BigInt(chainEscrow.escrow.amount)) console.log("DEBUG", serve.stderr.slice(-5000), JSON.stringify(stream.filter((r) => /Usage|Failed|Released|Finalized/.test(r.type)).map((r) => [r.type, r.data]), (k, v) => (typeof v === "bigint" ? v.toString() : v)).slice(0, 6000));
     expect(spent + fees + refund, `seed ${seed}: deposit conserved`).toBe(BigInt(chainEscrow.escrow.amount));
 
     const orphans = records.filter((r) => r.type === 'InferenceFailed' && /restarted/.test((r.data as { reason: string }).reason));

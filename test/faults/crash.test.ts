@@ -254,7 +254,10 @@ describe('crash: SIGKILL under load, restart on the same storage', () => {
     // finally: everything finalizes and settles; the hosts sign; money is conserved on chain
     for (const e of escrows()) {
       if (e.state === 'settled') continue;
-      if (e.state !== 'finalized' && e.state !== 'settleDeferred') expect((await api(`/devshard/${e.escrowId}/v1/finalize`, {})).status).toBe(200);
+      if (e.state !== 'finalized' && e.state !== 'settleDeferred') {
+        const f = await api(`/devshard/${e.escrowId}/v1/finalize`, {});
+        expect(f.status, `finalize ${e.escrowId} (seed ${seed}): ${f.text}`).toBe(200);
+      }
       const s = await api(`/v1/admin/devshards/${e.escrowId}/settle`, {});
       expect(s.status, `settle ${e.escrowId} (seed ${seed}): ${s.text}`).toBe(200);
     }

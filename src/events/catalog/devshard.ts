@@ -52,6 +52,19 @@ export interface DevshardEventData {
     bind?: DevshardBindParamsData;
   };
   /**
+   * Host txs the gateway took from a host's answer (`devshard_meta.mempool`: the executor's
+   * ConfirmStart and Finish, validations, votes) and had not seen before, for later diffs. Recorded
+   * when taken, without waiting: after a restart the session's pending set is these minus the txs
+   * the recorded diffs carried, so a Finish taken just before a crash still reaches a diff even
+   * when its host has gone too. `txs`: standard base64 of each DevshardTx's proto bytes.
+   */
+  DevshardHostTxsReceived: {
+    escrowId: string;
+    /** The host's inference URL. */
+    host: string;
+    txs: string[];
+  };
+  /**
    * One diff as sent to the hosts (durable before the request that carries it first leaves).
    * Byte fields are standard base64: `txs` is the wire form proto DiffContent{nonce, txs}.
    */

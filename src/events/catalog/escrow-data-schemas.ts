@@ -86,7 +86,7 @@ export const ESCROW_STREAM_DATA_SCHEMAS: { readonly [K in EscrowStreamEventType]
   NoncesReserved: shape({ upTo: count }),
   NoncesSkipped: shape({ from: count, upTo: count, reason: text }),
   NoncesReleased: shape({ upTo: count }),
-  UsageRecovered: shape({ slotId: count, cost: amountDataSchema, reason: text }),
+  UsageRecovered: shape({ slotId: count, cost: amountDataSchema, reason: text, inferenceId: count }, ['inferenceId']),
   ...REQUEST_DATA,
   InferencesRecorded: shape({
     entries: {

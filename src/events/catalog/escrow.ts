@@ -125,7 +125,13 @@ export interface EscrowEventData {
    * end a crash kept out of the log), billed after a restart to the host's slot. `cost` never
    * exceeds the unspent deposit (the reconciler clamps).
    */
-  UsageRecovered: { slotId: number; cost: Amount; reason: string };
+  UsageRecovered: {
+    slotId: number;
+    cost: Amount;
+    reason: string;
+    /** The inference (its nonce) it is charged for, when one (the devshard protocol's Finish). */
+    inferenceId?: number;
+  };
   /** A request's start: its nonce is within a durable reservation (NoncesReserved) before it leaves. */
   InferenceStarted: {
     requestId: string;

@@ -24,6 +24,7 @@ import { chunksForClient, clientAsk, completionForClient } from './client-output
 import { HostEventError, readHostEvent, type HostReceipt } from './host-events.js';
 import { DEFAULT_ROUTE_PREFIX, sessionUrl, verifyTimeoutJson } from './request-body.js';
 import { buildSettlement, settlementFileJson, settlementSignatureValid, type RecordedDiff, type Settlement } from '../../protocol/index.js';
+import type { DevshardTx } from '../../protocol/gen/devshard/v1/diff_pb.js';
 import { DevshardSession, ReceiptMismatch, type SentDiff, type SessionEscrow } from './session.js';
 
 export interface ProtocolTransportOptions extends AgentOptions {
@@ -46,6 +47,12 @@ export interface ProtocolTransportOptions extends AgentOptions {
   onDiff?: (escrowId: string, d: SentDiff) => unknown;
   /** The diffs an earlier run recorded for an escrow (the log), to rebuild its session; none: a new session. */
   recordedDiffs?: (escrowId: string) => readonly RecordedDiff[];
+  /** A session was opened (rebuilt from the log, before its first diff of this run). */
+  onSessionOpened?: (escrowId: string, s: DevshardSession) => void;
+  /** Host txs taken from a host's answer, not seen before (the log's hook; not awaited). */
+  onHostTxs?: (escrowId: string, hostUrl: string, txs: DevshardTx[]) => void;
+  /** The host txs an earlier run took (the log), to make pending again those no recorded diff carried. */
+  recordedHostTxs?: (escrowId: string) => readonly DevshardTx[];
   /** Every exchange with a host, when it ends (traffic capture). */
   onExchange?: (x: Exchange) => void;
   /** Period of the timeout sweep (sweepTimeouts), ms; 0 = only when called. Default 15 s. */
@@ -195,11 +202,16 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
     if (!escrow) throw new HostError('rejected', `escrow ${call.escrowId} is unknown to the devshard protocol transport`);
     const signer = call.signer;
     if (!signer.signProtocol) throw new HostError('rejected', `the signer of escrow ${call.escrowId} cannot make devshard protocol signatures`);
-    const s = new DevshardSession(escrow, (m) => signer.signProtocol!(m), opts.recordedDiffs?.(call.escrowId) ?? []);
+    const s = new DevshardSession(escrow, (m) => signer.signProtocol!(m), opts.recordedDiffs?.(call.escrowId) ?? [], opts.recordedHostTxs?.(call.escrowId) ?? []);
     if (opts.onDiff) {
       const onDiff = opts.onDiff;
       s.onDiff = (d) => onDiff(call.escrowId, d);
     }
+    if (opts.onHostTxs) {
+      const onHostTxs = opts.onHostTxs;
+      s.onHostTxs = (url, txs) => onHostTxs(call.escrowId, url, txs);
+    }
+    opts.onSessionOpened?.(call.escrowId, s);
     sessions.set(call.escrowId, s);
     return s;
   }
@@ -229,7 +241,7 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
     for (const e of events) {
       const ev = readHostEvent(e.data);
       if (ev.kind === 'receipt') receiptOf(s, url, ev.receipt, upTo);
-      else if (ev.kind === 'meta') s.onMempool(ev.mempool);
+      else if (ev.kind === 'meta') s.onMempool(ev.mempool, url);
     }
   }
 
@@ -324,7 +336,7 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
   }
 
   /** Reads the rest of a host stream for its meta (bounded); never throws. */
-  function drain(s: DevshardSession, pump: EventPump, deadline: number, done: () => void): Promise<void> {
+  function drain(s: DevshardSession, url: string, pump: EventPump, deadline: number, done: () => void): Promise<void> {
     const p = (async () => {
       try {
         for (;;) {
@@ -333,7 +345,7 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
           const data = await pump.next(left);
           if (data === undefined) break;
           const ev = readHostEvent(data);
-          if (ev.kind === 'meta') s.onMempool(ev.mempool);
+          if (ev.kind === 'meta') s.onMempool(ev.mempool, url);
         }
       } catch {
         /* best effort: the Finish stays in the host's mempool for a later answer */
@@ -496,7 +508,7 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
             const data = await pump.next(Math.max(1, deadline - now()));
             if (data === undefined) break;
             const ev = readHostEvent(data);
-            if (ev.kind === 'meta') s.onMempool(ev.mempool);
+            if (ev.kind === 'meta') s.onMempool(ev.mempool, hostUrl);
             else if (ev.kind === 'done') done = true;
             else if (ev.kind === 'output' && !completion) {
               const v = ev.value as (ChatCompletion & Record<string, unknown>) | undefined;
@@ -548,7 +560,7 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
             const ev = readHostEvent(data);
             if (ev.kind === 'done') break;
             if (ev.kind === 'meta') {
-              s.onMempool(ev.mempool);
+              s.onMempool(ev.mempool, hostUrl);
               continue;
             }
             if (ev.kind !== 'output') continue;
@@ -560,7 +572,7 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
           }
           // [DONE]: the meta follows at once; wait for it briefly, then read on without the client.
           handedOff = true;
-          const rest = drain(s, pump, now() + drainMs, finishCapture);
+          const rest = drain(s, hostUrl, pump, now() + drainMs, finishCapture);
           await Promise.race([rest, new Promise((r) => setTimeout(r, Math.min(drainMs, 1_000)).unref())]);
         } catch (err) {
           finishCapture();
@@ -569,7 +581,7 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
           // The client stopped reading (or left): read the host's stream on for its Finish.
           if (!handedOff && !pump.closed) {
             handedOff = true;
-            void drain(s, pump, now() + drainMs, finishCapture);
+            void drain(s, hostUrl, pump, now() + drainMs, finishCapture);
           }
         }
       }

@@ -18,6 +18,8 @@
 import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import {
   applyChainBindParams,
+  chargesOf,
+  type Charge,
   bytesEqual,
   canonicalPromptHash,
   composeDiff,
@@ -84,6 +86,8 @@ const txKey = (tx: DevshardTx): string => toHex(sha256(toBinary(DevshardTxSchema
 
 export class DevshardSession {
   readonly replica: Replica;
+  /** Inference → what the diffs of an earlier run (the log) charged it: its Finish's cost, or 0 timed out. */
+  readonly recordedCharges = new Map<bigint, Charge>();
   /** Diffs not yet acknowledged by every host, ascending. */
   private readonly unacked: SentDiff[] = [];
   /** Root after each nonce still in `unacked` (a receipt is checked against it). */
@@ -99,6 +103,8 @@ export class DevshardSession {
   private readonly timingOut = new Map<bigint, bigint>();
   /** Called with every diff as it is composed (before it is sent); a promise answered is awaited before sending. */
   onDiff: ((d: SentDiff) => unknown) | undefined;
+  /** Called with the host txs of a host's answer not seen before (the log's hook; not awaited). */
+  onHostTxs: ((url: string, txs: DevshardTx[]) => void) | undefined;
   private recording: Promise<unknown>[] = [];
 
   /**
@@ -109,16 +115,25 @@ export class DevshardSession {
     readonly escrow: SessionEscrow,
     private readonly sign: ProtocolSign,
     recorded: readonly RecordedDiff[] = [],
+    /** Host txs an earlier run took (the log): those no recorded diff carried are pending again. */
+    recordedHostTxs: readonly DevshardTx[] = [],
   ) {
     const n = escrow.slots.length;
     const config = applyChainBindParams(sessionConfigFromEscrow(n, escrow.session), n, escrow.bind ?? {});
     const params = { escrowId: escrow.escrowId, slots: escrow.slots.map((s) => s.host), amount: escrow.amount, userAddress: escrow.creator, config };
-    this.replica = recorded.length > 0 ? replay(params, recorded) : Replica.create(params);
+    // What the recorded diffs charged each inference (the log's bill is matched against it).
+    const charges = this.recordedCharges;
+    this.replica = recorded.length > 0 ? replay(params, recorded, { onApplied: (d, r) => { for (const c of chargesOf(d.txs, r)) charges.set(c.inferenceId, c); } }) : Replica.create(params);
     for (const d of recorded) {
       this.unacked.push(d);
       this.roots.set(d.nonce, d.postStateRoot);
     }
     this.hostUrls = [...new Set(escrow.slots.map((s) => s.url))];
+    if (recordedHostTxs.length > 0) {
+      const included = new Set<string>();
+      for (const d of recorded) for (const tx of d.txs) included.add(txKey(tx));
+      for (const tx of recordedHostTxs) if (!included.has(txKey(tx))) this.take(tx);
+    }
   }
 
   get latestNonce(): bigint {
@@ -240,14 +255,20 @@ export class DevshardSession {
     }
     if ((this.acked.get(url) ?? 0n) < r.nonce) this.acked.set(url, r.nonce);
     if (r.receipt && r.receipt.length > 0) {
-      this.take(create(DevshardTxSchema, { tx: { case: 'confirmStart', value: create(MsgConfirmStartSchema, { inferenceId, executorSig: r.receipt, confirmedAt: r.confirmedAt ?? 0n }) } }));
+      const confirm = create(DevshardTxSchema, { tx: { case: 'confirmStart', value: create(MsgConfirmStartSchema, { inferenceId, executorSig: r.receipt, confirmedAt: r.confirmedAt ?? 0n }) } });
+      if (this.take(confirm)) this.onHostTxs?.(url, [confirm]);
     }
     this.prune();
   }
 
   /** `devshard_meta.mempool`: host txs (Finish, ConfirmStart, …) for later diffs. */
-  onMempool(txs: readonly Uint8Array[]): void {
-    for (const b of txs) this.take(fromBinary(DevshardTxSchema, b));
+  onMempool(txs: readonly Uint8Array[], url = ''): void {
+    let fresh: DevshardTx[] | undefined;
+    for (const b of txs) {
+      const tx = fromBinary(DevshardTxSchema, b);
+      if (this.take(tx)) (fresh ??= []).push(tx);
+    }
+    if (fresh && this.onHostTxs) this.onHostTxs(url, fresh);
   }
 
   /**
@@ -300,9 +321,12 @@ export class DevshardSession {
     );
   }
 
-  private take(tx: DevshardTx): void {
+  /** Adds a tx to the pending set; true when it was not there (nor carried by a diff still unacknowledged). */
+  private take(tx: DevshardTx): boolean {
     const key = txKey(tx);
-    if (!this.pending.has(key)) this.pending.set(key, tx);
+    if (this.pending.has(key)) return false;
+    this.pending.set(key, tx);
+    return true;
   }
 
   /** Drops the diffs every host has acknowledged. */
