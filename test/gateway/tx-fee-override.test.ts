@@ -51,6 +51,13 @@ describe('admin create and settle: chain_id, fee_denom, fee_amount, gas_limit (d
     expect(intent.txBytes).toBe(bytes);
   });
 
+  it('create: "" and 0 mean "not given", as devshardctl\'s omitempty fields: the configured fee and gas', async () => {
+    const r = await gw.call('/v1/admin/escrows', { body: { amount: 10_000_000_000, model_id: MODEL, chain_id: '', fee_denom: '', fee_amount: 0, gas_limit: 0, register: false } });
+    expect(r.status, r.text).toBe(200);
+    const fee = gw.ctx.chain.txFee!();
+    expect(feeOf((await txOnChain(gw, r.json.tx_hash)).tx)).toEqual({ coins: [{ denom: fee.denom, amount: fee.amount.toString() }], gasLimit: fee.gasLimit });
+  });
+
   it('create: a uint64 above 2^53 as a decimal string is taken exactly', async () => {
     const r = await gw.call('/v1/admin/escrows', { body: { amount: '10000000000', model_id: MODEL, gas_limit: '9007199254740993', register: false } });
     expect(r.status, r.text).toBe(200);
@@ -114,12 +121,10 @@ describe('admin create and settle: chain_id, fee_denom, fee_amount, gas_limit (d
     expect(await balanceOf(gw, creator)).toBe(left);
   });
 
-  it('out of range: fee_amount or gas_limit 0 or above 2^64−1, a JSON number above 2^53, a malformed or refused fee_denom: 400 and no tx', async () => {
+  it('out of range: fee_amount or gas_limit above 2^64−1, a JSON number above 2^53, a malformed or refused fee_denom: 400 and no tx', async () => {
     const intents = eventsOf(gw, 'EscrowCreateRequested').length;
     const base = { amount: 10_000_000_000, model_id: MODEL };
     const cases: [Record<string, unknown>, string, string | undefined][] = [
-      [{ fee_amount: 0 }, 'fee_amount', 'invalid_fee_amount'],
-      [{ gas_limit: 0 }, 'gas_limit', 'invalid_gas_limit'],
       [{ fee_amount: '18446744073709551616' }, 'fee_amount', 'invalid_fee_amount'],
       [{ gas_limit: '99999999999999999999' }, 'gas_limit', 'invalid_gas_limit'],
       [{ gas_limit: 2 ** 64 }, 'gas_limit', 'invalid_value'],

@@ -29,7 +29,15 @@ export function acceptedFeeDenoms(ctx: GatewayContext): string[] {
  * Checks the options before anything is read from the chain or signed, and gives the fee override
  * for the tx (undefined when none is given). Every refusal is a 400 naming the rule and the remedy.
  */
-export function operatorTxFee(ctx: GatewayContext, o: OperatorTxOptions): TxFeeOverride | undefined {
+export function operatorTxFee(ctx: GatewayContext, given: OperatorTxOptions): TxFeeOverride | undefined {
+  // As devshardctl's omitempty fields: "" and 0 mean "not given" (the configured value), so scripts
+  // that template every field keep working.
+  const o: OperatorTxOptions = {
+    chainId: given.chainId === '' ? undefined : given.chainId,
+    feeDenom: given.feeDenom === '' ? undefined : given.feeDenom,
+    feeAmount: given.feeAmount === 0n ? undefined : given.feeAmount,
+    gasLimit: given.gasLimit === 0n ? undefined : given.gasLimit,
+  };
   const ours = ctx.config.chain.chainId;
   if (o.chainId !== undefined && o.chainId !== ours) {
     throw refuse.invalid(

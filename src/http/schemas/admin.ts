@@ -44,8 +44,9 @@ export const uint64Schema = {
  * configured DEVSHARD_TX_FEE_DENOM / DEVSHARD_TX_FEE_AMOUNT / DEVSHARD_TX_GAS_LIMIT for that one tx.
  */
 const txOptionProperties = {
-  chain_id: { type: 'string', minLength: 1, maxLength: 128 },
-  fee_denom: { type: 'string', pattern: COSMOS_DENOM_PATTERN },
+  // "" (and 0 below) mean "not given", as devshardctl's omitempty fields do.
+  chain_id: { type: 'string', maxLength: 128 },
+  fee_denom: { anyOf: [{ type: 'string', maxLength: 0 }, { type: 'string', pattern: COSMOS_DENOM_PATTERN }] },
   fee_amount: uint64Schema,
   gas_limit: uint64Schema,
 } as const;
