@@ -32,9 +32,19 @@ export interface InferencePayload {
 
 const b64 = (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('base64');
 
-/** The wire bytes of a diff's txs: DiffContent{nonce, txs}. */
+const wireCache = new WeakMap<object, Uint8Array>();
+
+/**
+ * The wire bytes of a diff's txs: DiffContent{nonce, txs}. Cached per diff object (a diff is not
+ * changed once signed): the request body and the log's DevshardDiffSent both need them.
+ */
 export function wireTxs(diff: Pick<SignedDiff, 'nonce' | 'txs'>): Uint8Array {
-  return diffWireBytes(diff.nonce, diff.txs);
+  let w = wireCache.get(diff);
+  if (w === undefined) {
+    w = diffWireBytes(diff.nonce, diff.txs);
+    wireCache.set(diff, w);
+  }
+  return w;
 }
 
 /**
