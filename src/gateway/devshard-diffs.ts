@@ -8,21 +8,23 @@ import { fromBinary, toBinary } from '@bufbuild/protobuf';
 import { devshardSessionStream, newEvent, type EventDataMap } from '../events/catalog.js';
 import type { RecordedEvent } from '../events/envelope.js';
 import { DevshardTxSchema, DiffContentSchema, type DevshardTx } from '../protocol/gen/devshard/v1/diff_pb.js';
-import { diffWireBytes, type ChainBindParams, type EscrowSessionFields, type RecordedDiff } from '../protocol/index.js';
+import type { ChainBindParams, EscrowSessionFields, RecordedDiff } from '../protocol/index.js';
 import type { SessionEscrow } from '../network/devshard/session.js';
+import { wireTxs } from '../network/devshard/request-body.js';
 import { canonicalJson } from '../events/canonical-json.js';
 import type { Engine } from './engine.js';
 
 const b64 = (b: Uint8Array): string => Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('base64');
 const bytes = (s: string): Uint8Array => new Uint8Array(Buffer.from(s, 'base64'));
 
-/** A sent diff as the event's data. */
+/** A sent diff as the event's data (its wire bytes cached per diff object, shared with the request body). */
 export function diffEventData(escrowId: string, d: RecordedDiff): EventDataMap['DevshardDiffSent'] {
+  // Keys in sorted order: the store then writes the data with JSON.stringify (canonicalJson's fast path).
   return {
     escrowId,
     nonce: d.nonce.toString(),
-    txs: b64(diffWireBytes(d.nonce, d.txs)),
     postStateRoot: b64(d.postStateRoot),
+    txs: b64(wireTxs(d)),
     userSig: b64(d.userSig),
     warmKeyBindings: d.warmKeyBindings.map((w) => ({ slot: w.slot, warm: w.warm })),
   };

@@ -1,12 +1,12 @@
 /** Fixed-width integer encodings and byte helpers shared by the hashes (pure). */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 
 export const U64_MAX = (1n << 64n) - 1n;
 
 export function sha256(...parts: Uint8Array[]): Uint8Array {
-  const h = createHash('sha256');
-  for (const p of parts) h.update(p);
-  return new Uint8Array(h.digest());
+  // One-shot crypto.hash (Node >= 20.12): no Hash object per call.
+  const data = parts.length === 1 ? parts[0]! : Buffer.concat(parts);
+  return new Uint8Array(hash('sha256', data, 'buffer') as unknown as Buffer);
 }
 
 export function u64be(v: bigint): Uint8Array {

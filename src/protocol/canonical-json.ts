@@ -49,6 +49,8 @@ function encodeNumber(n: number): string {
 }
 
 const compareUtf8 = (a: string, b: string): number => Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
+const compareCodeUnits = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+const ABOVE_D800 = /[\ud800-\uffff]/;
 
 function encodeValue(v: unknown): string {
   if (v === null) return 'null';
@@ -60,7 +62,9 @@ function encodeValue(v: unknown): string {
   // Two keys that differ only in invalid UTF-16 collapse to one in Go; last one wins, as in Go's decoder.
   const entries = new Map<string, unknown>();
   for (const k of Object.keys(obj)) entries.set(normalizeKey(k), obj[k]);
-  const keys = [...entries.keys()].sort(compareUtf8);
+  const keys = [...entries.keys()];
+  // Below U+D800 UTF-16 code units sort as UTF-8 bytes do: plain comparison, no buffers (the usual keys).
+  keys.sort(keys.some((k) => ABOVE_D800.test(k)) ? compareUtf8 : compareCodeUnits);
   return `{${keys.map((k) => `${encodeString(k)}:${encodeValue(entries.get(k))}`).join(',')}}`;
 }
 

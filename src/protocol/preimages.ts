@@ -5,7 +5,7 @@
  * `applyTimeout`, `verifyProposerSig`; devshard/state/settlement.go `VerifySettlement`;
  * devshard/transport/auth.go (request header); devshard/proto/devshard/v1/diff.proto.
  */
-import { clone, create, toBinary } from '@bufbuild/protobuf';
+import { create, toBinary } from '@bufbuild/protobuf';
 import { DiffContentSchema, ExecutorReceiptContentSchema, StateSignatureContentSchema, TimeoutVoteContentSchema, type DevshardTx } from './gen/devshard/v1/diff_pb.js';
 import {
   MsgFinishInferenceSchema,
@@ -48,26 +48,24 @@ export const executorReceiptBytes = (f: ExecutorReceiptFields): Uint8Array => to
 export const timeoutVoteBytes = (escrowId: string, inferenceId: bigint, reason: TimeoutReason, accept: boolean): Uint8Array =>
   toBinary(TimeoutVoteContentSchema, create(TimeoutVoteContentSchema, { escrowId, inferenceId, reason, accept }));
 
+const EMPTY = new Uint8Array(0);
+
 /**
  * What a proposer signs: the message itself with `proposer_sig` cleared. Unknown fields the
- * message carried stay in the bytes (protobuf-go keeps and re-emits them; protobuf-es too).
+ * message carried stay in the bytes (protobuf-go keeps and re-emits them; protobuf-es too: the
+ * shallow copy keeps `$unknown`). A shallow copy, not `clone` (a deep reflective copy): nothing
+ * here changes the fields it shares.
  */
 export function finishProposerBytes(msg: MsgFinishInference): Uint8Array {
-  const c = clone(MsgFinishInferenceSchema, msg);
-  c.proposerSig = new Uint8Array(0);
-  return toBinary(MsgFinishInferenceSchema, c);
+  return toBinary(MsgFinishInferenceSchema, { ...msg, proposerSig: EMPTY });
 }
 
 export function validationProposerBytes(msg: MsgValidation): Uint8Array {
-  const c = clone(MsgValidationSchema, msg);
-  c.proposerSig = new Uint8Array(0);
-  return toBinary(MsgValidationSchema, c);
+  return toBinary(MsgValidationSchema, { ...msg, proposerSig: EMPTY });
 }
 
 export function validationVoteProposerBytes(msg: MsgValidationVote): Uint8Array {
-  const c = clone(MsgValidationVoteSchema, msg);
-  c.proposerSig = new Uint8Array(0);
-  return toBinary(MsgValidationVoteSchema, c);
+  return toBinary(MsgValidationVoteSchema, { ...msg, proposerSig: EMPTY });
 }
 
 /**

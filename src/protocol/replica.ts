@@ -6,7 +6,8 @@
  */
 import { DevshardError, refuse } from './errors.js';
 import type { DevshardTx } from './gen/devshard/v1/diff_pb.js';
-import { hostStatsHash, liveHash, Phase, restHashV2, stateRoot, warmKeysHash, type HostStats } from './hashes.js';
+import { createHash, type Hash } from 'node:crypto';
+import { hostStatsHash, Phase, restHashV2, stateRoot, warmKeysHash, type HostStats } from './hashes.js';
 import { inferenceEntry, type InferenceRecord } from './inference-record.js';
 import { diffSignedBytes } from './preimages.js';
 import { autoSeal, drainLive, shouldAutoSealAtNonce } from './seal.js';
@@ -14,7 +15,11 @@ import { normalizeSessionConfig, type SessionConfig } from './session-config.js'
 import { SessionState } from './session-state.js';
 import { recoverAddress, RecoverError } from './signatures.js';
 import { applyTx, type RuleContext } from './tx-rules.js';
-import { bytesEqual, toHex } from './bytes.js';
+import { bytesEqual, toHex, varint } from './bytes.js';
+
+/** Entries between the kept sha256 states of the live hash. */
+const LIVE_HASH_MARK = 32;
+const LIVE_TAG = Uint8Array.of(0x0a);
 
 /** The state-root tag of devshard v2 (`types.EffectiveStateRootAndProtocolVersion`). */
 export const STATE_ROOT_VERSION = 'v2';
@@ -81,6 +86,8 @@ export class Replica {
   private readonly state: SessionState;
   private readonly addressSlots = new Map<string, number[]>();
   private statsHashCache: { version: number; hash: Uint8Array } | undefined;
+  /** The live hash's cache: ids hashed in order, sha256 states after marks[i].n of them, the last digest. */
+  private liveCache: { ids: bigint[]; marks: { n: number; hash: Hash }[]; digest: Uint8Array } | undefined;
 
   private constructor(
     readonly params: Readonly<ReplicaParams>,
@@ -160,10 +167,51 @@ export class Replica {
   /** `ComputeRestHashV2` of the current state. */
   restHash(): Uint8Array {
     const st = this.state;
-    const live = liveHash((function* () {
-      for (const r of st.liveRecords()) yield inferenceEntry(r);
-    })());
-    return restHashV2(st.balance, st.sealedAcc, live, warmKeysHash(st.warmKeys));
+    return restHashV2(st.balance, st.sealedAcc, this.liveHash(), warmKeysHash(st.warmKeys));
+  }
+
+  /**
+   * `liveHash` over the live entries, incrementally: the sha256 state is kept every
+   * LIVE_HASH_MARK entries, and only the entries from the lowest id changed since the last call
+   * are hashed again (in a session they are the recent ones; a seal removes the oldest, and the
+   * next call hashes everything once).
+   */
+  private liveHash(): Uint8Array {
+    const dirty = this.state.takeDirty();
+    let c = this.liveCache;
+    if (c !== undefined && dirty === undefined) return c.digest;
+    if (c === undefined) c = this.liveCache = { ids: [], marks: [{ n: 0, hash: createHash('sha256') }], digest: new Uint8Array(0) };
+    const { ids, marks } = c;
+    let keep = ids.length;
+    if (dirty !== undefined) {
+      // The first cached id >= dirty.
+      let lo = 0;
+      let hi = ids.length;
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        if (ids[mid]! < dirty) lo = mid + 1;
+        else hi = mid;
+      }
+      keep = lo;
+    }
+    while (marks[marks.length - 1]!.n > keep) marks.pop();
+    const mark = marks[marks.length - 1]!;
+    ids.length = mark.n;
+    const h = mark.hash.copy();
+    const parts: Uint8Array[] = [];
+    for (const r of this.state.liveAfter(mark.n > 0 ? ids[mark.n - 1]! : -1n)) {
+      const e = inferenceEntry(r);
+      parts.push(LIVE_TAG, varint(e.length), e);
+      ids.push(r.id);
+      if (ids.length % LIVE_HASH_MARK === 0) {
+        h.update(Buffer.concat(parts));
+        parts.length = 0;
+        marks.push({ n: ids.length, hash: h.copy() });
+      }
+    }
+    if (parts.length > 0) h.update(Buffer.concat(parts));
+    c.digest = new Uint8Array(h.digest());
+    return c.digest;
   }
 
   /** The root with the current phase byte: a diff's post_state_root, a receipt's state_hash. */

@@ -46,6 +46,10 @@ export class SessionState {
   private sealedJournal: bigint[] = [];
   /** Bumped on every host-stats change, so the hash can be cached. */
   statsVersion = 0;
+  /** The lowest live id added, replaced or removed since `takeDirty` (undefined: none), for the live-hash cache. */
+  private dirtyFrom: bigint | undefined;
+  /** The highest id ever put live (ids are start nonces, so new ones come last). */
+  private maxId = 0n;
 
   constructor(
     readonly escrowId: string,
@@ -67,6 +71,30 @@ export class SessionState {
 
   liveRecords(): IterableIterator<InferenceRecord> {
     return this.live.values();
+  }
+
+  /** Live records with id > `after`, ascending. */
+  *liveAfter(after: bigint): Generator<InferenceRecord> {
+    if (this.maxId - after <= BigInt(this.live.size)) {
+      // The tail: look the ids up instead of walking the whole map.
+      for (let id = after + 1n; id <= this.maxId; id++) {
+        const r = this.live.get(id);
+        if (r !== undefined) yield r;
+      }
+      return;
+    }
+    for (const r of this.live.values()) if (r.id > after) yield r;
+  }
+
+  /** The lowest live id changed since the last call (undefined: none), and resets it. */
+  takeDirty(): bigint | undefined {
+    const d = this.dirtyFrom;
+    this.dirtyFrom = undefined;
+    return d;
+  }
+
+  private markDirty(id: bigint): void {
+    if (this.dirtyFrom === undefined || id < this.dirtyFrom) this.dirtyFrom = id;
   }
 
   get liveCount(): number {
@@ -92,12 +120,15 @@ export class SessionState {
   /** Adds or replaces a live record. A new id must be above every live id (ids are start nonces). */
   putLive(rec: InferenceRecord): void {
     this.touch(rec.id);
+    this.markDirty(rec.id);
+    if (rec.id > this.maxId) this.maxId = rec.id;
     this.live.set(rec.id, rec);
   }
 
   /** Removes a live record into the sealed set at `sealNonce`. */
   markSealed(id: bigint, sealNonce: bigint): void {
     this.touch(id);
+    this.markDirty(id);
     this.live.delete(id);
     if (!this.sealed.has(id)) this.sealedJournal.push(id);
     this.sealed.set(id, sealNonce);
@@ -143,6 +174,7 @@ export class SessionState {
     for (const id of this.sealedJournal) this.sealed.delete(id);
     let reinserted = false;
     for (const [id, prev] of this.liveJournal ?? []) {
+      this.markDirty(id);
       if (prev === undefined) this.live.delete(id);
       else {
         if (!this.live.has(id)) reinserted = true;

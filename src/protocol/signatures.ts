@@ -18,8 +18,20 @@ import { sha256 } from './bytes.js';
 /** The `gonka` bech32 address of a compressed (33-byte) or uncompressed (65-byte) public key. */
 export function addressFromPublicKey(publicKey: Uint8Array): string {
   const compressed = publicKey.length === 33 ? publicKey : secp256k1.Point.fromBytes(publicKey).toBytes(true);
-  return toBech32('gonka', ripemd160(sha256(compressed)));
+  // The same few keys (a session's hosts, warm keys) sign over and over: their address is kept.
+  const key = Buffer.from(compressed.buffer, compressed.byteOffset, compressed.byteLength).toString('latin1');
+  let address = addresses.get(key);
+  if (address === undefined) {
+    address = toBech32('gonka', ripemd160(sha256(compressed)));
+    if (addresses.size >= MAX_ADDRESSES) addresses.clear();
+    addresses.set(key, address);
+  }
+  return address;
 }
+
+/** Compressed public key (one char a byte) → its address; cleared when it reaches MAX_ADDRESSES. */
+const addresses = new Map<string, string>();
+const MAX_ADDRESSES = 4096;
 
 /** The address of a private key. */
 export const addressFromPrivateKey = (privateKey: Uint8Array): string => addressFromPublicKey(secp256k1.getPublicKey(privateKey, true));

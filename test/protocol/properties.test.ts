@@ -96,6 +96,10 @@ function moneyHolds(r: Replica, amount: bigint, locked: bigint): void {
   expect(r.balance + r.fees + cost + reserved + locked).toBe(amount);
 }
 
+/** The root with every part hashed again from the replica's state (no cache). */
+const rootFromScratch = (r: Replica): string =>
+  toHex(stateRoot(hostStatsHash(r.hostStats()), r.fees, restHashV2(r.balance, r.sealedAcc ?? new Uint8Array(32), liveHash(r.liveRecords().map(inferenceEntry)), warmKeysHash(r.warmKeys)), r.version, r.phase));
+
 describe('replica properties', () => {
   it('deterministic; the host accepts what the user composes; the money adds up after every diff', () => {
     let accepted = 0;
@@ -145,6 +149,9 @@ describe('replica properties', () => {
           // the drain at Settlement freezes the reservations still in flight
           if (kit.replica.phase === Phase.Settlement) for (const rec of res.sealedRecords) if (inFlight(kit.replica, rec)) locked += rec.reservedCost;
           expect(user.stateRoot()).toEqual(kit.replica.stateRoot());
+          // the replica's incremental live hash is the hash of the whole live set, recomputed
+          expect(toHex(user.stateRoot())).toBe(rootFromScratch(user));
+          expect(toHex(kit.replica.stateRoot())).toBe(rootFromScratch(kit.replica));
           moneyHolds(kit.replica, 40_000n, locked);
         }
       }),

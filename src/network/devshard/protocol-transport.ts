@@ -514,8 +514,9 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
               const v = ev.value as (ChatCompletion & Record<string, unknown>) | undefined;
               if (!v || typeof v !== 'object' || !Array.isArray(v.choices)) throw new HostError('bad_response', `${label} answered without choices`);
               if ((v as { error?: unknown }).error) throw new HostError('rejected', `${label} failed: ${messageOf(data)}`);
+              // completionForClient strips `v` in place: `text` is `v` as JSON, no need to parse it again.
               text = completionForClient(data, v, ask);
-              completion = (text === data ? v : JSON.parse(text)) as ChatCompletion & Record<string, unknown>;
+              completion = v;
             }
           }
         } catch (err) {

@@ -14,11 +14,12 @@ import { diffWireBytes } from '../../protocol/preimages.js';
 /** devshardctl's default route prefix for protocol_version "1" (DEVSHARD_ROUTE_PREFIX overrides it). */
 export const DEFAULT_ROUTE_PREFIX = '/v1/devshard';
 
+/** A signed diff. Not changed once made: its JSON is cached per object (a diff rides along as catch-up in several requests). */
 export interface SignedDiff {
-  nonce: bigint;
-  txs: DevshardTx[];
-  userSig: Uint8Array;
-  postStateRoot?: Uint8Array;
+  readonly nonce: bigint;
+  readonly txs: readonly DevshardTx[];
+  readonly userSig: Uint8Array;
+  readonly postStateRoot?: Uint8Array;
 }
 
 export interface InferencePayload {
@@ -31,27 +32,44 @@ export interface InferencePayload {
 
 const b64 = (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('base64');
 
-/** The wire bytes of a diff's txs: DiffContent{nonce, txs}. */
+const wireCache = new WeakMap<object, Uint8Array>();
+
+/**
+ * The wire bytes of a diff's txs: DiffContent{nonce, txs}. Cached per diff object (a diff is not
+ * changed once signed): the request body and the log's DevshardDiffSent both need them.
+ */
 export function wireTxs(diff: Pick<SignedDiff, 'nonce' | 'txs'>): Uint8Array {
-  return diffWireBytes(diff.nonce, diff.txs);
+  let w = wireCache.get(diff);
+  if (w === undefined) {
+    w = diffWireBytes(diff.nonce, diff.txs);
+    wireCache.set(diff, w);
+  }
+  return w;
 }
 
 /**
  * The JSON text of an InferenceRequest. Integers are written as JSON numbers (Go reads uint64 from
  * a number literal exactly, beyond 2^53 too), so they are spliced in as text, not as JS numbers.
  */
-export function inferenceRequestJson(diffs: SignedDiff[], nonce: bigint, payload?: InferencePayload): string {
+export function inferenceRequestJson(diffs: readonly SignedDiff[], nonce: bigint, payload?: InferencePayload): string {
   const p = payload ? `,"payload":${payloadJson(payload)}` : '';
   return `{"diffs":${diffsJson(diffs)},"nonce":${nonce}${p}}`;
 }
 
-const diffsJson = (diffs: SignedDiff[]): string =>
-  `[${diffs
-    .map((d) => {
-      const root = d.postStateRoot && d.postStateRoot.length > 0 ? `,"post_state_root":"${b64(d.postStateRoot)}"` : '';
-      return `{"nonce":${d.nonce},"txs":"${b64(wireTxs(d))}","user_sig":"${b64(d.userSig)}"${root}}`;
-    })
-    .join(',')}]`;
+const diffJsonCache = new WeakMap<SignedDiff, string>();
+
+/** One diff's JSON (DiffJSON), cached per diff object. */
+function diffJson(d: SignedDiff): string {
+  let j = diffJsonCache.get(d);
+  if (j === undefined) {
+    const root = d.postStateRoot && d.postStateRoot.length > 0 ? `,"post_state_root":"${b64(d.postStateRoot)}"` : '';
+    j = `{"nonce":${d.nonce},"txs":"${b64(wireTxs(d))}","user_sig":"${b64(d.userSig)}"${root}}`;
+    diffJsonCache.set(d, j);
+  }
+  return j;
+}
+
+const diffsJson = (diffs: readonly SignedDiff[]): string => `[${diffs.map(diffJson).join(',')}]`;
 
 const payloadJson = (p: InferencePayload): string =>
   `{"prompt":"${b64(p.prompt)}","model":${JSON.stringify(p.model)},"input_length":${p.inputLength},"max_tokens":${p.maxTokens},"started_at":${p.startedAt}}`;
@@ -60,7 +78,7 @@ const payloadJson = (p: InferencePayload): string =>
  * The body of `POST …/verify-timeout`: `{inference_id, reason: "refused"|"execution", payload?, diffs?}`
  * (gonka 8a35022 devshard/transport/types.go VerifyTimeoutRequest; host/timeout.go).
  */
-export function verifyTimeoutJson(diffs: SignedDiff[], inferenceId: bigint, reason: 'refused' | 'execution', payload?: InferencePayload): string {
+export function verifyTimeoutJson(diffs: readonly SignedDiff[], inferenceId: bigint, reason: 'refused' | 'execution', payload?: InferencePayload): string {
   const p = payload ? `,"payload":${payloadJson(payload)}` : '';
   return `{"inference_id":${inferenceId},"reason":"${reason}"${p},"diffs":${diffsJson(diffs)}}`;
 }

@@ -26,7 +26,6 @@ import {
   diffSignedBytes,
   requestHeaderMessage,
   sessionConfigFromEscrow,
-  sha256,
   toHex,
   Phase,
   Replica,
@@ -82,7 +81,11 @@ export class ReceiptMismatch extends Error {
   override name = 'ReceiptMismatch';
 }
 
-const txKey = (tx: DevshardTx): string => toHex(sha256(toBinary(DevshardTxSchema, tx)));
+/** A tx's identity: its deterministic encoding as a string (one byte a char), no digest needed. */
+const txKey = (tx: DevshardTx): string => {
+  const b = toBinary(DevshardTxSchema, tx);
+  return Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('latin1');
+};
 
 export class DevshardSession {
   readonly replica: Replica;
@@ -221,7 +224,8 @@ export class DevshardSession {
   catchUp(url: string): SignedDiff[] {
     const from = this.acked.get(url) ?? 0n;
     const out: SignedDiff[] = [];
-    for (const d of this.unacked) if (d.nonce > from) out.push({ nonce: d.nonce, txs: [...d.txs], userSig: d.userSig, postStateRoot: d.postStateRoot });
+    // The kept diffs themselves (never changed once signed), so their JSON is made once (request-body.ts).
+    for (const d of this.unacked) if (d.nonce > from) out.push(d);
     return out;
   }
 
