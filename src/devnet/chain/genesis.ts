@@ -3,7 +3,7 @@
  * simulated hosts' accounts. Every generated key is deterministic (sha256 of a fixed seed), so a
  * devnet restarted with the same settings has the same identities; they are test keys only.
  */
-import { fromBase64, toBase64 } from '@cosmjs/encoding';
+import { toBase64 } from '@cosmjs/encoding';
 import type { HostIdentity } from '../hosts/chain-view.js';
 import {
   addressOfPrivateKey,
@@ -89,9 +89,4 @@ export function genesisState(config: DevnetConfig, ids: GenesisIdentities, now =
     state.hostPubKeys[host.address] = toBase64(host.pubKey);
   }
   return state;
-}
-
-export function hostPubKey(state: ChainState, address: string): Uint8Array | undefined {
-  const b64 = state.hostPubKeys[address];
-  return b64 === undefined ? undefined : fromBase64(b64);
 }

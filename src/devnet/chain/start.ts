@@ -28,7 +28,7 @@ export interface Devnet {
   /** Funded but not allowlisted. */
   notAllowlisted: FundedKey;
   hosts: HostIdentity[];
-  /** The simulated hosts mounted under /hosts/<i>: what they served, fault switches. */
+  /** The simulated hosts mounted under /hosts/<i>: their protocol sessions, fault switches. */
   simulatedHosts: SimulatedHosts;
   config: DevnetConfig;
   /** In-process handle: height, advance / jumpTo, waitForHeight, faults, state. */
@@ -51,7 +51,6 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
     chain,
     hosts: ids.hosts,
     tokenDelayMs: config.tokenDelayMs,
-    ...(store ? { restore: store.loadLedgers(), persist: (host: number, escrowId: string, tally: Parameters<typeof store.saveTally>[2]) => store.saveTally(host, escrowId, tally) } : {}),
   });
   let url: string;
   try {

@@ -15,7 +15,7 @@ import { drainedFailureFields, type DrainedAttempt, type OwnerAttempt } from '..
 import { broadcastByHash } from './broadcast.js';
 import { chainRefusal, chainErrorInfo, outcomeUnknown } from './chain-errors.js';
 import { settleErrorOf, settleWindowClosed } from './pruned.js';
-import { buildSettlement, PROTOCOL_SETTLEMENT_VERSION, protocolSettlementRefusal, settlementDocument, settlementStale, toChainSettlement } from './settlement.js';
+import { buildSettlement, protocolSettlementRefusal, settlementDocument, settlementStale, toChainSettlement } from './settlement.js';
 
 export function escrowOr404(ctx: GatewayContext, escrowId: string) {
   const s = ctx.engine.escrow(escrowId);
@@ -187,9 +187,9 @@ async function broadcastSettle(ctx: GatewayContext, escrowId: string, key: strin
   const closed = await settleWindowClosed(ctx, escrowId);
   if (closed) throw chainRefusal(closed, 'Settlement');
   let c = ctx.engine.escrow(escrowId)!.context;
-  // Requests that ended after finalize (they drain) must be in the settlement the hosts sign.
+  // No settlement yet, or one the chain cannot take, or too few signatures: finalize (again).
   const required = Math.floor((2 * c.slots.length) / 3) + 1;
-  if (settlementStale(c.settlement, c.nonce, c.spent) || (c.settlement?.signatures.length ?? 0) < required) {
+  if (settlementStale(c.settlement) || (c.settlement?.signatures.length ?? 0) < required) {
     const built = await buildSettlement(ctx, escrowId);
     await decided(() => ctx.engine.decideEscrow('escrow', escrowId, [newEvent('EscrowFinalized', { settlement: built.settlement }, cmd.metadata)]));
     c = ctx.engine.escrow(escrowId)!.context;
@@ -204,8 +204,8 @@ async function broadcastSettle(ctx: GatewayContext, escrowId: string, key: strin
     // The chain checks the settler's allowlist and the version tag; check them before any fee is spent.
     const refusal = settleRefusal(await ctx.chain.params(), { settler: c.creator ?? '', version: `v${settlement.version}` });
     if (refusal) throw refusal;
-    // A protocol settlement: the keeper's proof checks too (root, signatures, quorum), on what the log holds.
-    const proof = c.settlement!.version === PROTOCOL_SETTLEMENT_VERSION ? protocolSettlementRefusal(c.settlement!, c.slots) : undefined;
+    // The keeper's proof checks too (root, signatures, quorum), on what the log holds.
+    const proof = protocolSettlementRefusal(c.settlement!, c.slots);
     if (proof) throw proof;
     prepared = await ctx.chain.prepareSettleEscrow(key, settlement);
   } catch (err) {
