@@ -31,6 +31,7 @@ import { Keyring } from '../gateway/keyring.js';
 import { Limiter } from '../gateway/limiter.js';
 import { NonceLeases } from '../gateway/nonce-lease.js';
 import { gatewayPort } from '../gateway/port.js';
+import { hostUrlOf } from '../gateway/host-urls.js';
 import { recordDiff, recordedDiffs } from '../gateway/devshard-diffs.js';
 import { createDrainReactor, type DrainTask } from '../gateway/reactors.js';
 import { reconcile, releaseUnusedNonces, startIntentReconciler } from '../gateway/reconcile.js';
@@ -239,7 +240,9 @@ async function protocolEscrow(ctx: GatewayContext, escrowId: string): Promise<Se
     escrowId,
     creator: c.creator,
     amount: BigInt(c.deposit),
-    slots: c.slots.map((s) => ({ host: s.host, url: s.url })),
+    // A host that moved (its participant's inference_url refreshed after a failure, host-urls.ts) is
+    // called at its new URL by a session opened after the refresh.
+    slots: c.slots.map((s) => ({ host: s.host, url: hostUrlOf(ctx, s) })),
     session: onChain?.session ?? { tokenPrice: ctx.chainInfo.tokenPrice },
     ...(params.bind ? { bind: params.bind } : {}),
   };
