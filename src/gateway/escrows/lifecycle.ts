@@ -82,10 +82,6 @@ export async function finalizeEscrow(ctx: GatewayContext, escrowId: string, meta
   if (!ctx.engine.canEscrow(escrowId, probe)) {
     throw refuse.conflict(`Devshard ${escrowId} is ${stateName(s.value)}; it can no longer be finalized.`, 'invalid_state');
   }
-  // Pruned by the chain (its epoch ≥ the escrow's + 2): the hosts have dropped the session, nothing
-  // can be finalized or settled any more (the deposit went to the hosts).
-  const closed = await settleWindowClosed(ctx, escrowId);
-  if (closed) throw chainRefusal(closed, 'Finalize');
   const built = await buildSettlement(ctx, escrowId);
   await decided(() => ctx.engine.decideEscrow('escrow', escrowId, [newEvent('EscrowFinalized', { settlement: built.settlement }, metadata)]));
   if (built.failures.length > 0) {
