@@ -11,7 +11,7 @@
  *                            one settings POST is one atomic append; SettingsDefaultsConfigured.
  *  - `rotation-<model>`      rotation decisions and depletion replacements of one model.
  *  - `devshard-session-<chainId>`  the diffs sent over the real devshard host protocol
- *                            (DevshardDiffSent), when DEVSHARD_HOST_PROTOCOL=devshard.
+ *                            (DevshardDiffSent), the devshard protocol's diffs.
  *
  * Amounts are decimal strings (see catalog/common.ts). Data of an older schema version is brought
  * forward by `upcast` before anything folds it.
