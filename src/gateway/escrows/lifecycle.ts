@@ -168,6 +168,10 @@ export async function settleEscrow(ctx: GatewayContext, escrowId: string, cmd: S
     if (!ctx.engine.canEscrow(escrowId, { type: 'EscrowFinalized', data: { settlement: null } } as never)) {
       throw refuse.conflict(`Devshard ${escrowId} is ${stateName(s.value)}; it cannot be finalized, so it cannot be settled.`, 'not_finalized');
     }
+    // Pruned by the chain: the hosts dropped the session, so finalizing would only fail; answer the
+    // closed window as broadcastSettle does, before anything is asked of the hosts.
+    const closed = await settleWindowClosed(ctx, escrowId);
+    if (closed) throw chainRefusal(closed, 'Settlement');
     await finalizeEscrow(ctx, escrowId, cmd.metadata);
     return broadcastSettle(ctx, escrowId, key, cmd);
   }
