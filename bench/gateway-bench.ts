@@ -9,8 +9,9 @@
  *    (NoncesReserved, synchronous=FULL, group commit), the start, the call, the usage (the end);
  *    start and end are entries of the escrow's InferencesRecorded, committed after the answer.
  *    The escrows live on the gateway's embedded devnet and are billed per request;
- *  - **gateway-hosts** (reported apart, not in the ratios): the gateway in host-transport mode,
- *    signed requests to the embedded devnet's simulated hosts (a secp256k1 signature per request).
+ *  - **gateway-hosts** (reported apart, not in the ratios): the gateway over the devshard host
+ *    protocol to the embedded devnet's simulated hosts (per request a diff composed, signed and
+ *    recorded, a signed header, the receipt checked; the hosts verify and execute in this process).
  *
  * The load generator runs in a child process (bench/load-worker.ts). Per concurrency level the
  * targets run interleaved (autocannon, closed loop); then an open-loop run at a fixed 1,000 req/s
@@ -94,7 +95,7 @@ export interface GatewayBenchOptions {
   fixedRateRounds?: number;
   /** Streamed requests per target for time-to-first-byte (default 500). */
   ttfbRequests?: number;
-  /** Also run the gateway in host-transport mode (default true). */
+  /** Also run the gateway over the devshard protocol to the embedded devnet's hosts (default true). */
   hostMode?: boolean;
   /** Run the 1,000,000-request soak (default false). */
   soak?: boolean;
@@ -151,14 +152,14 @@ export async function startBaseline(hostUrl: string): Promise<Target> {
 
 /**
  * The real gateway on a temp storage dir with its embedded devnet (token delay 0): in `upstream`
- * mode it forwards to `hostUrl` (NETWORK_UPSTREAM_URL), in `hosts` mode to the devnet's simulated
- * hosts with signed requests. The bench model is switched to `api_key` access and called with a
+ * mode it forwards to `hostUrl` (NETWORK_UPSTREAM_URL), in `protocol` mode it speaks the devshard
+ * host protocol to the simulated hosts of its embedded devnet, or of the devnet `chain` names. The bench model is switched to `api_key` access and called with a
  * client key; `escrows` escrows are created through the admin API (the devnet creator is funded
  * with 10^18 so no run depletes them).
  */
 export async function startGatewayTarget(
   hostUrl: string,
-  opts: { mode?: 'upstream' | 'hosts' | 'protocol'; escrows?: number; name?: string; chain?: { url: string; rpcUrl: string; chainId: string }; privateKey?: string } = {},
+  opts: { mode?: 'upstream' | 'protocol'; escrows?: number; name?: string; chain?: { url: string; rpcUrl: string; chainId: string }; privateKey?: string } = {},
 ): Promise<GatewayTarget> {
   const mode = opts.mode ?? 'upstream';
   const keys = { ...generateKeys(), ...(opts.privateKey ? { privateKey: opts.privateKey } : {}) };
@@ -178,8 +179,6 @@ export async function startGatewayTarget(
     LOG_LEVEL: 'warn',
     GATEWAY_SHUTDOWN_TIMEOUT_MS: '5000',
     ...(mode === 'upstream' ? { NETWORK_UPSTREAM_URL: `${hostUrl}/v1` } : {}),
-    // protocol: the real devshard host protocol to the hosts of a devnet in another process.
-    ...(mode === 'protocol' ? { DEVSHARD_HOST_PROTOCOL: 'devshard' } : {}),
     ...(opts.chain ? { NODE_RPC: opts.chain.rpcUrl, NODE_CHAIN_API: opts.chain.url, NODE_BASE: opts.chain.url, CHAIN_ID: chainId } : {}),
   };
   const gateway = await startGateway(loadConfig({ env, cwd: storageDir }), { logger: createLogger({ level: 'warn' }), quickStartEscrow: false });
@@ -206,7 +205,7 @@ export async function startGatewayTarget(
     throw err;
   }
   return {
-    name: opts.name ?? (mode === 'upstream' ? 'gateway' : mode === 'protocol' ? 'gateway-protocol' : 'gateway-hosts'),
+    name: opts.name ?? (mode === 'upstream' ? 'gateway' : 'gateway-protocol'),
     url: gateway.url,
     headers: { authorization: `Bearer ${keys.apiKey}` },
     storeStats: () => gateway.store.stats(),
@@ -453,7 +452,7 @@ export async function benchGateway(opts: GatewayBenchOptions = {}): Promise<Gate
     // Escrows for the default run: ~ (levels + warm-ups) x 6,000 req/s at most, plus fixed rate and streaming.
     const planned = levels.length * (seconds + 1) * 6_000 + rate * rateSeconds * 2 + ttfbRequests * 2;
     const { baseline, gateway } = await startCompared(host.url, Math.ceil(planned / ROUTING_STOP_NONCE) + 1, targets);
-    const hostMode = opts.hostMode !== false ? await startGatewayTarget(host.url, { mode: 'hosts', escrows: 3 }) : undefined;
+    const hostMode = opts.hostMode !== false ? await startGatewayTarget(host.url, { mode: 'protocol', escrows: 3, name: 'gateway-hosts' }) : undefined;
     if (hostMode) targets.push(hostMode);
 
     // Open loop at a fixed rate, latency per request in µs; baseline and gateway interleaved in

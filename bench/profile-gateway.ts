@@ -9,7 +9,8 @@ import { fork } from 'node:child_process';
 
 const seconds = Number(process.argv[2] ?? 10);
 const connections = Number(process.argv[3] ?? 64);
-const mode = process.argv[4] === 'hosts' ? 'hosts' : 'upstream';
+// `hosts`: the devshard protocol to the embedded devnet's simulated hosts.
+const mode = process.argv[4] === 'hosts' ? 'protocol' : 'upstream';
 const host = await startHost();
 const gw = await startGatewayTarget(host.url, { mode, escrows: 3 });
 const worker = fork(new URL('./load-worker.js', import.meta.url));

@@ -2,7 +2,7 @@
  * The protocol path measured from outside with wrk (issue 31 (b)): three processes besides wrk's
  *  - a devnet (the simulated chain and its simulated hosts serving the real devshard protocol,
  *    token delay 0);
- *  - the gateway with DEVSHARD_HOST_PROTOCOL=devshard, its chain that devnet's REST;
+ *  - the gateway (the devshard host protocol, its only host path), its chain that devnet's REST;
  *  - the minimal protocol client (bench/protocol-client.ts), reading its escrows from the same chain.
  * Each signs with its own funded creator key and has escrows of its own, so their nonces never
  * meet on a host. wrk (one thread) drives them in interleaved pairs of rounds; the ratio is the

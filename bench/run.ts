@@ -59,7 +59,7 @@ function protocolSection(p: ProtocolBenchResult): string[] {
   return [
     '## Protocol path measured with wrk (gateway vs a minimal protocol client, each in a process of its own)',
     '',
-    `A devnet (simulated chain and hosts serving the real devshard protocol, token delay 0) in a process of its own; in front of its hosts, each in its own process with its own creator key and ${p.escrows} escrows: the gateway with \`DEVSHARD_HOST_PROTOCOL=devshard\` (its chain that devnet's REST) and the minimal client (\`bench/protocol-client.ts\`: compose and sign the diff, sign the header, send with catch-up, take ConfirmStart/Finish into later diffs; no log, no checks). wrk (C, one thread, ${p.connections} connections, ${p.seconds} s rounds), rounds interleaved. \`node dist/bench/protocol-bench.js\`.`,
+    `A devnet (simulated chain and hosts serving the real devshard protocol, token delay 0) in a process of its own; in front of its hosts, each in its own process with its own creator key and ${p.escrows} escrows: the gateway (the devshard host protocol, its only host path; its chain that devnet's REST) and the minimal client (\`bench/protocol-client.ts\`: compose and sign the diff, sign the header, send with catch-up, take ConfirmStart/Finish into later diffs; no log, no checks). wrk (C, one thread, ${p.connections} connections, ${p.seconds} s rounds), rounds interleaved. \`node dist/bench/protocol-bench.js\`.`,
     '',
     '| pair | minimal client req/s | client p99 ms | gateway req/s | gateway p99 ms | ratio | hosts\' process: CPU µs per request, share of a core (client / gateway round) |',
     '|---:|---:|---:|---:|---:|---:|---:|',
@@ -167,8 +167,8 @@ function markdown(date: Date, m: string, store?: StoreBenchResult, proj?: Projec
       'Host: the simulated OpenAI mount (token delay 0). **baseline**: bare fastify + undici proxy. **gateway**: the real gateway ' +
         '(`startGateway`) in upstream mode (NETWORK_UPSTREAM_URL = the same host): client-key auth, validation, access mode, limiter, ' +
         'routing over escrows created on its embedded devnet, nonces durably reserved in blocks of 256 (NoncesReserved, WAL synchronous=FULL, group commit), ' +
-        'each request\'s start and end recorded as entries of its escrow\'s InferencesRecorded (one event per escrow and group commit; committed after the answer), LOG_LEVEL=warn. **gateway-hosts**: the same gateway in host-transport mode (signed requests to the devnet\'s ' +
-        'simulated hosts; each request pays a secp256k1 signature, ~650 µs, and the host verifies it in this same process) — not part of the ratios. ' +
+        'each request\'s start and end recorded as entries of its escrow\'s InferencesRecorded (one event per escrow and group commit; committed after the answer), LOG_LEVEL=warn. **gateway-hosts**: the same gateway over the devshard host protocol to its embedded devnet\'s ' +
+        'simulated hosts (per request a diff composed, signed and recorded before it leaves, a signed header, the receipt checked; the hosts recover the signatures, apply the diff and execute in this same process) — not part of the ratios. ' +
         'Servers share one process, started fresh for this section (not the one that ran the store and projections benches) with the V8 setting `shardgate serve` uses (`--no-allocation-site-pretenuring`, src/gateway/v8-tuning.ts); the load generator (autocannon, closed loop) runs in a child process; targets interleaved per level.',
       '',
       '| target | connections | requests/s | p50 ms | p99 ms | errors | store events / commits |',

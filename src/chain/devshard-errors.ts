@@ -43,8 +43,6 @@ export const DEVSHARD_TEXT = {
   stateRootMismatch: () => 'state_root mismatch',
   duplicateSignature: (slot: number) => `duplicate signature for slot ${slot}`,
   signatureSlotOutOfRange: (slot: number) => `slot_id ${slot} out of range`,
-  /** LEGACY (the devnet's own 64-byte check of a "v1" settlement; to be removed with the legacy transport). */
-  badSignature: (slot: number) => `signature for slot ${slot} does not verify`,
   recoverFailed: (slot: number, why: string) => `failed to recover address for slot ${slot}: ${why}`,
   signatureLength: (n: number) => `signature must be 65 bytes, got ${n}`,
   signatureRecovered: (slot: number, recovered: string, expected: string) => `signature for slot ${slot} recovered ${recovered}, expected ${expected}`,

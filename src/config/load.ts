@@ -94,8 +94,6 @@ export interface GatewayConfig {
   network: {
     upstreamUrl: string | undefined;
     upstreamKey: string | undefined;
-    /** 'legacy' (default) or 'devshard' (the real host protocol). */
-    hostProtocol: 'legacy' | 'devshard';
     /** Route prefix of the devshard host protocol. */
     routePrefix: string;
   };
@@ -268,16 +266,19 @@ export function loadConfig(options: LoadConfigOptions = {}): GatewayConfig {
   // Without DEVSHARD_GATEWAY_DISABLED_NEW_URL a first start is refused (startup-settings.ts), not here:
   // on later starts the variables have no effect.
 
-  const hostProtocolRaw = (get('DEVSHARD_HOST_PROTOCOL') ?? 'legacy').toLowerCase();
-  let hostProtocol: 'legacy' | 'devshard' = 'legacy';
-  if (hostProtocolRaw === 'devshard' || hostProtocolRaw === 'v2') hostProtocol = 'devshard';
-  else if (hostProtocolRaw !== 'legacy') fail('DEVSHARD_HOST_PROTOCOL', `must be legacy or devshard${shown('DEVSHARD_HOST_PROTOCOL', hostProtocolRaw)}`);
+  // The devshard host protocol is the only host path. `legacy` named a protocol of this gateway's
+  // own (a signed OpenAI body, an invented `/sign` route) that no real host ever served; it is gone.
+  const hostProtocolRaw = (get('DEVSHARD_HOST_PROTOCOL') ?? 'devshard').toLowerCase();
+  if (hostProtocolRaw === 'legacy') {
+    fail('DEVSHARD_HOST_PROTOCOL', 'legacy was removed: it was a protocol of this gateway\'s own that real Gonka hosts never served (they speak the devshard host protocol, docs/protocol.md); remove the variable or set it to devshard');
+  } else if (hostProtocolRaw !== 'devshard' && hostProtocolRaw !== 'v2') {
+    fail('DEVSHARD_HOST_PROTOCOL', `must be devshard (the only host protocol)${shown('DEVSHARD_HOST_PROTOCOL', hostProtocolRaw)}`);
+  }
   const routePrefixRaw = get('DEVSHARD_ROUTE_PREFIX') ?? '/v1/devshard';
   if (!/^\/[A-Za-z0-9._~\/-]*$/.test(routePrefixRaw)) fail('DEVSHARD_ROUTE_PREFIX', `must be a path starting with /${shown('DEVSHARD_ROUTE_PREFIX', routePrefixRaw)}`);
   const network = {
     upstreamUrl: url('NETWORK_UPSTREAM_URL'),
     upstreamKey: get('NETWORK_UPSTREAM_KEY'),
-    hostProtocol,
     routePrefix: routePrefixRaw.replace(/\/+$/, ''),
   };
 

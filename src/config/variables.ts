@@ -73,8 +73,8 @@ export const VARIABLES: readonly VariableSpec[] = [
   // network
   { name: 'NETWORK_UPSTREAM_URL', group: 'network', meaning: 'Send chat to this OpenAI-compatible base URL instead of devshard hosts (escrow accounting still applies).' },
   { name: 'NETWORK_UPSTREAM_KEY', group: 'network', secret: true, meaning: 'Bearer key for NETWORK_UPSTREAM_URL.' },
-  { name: 'DEVSHARD_HOST_PROTOCOL', group: 'network', default: 'legacy', meaning: 'How chat reaches the hosts: legacy (signed OpenAI body, the default) or devshard (the real devshard host protocol: per-escrow replica, signed diffs with catch-up, receipts checked against our state root, host txs from mempools; docs/protocol.md). Ignored with NETWORK_UPSTREAM_URL.' },
-  { name: 'DEVSHARD_ROUTE_PREFIX', group: 'network', default: '/v1/devshard', meaning: 'Route prefix of the devshard host protocol under each host\'s inference URL (as devshardctl\'s); DEVSHARD_HOST_PROTOCOL=devshard only.' },
+  { name: 'DEVSHARD_HOST_PROTOCOL', group: 'network', default: 'devshard', meaning: 'How chat reaches the hosts: devshard, the real devshard host protocol (per-escrow replica, signed diffs with catch-up, receipts checked against our state root, host txs from mempools; docs/protocol.md), the only one. `legacy` (an invented protocol no real host served) was removed and is refused. Ignored with NETWORK_UPSTREAM_URL.' },
+  { name: 'DEVSHARD_ROUTE_PREFIX', group: 'network', default: '/v1/devshard', meaning: 'Route prefix of the devshard host protocol under each host\'s inference URL (as devshardctl\'s).' },
   // devnet (read by the embedded devnet; listed here so they are documented in one place)
   { name: 'DEVNET_PORT', group: 'devnet', default: '26657', meaning: 'Port of the devnet node (`shardgate devnet`); 0 = ephemeral.' },
   { name: 'DEVNET_BLOCK_TIME_MS', group: 'devnet', default: '1000', meaning: 'Devnet block time.' },

@@ -11,8 +11,9 @@
  *                            one settings POST is one atomic append; SettingsDefaultsConfigured.
  *  - `rotation-<model>`      rotation decisions and depletion replacements of one model.
  *  - `devshard-session-<chainId>`  the diffs sent over the real devshard host protocol
- *                            (DevshardDiffSent) and the facts each run bound the session to
- *                            (DevshardSessionOpened), when DEVSHARD_HOST_PROTOCOL=devshard.
+ *                            (DevshardDiffSent), the devshard protocol's diffs, the host txs taken
+ *                            from answers (DevshardHostTxsReceived) and the facts each run bound the
+ *                            session to (DevshardSessionOpened).
  *
  * Amounts are decimal strings (see catalog/common.ts). Data of an older schema version is brought
  * forward by `upcast` before anything folds it.

@@ -18,7 +18,6 @@ import { createHttpApp } from '../http/app.js';
 import { createLogger } from '../http/logger.js';
 import { createGatewayMetrics } from '../http/metrics.js';
 import { registerRoutes } from '../http/routes/index.js';
-import { createHostTransport } from '../network/host-transport.js';
 import { createProtocolTransport, type ProtocolTransport } from '../network/devshard/protocol-transport.js';
 import type { SessionEscrow } from '../network/devshard/session.js';
 import type { InferencePort } from '../network/port.js';
@@ -32,6 +31,7 @@ import { Keyring } from '../gateway/keyring.js';
 import { Limiter } from '../gateway/limiter.js';
 import { NonceLeases } from '../gateway/nonce-lease.js';
 import { gatewayPort } from '../gateway/port.js';
+import { hostUrlOf } from '../gateway/host-urls.js';
 import { recordDiff, recordedDiffs, recordedHostTxs, recordHostTxs, recordSessionOpened } from '../gateway/devshard-diffs.js';
 import { ProtocolBilling } from '../gateway/protocol-billing.js';
 import { createDrainReactor, type DrainTask } from '../gateway/reactors.js';
@@ -138,7 +138,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
   let ctxRef: GatewayContext | undefined;
   let billing: ProtocolBilling | undefined;
   const protocol: ProtocolTransport | undefined =
-    !options.network && !config.network.upstreamUrl && config.network.hostProtocol === 'devshard'
+    !options.network && !config.network.upstreamUrl
       ? createProtocolTransport({
             escrowOf: (id) => (ctxRef ? protocolEscrow(ctxRef, id) : undefined),
             routePrefix: config.network.routePrefix,
@@ -165,9 +165,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
   const network: InferencePort =
     options.network ??
     protocol ??
-    (config.network.upstreamUrl
-      ? createUpstreamPort({ url: config.network.upstreamUrl, ...(config.network.upstreamKey ? { apiKey: config.network.upstreamKey } : {}), stallTimeoutMs: config.limits.stallTimeoutMs, timeoutMs: config.limits.requestTimeoutMs })
-      : createHostTransport({ stallTimeoutMs: config.limits.stallTimeoutMs, timeoutMs: config.limits.requestTimeoutMs }));
+    createUpstreamPort({ url: config.network.upstreamUrl!, ...(config.network.upstreamKey ? { apiKey: config.network.upstreamKey } : {}), stallTimeoutMs: config.limits.stallTimeoutMs, timeoutMs: config.limits.requestTimeoutMs });
 
   const metrics = createGatewayMetrics();
   const limiter = new Limiter({ maxConcurrentRequests: config.limits.maxConcurrentRequests, maxInputTokensInFlight: config.limits.maxInputTokensInFlight });
@@ -261,7 +259,9 @@ async function protocolEscrow(ctx: GatewayContext, escrowId: string): Promise<Se
     escrowId,
     creator: c.creator,
     amount: BigInt(c.deposit),
-    slots: c.slots.map((s) => ({ host: s.host, url: s.url })),
+    // A host that moved (its participant's inference_url refreshed after a failure, host-urls.ts) is
+    // called at its new URL by a session opened after the refresh.
+    slots: c.slots.map((s) => ({ host: s.host, url: hostUrlOf(ctx, s) })),
     session: onChain?.session ?? { tokenPrice: ctx.chainInfo.tokenPrice },
     ...(params.bind ? { bind: params.bind } : {}),
   };

@@ -1,7 +1,7 @@
 /**
  * The inference port: how the gateway sends one chat request to the network and gets the answer
- * back, whole or streamed. Implementations: host transport (devshard hosts, signed requests) and an
- * OpenAI-compatible upstream (NETWORK_UPSTREAM_URL).
+ * back, whole or streamed. Implementations: the devshard host protocol (src/network/devshard/
+ * protocol-transport.ts) and an OpenAI-compatible upstream (NETWORK_UPSTREAM_URL).
  */
 import type { Settlement } from '../protocol/settlement.js';
 import type { CancelController, CancelSignal } from './call-signal.js';
@@ -36,15 +36,13 @@ export interface ChatCompletion {
   usage: Usage;
 }
 
-/** Signs host requests with the escrow creator's key (the key never leaves the signer). */
+/** Signs for the escrow creator (the key never leaves the signer). */
 export interface RequestSigner {
-  /** Base64 64-byte secp256k1 signature over sha256(escrowId || body || timestamp as u64 BE). */
-  sign(escrowId: string, body: Uint8Array, timestampSeconds: number): string;
   /**
    * The devshard protocol's signature (diffs, the request header): sha256(message) signed as
-   * go-ethereum does, 65 bytes R‖S‖V. Optional: only the protocol transport needs it.
+   * go-ethereum does, 65 bytes R‖S‖V.
    */
-  signProtocol?(message: Uint8Array): Uint8Array;
+  signProtocol(message: Uint8Array): Uint8Array;
 }
 
 export interface ChatCall {
@@ -116,8 +114,8 @@ export interface InferencePort {
   chat(call: ChatCall): Promise<ChatResult>;
   /**
    * Finalizes the escrow's session over the devshard protocol: the rounds, then the hosts'
-   * signatures of the settlement. Only the protocol transport has it; without it the gateway
-   * finalizes the legacy way (collect-signatures.ts, to be removed).
+   * signatures of the settlement. Only the protocol transport has it; in upstream mode there are
+   * no hosts, and an escrow cannot be finalized.
    */
   finalize?(escrowId: string, signer: RequestSigner, o?: { signatureWaitMs?: number }): Promise<FinalizedSession>;
 }

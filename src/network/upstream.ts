@@ -7,7 +7,6 @@
  */
 import type { Agent } from 'undici';
 import { sendChatRequest } from './chat-request.js';
-import { withUsageRequested } from './host-transport.js';
 import { createHttpAgent, splitBaseUrl, type AgentOptions } from './http-agent.js';
 import type { ChatCall, ChatResult, InferencePort } from './port.js';
 
@@ -23,6 +22,19 @@ export interface UpstreamOptions extends AgentOptions {
 
 export interface UpstreamPort extends InferencePort {
   close(): Promise<void>;
+}
+
+/** Adds `stream_options.include_usage` to a streamed body, drops stray stream_options otherwise (the caller's object is not modified). */
+export function withUsageRequested(body: Record<string, unknown>): Record<string, unknown> {
+  if (body.stream !== true) {
+    // OpenAI refuses stream_options without stream; a client may still have sent them.
+    if (body.stream_options === undefined) return body;
+    const { stream_options: _ignored, ...rest } = body;
+    return rest;
+  }
+  const so = body.stream_options;
+  if (so && typeof so === 'object' && (so as { include_usage?: unknown }).include_usage === true) return body;
+  return { ...body, stream_options: { ...(so && typeof so === 'object' ? so : {}), include_usage: true } };
 }
 
 export function createUpstreamPort(opts: UpstreamOptions): UpstreamPort {

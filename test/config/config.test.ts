@@ -54,6 +54,20 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ env: { DEVSHARDS_JSON: '[1,1]' } })).toThrow(/listed twice/);
   });
 
+  it('DEVSHARD_HOST_PROTOCOL: devshard (or v2, or unset) is the only host protocol; legacy is refused as one no real host served', () => {
+    for (const v of [undefined, 'devshard', 'DEVSHARD', 'v2']) expect(() => loadConfig({ env: { DEVSHARDS_JSON: '[]', ...(v ? { DEVSHARD_HOST_PROTOCOL: v } : {}) } })).not.toThrow();
+    let err: unknown;
+    try {
+      loadConfig({ env: { DEVSHARDS_JSON: '[]', DEVSHARD_HOST_PROTOCOL: 'legacy' } });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ConfigError);
+    expect((err as ConfigError).issues[0]!.variable).toBe('DEVSHARD_HOST_PROTOCOL');
+    expect((err as Error).message).toMatch(/legacy was removed: .*real Gonka hosts never served/);
+    expect(() => loadConfig({ env: { DEVSHARDS_JSON: '[]', DEVSHARD_HOST_PROTOCOL: 'v1' } })).toThrow(/must be devshard/);
+  });
+
   it('single-escrow mode needs DEVSHARD_ESCROW_ID and says how to fix it', () => {
     let err: unknown;
     try {

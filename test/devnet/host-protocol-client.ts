@@ -58,7 +58,7 @@ export async function startTestNet(opts: { hosts?: number; slotsOf?: number[]; t
   const hosts: HostIdentity[] = keys.map((k, index) => ({ index, address: k.address, privateKey: k.privateKey, pubKey: k.pubKey, prefix: `/hosts/${index}` }));
   const app = Fastify({ logger: false });
   const escrows = new Map<string, DevnetEscrowView>();
-  const chain: DevnetChainView = { escrow: (id) => escrows.get(id), pubKeyOf: () => undefined, tokenPrice: () => 3n, sessionBindParams: () => BIND };
+  const chain: DevnetChainView = { escrow: (id) => escrows.get(id), tokenPrice: () => 3n, sessionBindParams: () => BIND };
   const faults: HostFaults = {};
   const clock = { offsetMs: 0 };
   const sim = registerSimulatedHosts(app, { chain, hosts, tokenDelayMs: opts.tokenDelayMs ?? 0, faults, now: () => Date.now() + clock.offsetMs });

@@ -28,7 +28,7 @@ describe('HostSessions with a store (DEVNET_STATE)', () => {
     for (let i = 0; i < 4; i++) expect((await client.infer({ model: MODEL, messages: [{ role: 'user', content: `q${i}` }], max_tokens: 8 })).status).toBe(200);
     dir = mkdtempSync(join(tmpdir(), 'host-sessions-'));
     store = openHostSessionStore(join(dir, 'devnet.sqlite'));
-    chain = { escrow: (id) => (id === net.escrow.id ? net.escrow : undefined), pubKeyOf: () => undefined, tokenPrice: () => 3n, sessionBindParams: () => BIND };
+    chain = { escrow: (id) => (id === net.escrow.id ? net.escrow : undefined), tokenPrice: () => 3n, sessionBindParams: () => BIND };
   });
   afterAll(async () => {
     store?.close();

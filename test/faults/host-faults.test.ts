@@ -3,8 +3,8 @@
  * cancels it and bills what was delivered), a truncated stream (and a half JSON body), a slow host.
  * The client always gets either a complete answer or a clear OpenAI-style error, and the escrow's
  * accounting stays exact: spent = sum of the ended requests' costs, balance = deposit − spent,
- * nothing reserved or in flight afterwards; then finalize + settle succeed, which needs the hosts
- * to sign — they only do when the billed cost per slot matches what they served.
+ * nothing reserved or in flight afterwards; then finalize + settle succeed over the devshard protocol
+ * (the hosts sign the Settlement root; the chain pays by their host_stats).
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { HostFaults } from '../../src/devnet/hosts/index.js';
@@ -90,7 +90,8 @@ describe('host faults', () => {
   });
 
   it('a non-stream answer that never comes is a 504 after GATEWAY_REQUEST_TIMEOUT_MS, billed nothing', async () => {
-    setFaults({ stallAfterChunks: 2, remaining: 1 });
+    // The receipt, then silence (a non-stream answer is one event after the receipt).
+    setFaults({ stallAfterChunks: 0, remaining: 1 });
     const before = accountingOf(gw, escrowId).costs;
     const t0 = Date.now();
     const r = await chat(false);
@@ -129,7 +130,7 @@ describe('host faults', () => {
     expectExact();
   });
 
-  it('a client that leaves before a non-streamed answer cancels the host request; the escrow is exact', async () => {
+  it('a client that leaves before a non-streamed answer: the request ends billed as the host executed it; the escrow is exact', async () => {
     setFaults({ latencyMs: 1200, remaining: 1 });
     const endedBefore = accountingOf(gw, escrowId).ended;
     const abort = new AbortController();
@@ -144,12 +145,14 @@ describe('host faults', () => {
     expect(gw.ctx.engine.escrow(escrowId)!.context.inFlight).toBe(1);
     abort.abort();
     await expect(sent).rejects.toThrow();
-    while (accountingOf(gw, escrowId).ended === endedBefore && Date.now() - started < 3000) await new Promise((r) => setTimeout(r, 10));
-    // Ended well before the host's 1.2 s: the gateway dropped the host call when the client left.
-    expect(Date.now() - started).toBeLessThan(1000);
+    // Over the devshard protocol the host's answer is read on after the client left (as devshardctl
+    // does, for the host's Finish): the request ends once the host has answered (1.2 s here).
+    while (accountingOf(gw, escrowId).ended === endedBefore && Date.now() - started < 5000) await new Promise((r) => setTimeout(r, 10));
+    expect(accountingOf(gw, escrowId).ended).toBe(endedBefore + 1);
     const last = requestRecords(gw.store.readStream(`escrow-${escrowId}`)).filter((r) => r.type === 'InferenceFailed' || r.type === 'InferenceFinished').at(-1)!;
-    expect(last.type).toBe('InferenceFailed');
-    expect((last.data as { reason: string }).reason).toMatch(/aborted by the caller/);
+    // The host executed it and its Finish charges it: billed what the host counted, like any answer.
+    expect(last.type).toBe('InferenceFinished');
+    expect(BigInt((last.data as { cost: string }).cost)).toBeGreaterThan(0n);
     expectExact();
   });
 
@@ -179,16 +182,10 @@ describe('host faults', () => {
     expect(f.json.signatures.length).toBeGreaterThanOrEqual(Math.floor((2 * f.json.host_stats.length) / 3) + 1);
     const s = await gw.call(`/v1/admin/devshards/${escrowId}/settle`, { body: {} });
     expect(s.status, s.text).toBe(200);
-    const { costs } = accountingOf(gw, escrowId);
     const onChain = (await gw.ctx.chain.escrow(escrowId))!;
     expect(onChain.settled).toBe(true);
-    expect(costs + BigInt(f.json.fees) + BigInt(s.json.refund)).toBe(onChain.amount);
-    const served = gw.devnet!.simulatedHosts.served(escrowId);
-    for (const h of f.json.host_stats) {
-      const t = served.find((x) => x.slotId === h.slot_id);
-      const claimed = BigInt(h.cost);
-      expect(claimed).toBeGreaterThanOrEqual(t?.confirmedCost ?? 0n);
-      expect(claimed).toBeLessThanOrEqual(t?.cost ?? 0n);
-    }
+    // The chain pays what the hosts' state says (host_stats, from their Finish), not the log's count.
+    const hostCosts = (f.json.host_stats as { cost: number }[]).reduce((n, h) => n + BigInt(h.cost), 0n);
+    expect(hostCosts + BigInt(f.json.fees) + BigInt(s.json.refund)).toBe(onChain.amount);
   });
 });

@@ -31,7 +31,6 @@ async function startExternalHost(key: string, view: () => DevnetChainView): Prom
   const identity: HostIdentity = { index: 0, address: addressOfPubKey(pubKey), privateKey, pubKey, prefix: '/external' };
   const chain: DevnetChainView = {
     escrow: (id) => view().escrow(id),
-    pubKeyOf: (a) => view().pubKeyOf(a),
     tokenPrice: () => view().tokenPrice(),
     sessionBindParams: () => view().sessionBindParams?.() ?? {},
   };

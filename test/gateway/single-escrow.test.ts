@@ -60,7 +60,8 @@ describe('single-escrow mode (DEVSHARD_ESCROW_ID)', () => {
   it('POST /v1/finalize finalizes the one configured escrow: escrow_id, version, fees', async () => {
     const f = await gw.call('/v1/finalize', { method: 'POST' });
     expect(f.status, f.text).toBe(200);
-    expect(f.json).toMatchObject({ escrow_id: escrowId, nonce: 1 });
+    // The settlement file: the one request at nonce 1, MsgFinalizeRound at 2, Settlement at 2 + 3 slots.
+    expect(f.json).toMatchObject({ escrow_id: escrowId, version: 'v2', nonce: 5 });
     expect(f.json).toHaveProperty('version');
     expect(f.json).toHaveProperty('fees');
     const view = (await gw.call(`/v1/admin/devshards/${escrowId}`)).json;

@@ -24,7 +24,7 @@ afterAll(async () => {
 
 const body = (extra: Record<string, unknown> = {}) => ({ model: 'up-model', messages: [{ role: 'user', content: 'hello there' }], max_tokens: 30, ...extra });
 const call = (p: UpstreamPort, b: Record<string, unknown>) =>
-  p.chat({ escrowId: '1', nonce: 0, hostUrl: '', body: b, signer: { sign: () => '' }, signal: new AbortController().signal });
+  p.chat({ escrowId: '1', nonce: 0, hostUrl: '', body: b, signer: { signProtocol: () => new Uint8Array(65) }, signal: new AbortController().signal });
 
 describe('upstream mode (any OpenAI-compatible server)', () => {
   it('forwards a chat request with the Bearer key and returns the completion', async () => {

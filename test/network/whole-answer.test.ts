@@ -111,7 +111,7 @@ describe('a non-streamed chat through the upstream port', () => {
       nonce: 0,
       hostUrl: '',
       body: { model: 'm', messages: [{ role: 'user', content: 'hi' }] },
-      signer: { sign: () => '' },
+      signer: { signProtocol: () => new Uint8Array(65) },
       signal,
     });
 

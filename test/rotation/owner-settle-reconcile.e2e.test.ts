@@ -18,6 +18,7 @@ import { foldEscrow, foldRotation, settleRetriesOf, stateName } from '../../src/
 import { settleTxsOnChain } from '../faults/helpers.js';
 import { createEscrowViaApi } from '../helpers/gateway.js';
 import { depletionTickAboveDeposit, disposeFaultyGateway, depletionSettleFailures, enableRotation, expectBackoff, expectCheckpointVerified, expectPruned, marked, MODEL, ofType, settleRequests, startRotationGateway, tickFor, tickUntilSettled, staleOnResend, type RotationGateway } from './helpers.js';
+import { expectedRefund } from '../helpers/settlement.js';
 
 const EPOCH = 200;
 
@@ -80,7 +81,8 @@ describe("a depletion replacement's direct settle of unknown outcome, refused wh
     expect((await g.ctx.chain.escrow(id))?.settled).toBe(true);
     const c = g.ctx.engine.escrow(id)!.context;
     const settled = g.store.readStream(escrowStream(id)).find((r) => r.type === 'EscrowSettled')!.data as { refund: string; height: number };
-    expect(BigInt(settled.refund)).toBe(BigInt(c.deposit) - BigInt(c.spent));
+    // The chain's refund for the recorded settlement (host_stats costs + fees, test/helpers/settlement.ts).
+    expect(BigInt(settled.refund)).toBe(expectedRefund(g.store, id, c.deposit));
     expect(settled.height).toBeGreaterThanOrEqual(failure!.data.retryAtHeight!);
     expect(settleFailures(g, id)).toHaveLength(1);
 
@@ -158,7 +160,8 @@ describe("a rotation's direct settle of unknown outcome, refused when the reconc
     expect((await g.ctx.chain.escrow(first))?.settled).toBe(true);
     const c = g.ctx.engine.escrow(first)!.context;
     const settled = g.store.readStream(escrowStream(first)).find((r) => r.type === 'EscrowSettled')!.data as { refund: string; height: number };
-    expect(BigInt(settled.refund)).toBe(BigInt(c.deposit) - BigInt(c.spent));
+    // The chain's refund for the recorded settlement (host_stats costs + fees, test/helpers/settlement.ts).
+    expect(BigInt(settled.refund)).toBe(expectedRefund(g.store, first, c.deposit));
     expect(settled.height).toBeGreaterThanOrEqual(failures[0]!.data.retryAtHeight!);
 
     const live = g.ctx.projections.rotation.rotation(MODEL);

@@ -4,7 +4,7 @@
  * and the DevnetChainView the simulated hosts read.
  */
 import { sha256 } from '@cosmjs/crypto';
-import { fromBase64, toBase64, toHex, toUtf8 } from '@cosmjs/encoding';
+import { toBase64, toHex, toUtf8 } from '@cosmjs/encoding';
 import { TxMsgData } from 'cosmjs-types/cosmos/base/abci/v1beta1/abci';
 import type { DevnetChainView, DevnetEscrowView, HostIdentity } from '../hosts/chain-view.js';
 import { SDK_CODES } from '../../chain/devshard-errors.js';
@@ -137,11 +137,6 @@ export class DevnetChain implements DevnetChainView {
   sessionBindParams() {
     const p = this.state.params;
     return { refusalTimeout: p.refusalTimeout, executionTimeout: p.executionTimeout, validationRate: p.validationRate, voteThresholdFactor: p.voteThresholdFactor };
-  }
-
-  pubKeyOf(address: string): Uint8Array | undefined {
-    const b64 = this.state.accounts[address]?.pubKey;
-    return b64 === undefined ? undefined : fromBase64(b64);
   }
 
   tokenPrice(): bigint {

@@ -3,7 +3,6 @@
  * Handlers validate, then mutate `state` (the block runner hands them a copy it can discard when a
  * message fails, so a failed tx keeps only its fee and sequence, as on a real chain).
  */
-import { Secp256k1, Secp256k1Signature, sha256 } from '@cosmjs/crypto';
 import {
   CURRENT_EPOCH_GROUP_NOT_FOUND,
   DEVSHARD_TEXT as T,
@@ -14,7 +13,6 @@ import { DENOM } from '../../chain/keys.js';
 import type { MsgCreateDevshardEscrow, MsgSettleDevshardEscrow } from '../../chain/messages.js';
 import type { EscrowSlot } from '../../chain/port.js';
 import { hostStatsHash, Phase, recoverDigestAddress, sha256 as sha256Bytes, stateRoot, stateSignatureBytes } from '../../protocol/index.js';
-import { hostPubKey } from './genesis.js';
 import { sealGraceNonces } from './params.js';
 import { ensureAccount, type ChainState, type TxEvent } from './state.js';
 
@@ -113,35 +111,6 @@ export function createEscrow(ctx: MsgContext, msg: MsgCreateDevshardEscrow, enco
 }
 
 /**
- * LEGACY (version "v1" with 64-byte signatures, what the legacy transport's `/sign` gives; to be
- * removed with it): slots whose host signed sha256(state_root) validly; throws on a signature that
- * does not verify.
- */
-function signedSlots(state: ChainState, slots: EscrowSlot[], msg: MsgSettleDevshardEscrow): Set<number> {
-  const digest = sha256(msg.stateRoot);
-  const valid = new Set<number>();
-  for (const entry of msg.signatures) {
-    if (valid.has(entry.slotId)) throw new MsgFailure(T.duplicateSignature(entry.slotId));
-    const slot = slots.find((s) => s.slotId === entry.slotId);
-    if (!slot) throw new MsgFailure(T.signatureSlotOutOfRange(entry.slotId));
-    const pubKey = hostPubKey(state, slot.host);
-    let ok = false;
-    try {
-      ok = pubKey !== undefined && entry.signature.length === 64 &&
-        Secp256k1.verifySignature(Secp256k1Signature.fromFixedLength(entry.signature), digest, pubKey);
-    } catch {
-      ok = false;
-    }
-    if (!ok) throw new MsgFailure(T.badSignature(entry.slotId));
-    valid.add(entry.slotId);
-  }
-  return valid;
-}
-
-/** LEGACY: a settlement made by the legacy transport ("v1", 64-byte signatures over sha256(root)). */
-const isLegacySettlement = (msg: MsgSettleDevshardEscrow) => msg.stateRootAndProtocolVersion === 'v1' && msg.signatures.length > 0 && msg.signatures.every((s) => s.signature.length === 64);
-
-/**
  * `devshardAssignedUpperBoundForSlot`: how many inference ids `slots[id % n]` can have executed up
  * to nonce `latest` (nonce 0 is never an inference, so slot 0 first works at nonce n).
  */
@@ -207,8 +176,7 @@ function verifyProtocolSettlement(escrow: { id: number; amount: bigint; slots: E
  * keeper computes it: each host_stats entry's slot address gets its cost plus fees / slots (the
  * first fees % slots entries one more coin); total_payout includes the fee shares, and the
  * remainder (deposit − total_payout) goes back to the creator. The proof is verified as the keeper
- * does (verifyProtocolSettlement); a LEGACY "v1" settlement with 64-byte signatures keeps the
- * devnet's old check while the legacy transport is the default (to be removed with it).
+ * does (verifyProtocolSettlement).
  */
 export function settleEscrow(ctx: MsgContext, msg: MsgSettleDevshardEscrow): MsgResult {
   const { state, epochIndex } = ctx;
@@ -223,23 +191,7 @@ export function settleEscrow(ctx: MsgContext, msg: MsgSettleDevshardEscrow): Msg
   if (msg.nonce > BigInt(p.maxNonce)) throw new MsgFailure(T.nonceTooHigh(msg.nonce, p.maxNonce));
   if (version.length > 128) throw new MsgFailure(T.versionTooLong());
   if (p.approvedVersions.length > 0 && !p.approvedVersions.some((v) => v.name === version)) throw new MsgFailure(T.versionNotApproved(version));
-  if (isLegacySettlement(msg)) {
-    // LEGACY: to be removed with the legacy transport.
-    if (msg.stateRoot.length !== 32) throw new MsgFailure(T.stateRootLength(msg.stateRoot.length));
-    const needed = Math.floor((2 * escrow.slots.length) / 3) + 1;
-    const signed = signedSlots(state, escrow.slots, msg);
-    if (signed.size < needed) throw new MsgFailure(T.insufficientQuorum(signed.size, needed));
-    let hostCosts = 0n;
-    const seen = new Set<number>();
-    for (const stat of msg.hostStats) {
-      if (seen.has(stat.slotId)) throw new MsgFailure(T.duplicateHostStats(stat.slotId));
-      seen.add(stat.slotId);
-      hostCosts += stat.cost;
-    }
-    if (hostCosts + msg.fees > escrow.amount) throw new MsgFailure(T.totalDebit(hostCosts + msg.fees, hostCosts, msg.fees, escrow.amount));
-  } else {
-    verifyProtocolSettlement(escrow, msg);
-  }
+  verifyProtocolSettlement(escrow, msg);
   if (escrow.slots.length === 0) throw new MsgFailure(`escrow ${escrow.id} has no slots`);
   if (epochIndex < escrow.epochIndex || epochIndex > escrow.epochIndex + 1) throw new MsgFailure(T.wrongEpoch(epochIndex, escrow.epochIndex));
 

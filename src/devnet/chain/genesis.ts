@@ -4,7 +4,7 @@
  * deterministic (sha256 of a fixed seed), so a devnet restarted with the same settings has the same
  * identities; they are test keys only. A simulated host's key can be given (DEVNET_HOST_KEYS).
  */
-import { fromBase64, toBase64 } from '@cosmjs/encoding';
+import { toBase64 } from '@cosmjs/encoding';
 import type { HostIdentity } from '../hosts/chain-view.js';
 import {
   addressOfPrivateKey,
@@ -101,9 +101,4 @@ export function genesisState(config: DevnetConfig, ids: GenesisIdentities, now =
   // with its first signed tx). Its settlement signatures are recovered to that address.
   for (const host of ids.externalHosts) ensureAccount(state, host.address);
   return state;
-}
-
-export function hostPubKey(state: ChainState, address: string): Uint8Array | undefined {
-  const b64 = state.hostPubKeys[address];
-  return b64 === undefined ? undefined : fromBase64(b64);
 }

@@ -32,7 +32,7 @@ export interface Devnet {
   hosts: HostIdentity[];
   /** Hosts the devnet does not run (DEVNET_EXTERNAL_HOSTS): slots hosts.length + i. */
   externalHosts: ExternalHost[];
-  /** The simulated hosts mounted under /hosts/<i>: what they served, fault switches. */
+  /** The simulated hosts mounted under /hosts/<i>: their protocol sessions, fault switches. */
   simulatedHosts: SimulatedHosts;
   config: DevnetConfig;
   /** In-process handle: height, advance / jumpTo, waitForHeight, faults, state. */
@@ -57,7 +57,6 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
     hosts: ids.hosts,
     tokenDelayMs: config.tokenDelayMs,
     ...(sessionStore ? { sessionStore } : {}),
-    ...(store ? { restore: store.loadLedgers(), persist: (host: number, escrowId: string, tally: Parameters<typeof store.saveTally>[2]) => store.saveTally(host, escrowId, tally) } : {}),
   });
   let url: string;
   try {

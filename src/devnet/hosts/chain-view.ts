@@ -11,7 +11,7 @@ export interface DevnetEscrowView {
   settled: boolean;
   epochIndex: number;
   slots: { slotId: number; host: string; url: string }[];
-  /** The escrow amount (the real host protocol binds its state machine to it; optional for the old routes). */
+  /** The escrow amount (the host protocol binds its state machine to it; a host refuses a session without it). */
   amount?: bigint;
   /** Values frozen on the escrow at create (price, fees, seal settings); absent: the token price only. */
   session?: EscrowSessionFields;
@@ -19,8 +19,6 @@ export interface DevnetEscrowView {
 
 export interface DevnetChainView {
   escrow(id: string): DevnetEscrowView | undefined;
-  /** Compressed (33-byte) secp256k1 public key of an account, known once it has signed a tx. */
-  pubKeyOf(address: string): Uint8Array | undefined;
   /** Price of one token in the smallest coin unit. */
   tokenPrice(): bigint;
   /** Chain params a host freezes into a session at bind (vote factor, timeouts, validation rate); absent: defaults. */

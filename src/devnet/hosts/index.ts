@@ -1,9 +1,6 @@
 /**
  * Simulated inference hosts, mounted on the devnet's fastify server: for each HostIdentity, under
- * its prefix (e.g. `/hosts/0`), the devshard host endpoints
- *   POST {prefix}/devshard/v1/sessions/{escrow_id}/chat/completions   (chat-route.ts)
- *   POST {prefix}/devshard/v1/sessions/{escrow_id}/sign               (sign-route.ts)
- * (an invented protocol the gateway still speaks), and beside them the real devshard host protocol
+ * its prefix (e.g. `/hosts/0`), the real devshard host protocol
  *   {prefix}/v1/devshard/sessions/{escrow_id}/{chat/completions, verify-timeout, diffs, mempool,
  *   signatures}                                                         (protocol/routes.ts)
  * so a host's `inference_url` is origin + prefix.
@@ -13,17 +10,12 @@
  */
 import type { ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
-import { createSignatureVerifier } from '../../network/signature.js';
 import type { DevnetChainView, HostIdentity } from './chain-view.js';
-import { chatRoute } from './chat-route.js';
 import type { HostFaults } from './faults.js';
-import { HostLedger, type LedgerSnapshot, type SlotTally } from './ledger.js';
-import { signRoute } from './sign-route.js';
 import { HOST_ROUTE_PREFIX, protocolRoutes } from './protocol/routes.js';
 import { HostSessions, type HostSessionStore } from './protocol/session.js';
 
 export type { HostFaults } from './faults.js';
-export type { LedgerSnapshot, SlotTally } from './ledger.js';
 export { registerSimulatedOpenAi, type SimulatedOpenAiOptions } from './openai-server.js';
 
 export interface SimulatedHostsOptions {
@@ -37,23 +29,13 @@ export interface SimulatedHostsOptions {
   now?: () => number;
   /** Largest accepted request body, bytes (default 16 MiB). */
   bodyLimit?: number;
-  /** Ledgers saved by `snapshot()` before a restart (DEVNET_STATE), keyed by host index. */
-  restore?: Record<number, LedgerSnapshot>;
   /** Where the hosts keep the diffs they apply, so their sessions survive a restart (DEVNET_STATE). */
   sessionStore?: HostSessionStore;
-  /** Called with a slot's new tally after each request a host records (the devnet writes it through). */
-  persist?: (hostIndex: number, escrowId: string, tally: LedgerSnapshot[string][number]) => void;
 }
 
 export interface SimulatedHosts {
   /** The fault switches (the object passed in, or the one created). Mutate it to inject faults. */
   faults: HostFaults;
-  /** What the hosts served for an escrow, one tally per slot that served anything. */
-  served(escrowId: string): SlotTally[];
-  /** One host's ledger, by HostIdentity.index. */
-  ledger(hostIndex: number): HostLedger | undefined;
-  /** Every host's ledger as JSON, for the devnet to persist (hosts refuse to sign what they forgot). */
-  snapshot(): Record<number, LedgerSnapshot>;
   /** The hosts' sessions under the real protocol (replica, mempool, signatures per host and escrow). */
   protocol: HostSessions;
 }
@@ -61,16 +43,11 @@ export interface SimulatedHosts {
 export function registerSimulatedHosts(app: FastifyInstance, opts: SimulatedHostsOptions): SimulatedHosts {
   const faults = opts.faults ?? {};
   const now = opts.now ?? Date.now;
-  const verifier = createSignatureVerifier();
-  const ledgers = new Map<number, HostLedger>();
   const open = new Set<ServerResponse>();
   const bodyLimit = opts.bodyLimit ?? 16 * 1024 * 1024;
   const sessions = new HostSessions(opts.chain, opts.sessionStore);
 
   for (const host of opts.hosts) {
-    const persist = opts.persist;
-    const ledger = HostLedger.from(opts.restore?.[host.index], persist ? (escrowId, tally) => persist(host.index, escrowId, tally) : undefined);
-    ledgers.set(host.index, ledger);
     void app.register(
       async (child) => {
         // Keep the exact bytes: the creator's signature is over them, not over re-serialised JSON.
@@ -81,8 +58,6 @@ export function registerSimulatedHosts(app: FastifyInstance, opts: SimulatedHost
         child.addHook('onClose', async () => {
           for (const res of open) res.destroy();
         });
-        chatRoute(child, { chain: opts.chain, host, ledger, tokenDelayMs: opts.tokenDelayMs, faults, now, verifier, open });
-        signRoute(child, { chain: opts.chain, host, ledger });
         void child.register(async (proto) => protocolRoutes(proto, { host, sessions, hosts: opts.hosts, faults, tokenDelayMs: opts.tokenDelayMs, now, open, bodyLimit }), {
           prefix: HOST_ROUTE_PREFIX,
         });
@@ -94,16 +69,5 @@ export function registerSimulatedHosts(app: FastifyInstance, opts: SimulatedHost
   return {
     faults,
     protocol: sessions,
-    served(escrowId) {
-      const out: SlotTally[] = [];
-      for (const l of ledgers.values()) out.push(...l.tallies(escrowId));
-      return out.sort((a, b) => a.slotId - b.slotId);
-    },
-    ledger: (i) => ledgers.get(i),
-    snapshot() {
-      const out: Record<number, LedgerSnapshot> = {};
-      for (const [i, l] of ledgers) out[i] = l.snapshot();
-      return out;
-    },
   };
 }

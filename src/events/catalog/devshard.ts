@@ -1,5 +1,5 @@
 /**
- * The devshard protocol session of an escrow (DEVSHARD_HOST_PROTOCOL=devshard), in its own stream
+ * The devshard protocol session of an escrow (the gateway's only host path), in its own stream
  * `devshard-session-<escrowId>`: every diff the gateway composed and signed, in nonce order, with the
  * warm-key bindings applying it made, so `replay(params, recordedDiffs)` (src/protocol/replay.ts)
  * rebuilds the escrow's replica from the log alone (after a restart, or to audit the roots the hosts

@@ -16,7 +16,7 @@ import { broadcastByHash } from './broadcast.js';
 import { chainRefusal, chainErrorInfo, outcomeUnknown } from './chain-errors.js';
 import { holdRequestKey } from './operator-key.js';
 import { settleErrorOf, settleWindowClosed } from './pruned.js';
-import { buildSettlement, PROTOCOL_SETTLEMENT_VERSION, protocolSettlementRefusal, settlementDocument, settlementStale, toChainSettlement } from './settlement.js';
+import { buildSettlement, protocolSettlementRefusal, settlementDocument, settlementStale, toChainSettlement } from './settlement.js';
 
 export function escrowOr404(ctx: GatewayContext, escrowId: string) {
   const s = ctx.engine.escrow(escrowId);
@@ -183,6 +183,10 @@ export async function settleEscrow(ctx: GatewayContext, escrowId: string, cmd: S
     if (!ctx.engine.canEscrow(escrowId, { type: 'EscrowFinalized', data: { settlement: null } } as never)) {
       throw refuse.conflict(`Devshard ${escrowId} is ${stateName(s.value)}; it cannot be finalized, so it cannot be settled.`, 'not_finalized');
     }
+    // Pruned by the chain: the hosts dropped the session, so finalizing would only fail; answer the
+    // closed window as broadcastSettle does, before anything is asked of the hosts.
+    const closed = await settleWindowClosed(ctx, escrowId);
+    if (closed) throw chainRefusal(closed, 'Settlement');
     await finalizeEscrow(ctx, escrowId, cmd.metadata);
     return broadcastSettle(ctx, escrowId, key, cmd);
   }
@@ -204,9 +208,9 @@ async function broadcastSettle(ctx: GatewayContext, escrowId: string, key: strin
   const closed = await settleWindowClosed(ctx, escrowId);
   if (closed) throw chainRefusal(closed, 'Settlement');
   let c = ctx.engine.escrow(escrowId)!.context;
-  // Requests that ended after finalize (they drain) must be in the settlement the hosts sign.
+  // No settlement yet, or one the chain cannot take, or too few signatures: finalize (again).
   const required = Math.floor((2 * c.slots.length) / 3) + 1;
-  if (settlementStale(c.settlement, c.nonce, c.spent) || (c.settlement?.signatures.length ?? 0) < required) {
+  if (settlementStale(c.settlement) || (c.settlement?.signatures.length ?? 0) < required) {
     const built = await buildSettlement(ctx, escrowId);
     await decided(() => ctx.engine.decideEscrow('escrow', escrowId, [newEvent('EscrowFinalized', { settlement: built.settlement }, cmd.metadata)]));
     c = ctx.engine.escrow(escrowId)!.context;
@@ -221,8 +225,8 @@ async function broadcastSettle(ctx: GatewayContext, escrowId: string, key: strin
     // The chain checks the settler's allowlist and the version tag; check them before any fee is spent.
     const refusal = settleRefusal(await ctx.chain.params(), { settler: c.creator ?? '', version: `v${settlement.version}` });
     if (refusal) throw refusal;
-    // A protocol settlement: the keeper's proof checks too (root, signatures, quorum), on what the log holds.
-    const proof = c.settlement!.version === PROTOCOL_SETTLEMENT_VERSION ? protocolSettlementRefusal(c.settlement!, c.slots) : undefined;
+    // The keeper's proof checks too (root, signatures, quorum), on what the log holds.
+    const proof = protocolSettlementRefusal(c.settlement!, c.slots);
     if (proof) throw proof;
     // The settler pays the fee (the configured one, or this settle's override): the ante handler refuses a tx it cannot pay.
     const short = await settleFeeRefusal(ctx, c.creator ?? '', cmd.txFee);

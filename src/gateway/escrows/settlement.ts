@@ -1,65 +1,39 @@
 /**
- * Settlement data of an escrow. Over the devshard protocol (DEVSHARD_HOST_PROTOCOL=devshard,
- * version 2): the transport's `finalize` (MsgFinalizeRound, N diffs, `signatures?nonce=F`) and the
- * replica's BuildSettlement, as the chain's keeper verifies it (gonka 8a35022
- * k/devshard_settlement.go). Legacy (version 1, to be removed with the legacy transport): from the
- * escrow's own stream, per slot the cost and request count it billed (slotTally), the last nonce, a
- * digest of the request log (rest hash), a state root of our own formula, the hosts' `/sign`.
+ * Settlement data of an escrow, over the devshard protocol (version 2, "v2"): the transport's
+ * `finalize` (MsgFinalizeRound, N diffs, `signatures?nonce=F`) and the replica's BuildSettlement,
+ * as the chain's keeper verifies it (gonka 8a35022 k/devshard_settlement.go).
  */
-import { createHash } from 'node:crypto';
 import { ChainError, type Settlement } from '../../chain/port.js';
-import { canonicalJson } from '../../events/canonical-json.js';
 import { escrowStream, type SettlementData, type SlotInfo, type SlotTally } from '../../events/catalog.js';
 import { eachRequestEvent } from '../../events/request-data.js';
-import { collectSignaturesDetailed, type SignatureFailure } from '../../network/collect-signatures.js';
 import { Phase, hostStatsHash, settlementSignatureValid, stateRoot as protocolStateRoot, type Settlement as ProtocolSettlement } from '../../protocol/index.js';
 import { refuse } from '../errors.js';
 import type { GatewayContext } from '../context.js';
 
-/** LEGACY settlement format version (our own root formula, `/sign`); to be removed with the legacy transport. */
-export const SETTLEMENT_VERSION = 1;
 /** The devshard protocol's settlement: the session's version tag is `v${PROTOCOL_SETTLEMENT_VERSION}` = "v2". */
 export const PROTOCOL_SETTLEMENT_VERSION = 2;
 
 const hex = (b: Uint8Array): string => Buffer.from(b).toString('hex');
 const b64 = (b: Uint8Array): string => Buffer.from(b).toString('base64');
 
-const sha256hex = (s: string) => createHash('sha256').update(s).digest('hex');
-
 export interface BuiltSettlement {
   settlement: SettlementData;
-  failures: SignatureFailure[];
+  /** Hosts that did not take a finalize diff (they may still have signed). */
+  failures: { slotId: number; url: string; message: string }[];
   /** Signatures needed by the chain (2/3 of the slots, plus one). */
   required: number;
 }
 
 export async function buildSettlement(ctx: GatewayContext, escrowId: string): Promise<BuiltSettlement> {
-  if (ctx.network.finalize) return buildProtocolSettlement(ctx, escrowId);
-  const snapshot = ctx.engine.escrow(escrowId)!;
-  const c = snapshot.context;
-  const slots = c.slots;
-  const records = ctx.engine.readStream(escrowStream(escrowId));
-  const stats = slotTally(records, slots).map((s) => ({ slotId: s.slotId, missed: 0, invalid: 0, cost: s.cost, requests: s.requests }));
-  const hostStats = stats.map((s) => ({ ...s, cost: s.cost.toString() }));
-  const fees = '0';
-  const restHash = sha256hex(records.at(-1)?.hash ?? '');
-  const stateRoot = sha256hex(canonicalJson({ escrow_id: escrowId, nonce: c.nonce, rest_hash: restHash, host_stats: hostStats, fees, version: SETTLEMENT_VERSION }));
-  const { signatures, failures } = await collectSignaturesDetailed(
-    slots.map((s) => ({ slotId: s.slotId, url: s.url })),
-    escrowId,
-    { stateRoot, nonce: c.nonce, hostStats: stats.map((s) => ({ ...s })) },
-  );
-  return {
-    settlement: { escrowId, nonce: c.nonce, stateRoot, restHash, hostStats, signatures, fees, version: SETTLEMENT_VERSION },
-    failures,
-    required: Math.floor((2 * slots.length) / 3) + 1,
-  };
+  // Upstream mode (NETWORK_UPSTREAM_URL) has no hosts: nobody can sign a settlement.
+  if (!ctx.network.finalize) throw refuse.invalid(`Cannot finalize devshard ${escrowId}: this gateway runs in upstream mode (NETWORK_UPSTREAM_URL), with no devshard hosts to finalize the session with.`, null, 'finalize_unavailable');
+  return buildProtocolSettlement(ctx, escrowId);
 }
 
 /**
  * Finalizes over the devshard protocol (the transport's `finalize`): the replica's settlement at
  * FinalizeNonce + N with the slots' 65-byte signatures, each already recovered to its slot's address.
- * Recorded with hex roots and base64 signatures like the legacy data, `version` 2 ("v2"); `requests`
+ * Recorded with hex roots and base64 signatures, `version` 2 ("v2"); `requests`
  * per slot is the gateway's own count (operators' bookkeeping, never sent to the chain).
  */
 async function buildProtocolSettlement(ctx: GatewayContext, escrowId: string): Promise<BuiltSettlement> {
@@ -189,30 +163,18 @@ export function toChainSettlement(s: SettlementData): Settlement {
   };
 }
 
-/**
- * The finalize answer: for a protocol settlement exactly the settlement file (settlementFile); the
- * LEGACY document (version 1, to be removed) keeps its own fields.
- */
+/** The finalize answer: exactly the settlement file (settlementFile). */
 export function settlementDocument(s: SettlementData) {
-  if (s.version === PROTOCOL_SETTLEMENT_VERSION) return settlementFile(s);
-  return {
-    escrow_id: s.escrowId,
-    version: s.version,
-    fees: s.fees,
-    nonce: s.nonce,
-    state_root: s.stateRoot,
-    rest_hash: s.restHash,
-    host_stats: s.hostStats.map((h) => ({ slot_id: h.slotId, missed: h.missed, invalid: h.invalid, cost: h.cost, requests: h.requests })),
-    signatures: s.signatures.map((x) => ({ slot_id: x.slotId, signature: x.signature })),
-  };
+  return settlementFile(s);
 }
 
-/** True when requests ended after the settlement was made (it no longer covers them). */
-export function settlementStale(s: SettlementData | null, nonce: number, spent: string): boolean {
-  if (!s) return true;
+/**
+ * True when the recorded settlement cannot be sent as it is and the escrow must be finalized again:
+ * none recorded, or one in a format the chain does not take (version 1, made by the removed legacy
+ * transport with signatures no keeper accepts).
+ */
+export function settlementStale(s: SettlementData | null): boolean {
   // The hosts signed the Settlement-phase root: after MsgFinalizeRound the session takes no new
   // inference, so nothing the gateway counts later can change it (its nonces are the session's).
-  if (s.version === PROTOCOL_SETTLEMENT_VERSION) return false;
-  const claimed = s.hostStats.reduce((n, h) => n + BigInt(h.cost), 0n);
-  return s.nonce !== nonce || claimed !== BigInt(spent);
+  return !s || s.version !== PROTOCOL_SETTLEMENT_VERSION;
 }

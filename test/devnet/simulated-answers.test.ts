@@ -1,19 +1,49 @@
+/**
+ * What the simulated model answers (src/devnet/hosts/completion-plan.ts, answer.ts): the hosts
+ * serve the same plan over the devshard protocol (protocol/output.ts; the protocol itself is in
+ * host-protocol*.test.ts), and the plain OpenAI mount (openai-server.ts) serves it as is, so the
+ * answers are checked there.
+ */
+import Fastify, { type FastifyInstance } from 'fastify';
+import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chatBody, MODEL, newKey, startNet, type Net } from '../network/fixtures.js';
-import { signedPost } from '../network/http.js';
+import { registerSimulatedOpenAi } from '../../src/devnet/hosts/index.js';
+import { SseParser, type SseEvent } from '../../src/network/sse.js';
+import { chatBody, MODEL } from '../network/fixtures.js';
 import { violations } from '../network/schema-check.js';
 
-let net: Net;
+let app: FastifyInstance;
+let base: string;
 beforeAll(async () => {
-  net = await startNet();
+  app = Fastify({ logger: false });
+  registerSimulatedOpenAi(app, { prefix: '/v1', tokenDelayMs: 0, models: [MODEL] });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  const addr = app.server.address();
+  if (!addr || typeof addr === 'string') throw new Error('no address');
+  base = `http://127.0.0.1:${addr.port}/v1`;
 });
 afterAll(async () => {
-  await net.close();
+  await app.close();
 });
 
-/** A correctly signed request to the executor of `nonce` (host nonce % 3). */
-const ask = (body: unknown, nonce = 0, extra: Parameters<typeof signedPost>[3] extends infer O ? Partial<O> : never = {}) =>
-  signedPost(net.hostUrl(nonce % 3), '1', body, { keyHex: net.creator.privateKeyHex, nonce, ...extra });
+/** POSTs a chat body (or raw text) to the simulated model. */
+async function ask(body: unknown) {
+  const res = await request(`${base}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: typeof body === 'string' ? body : JSON.stringify(body) });
+  const text = await res.body.text();
+  return {
+    status: res.statusCode,
+    headers: res.headers,
+    text,
+    json: () => JSON.parse(text),
+    events(): SseEvent[] {
+      const p = new SseParser();
+      const out: SseEvent[] = [];
+      p.push(Buffer.from(text), out);
+      p.end(out);
+      return out;
+    },
+  };
+}
 
 const weatherTool = {
   type: 'function',
@@ -47,82 +77,15 @@ const searchTool = {
 const tools = [weatherTool, searchTool];
 const schemaOf = (name: string) => tools.find((t) => t.function.name === name)!.function.parameters;
 
-describe('simulated hosts: who may ask', () => {
-  it('answers a request signed by the escrow creator', async () => {
-    const res = await ask(chatBody());
-    expect(res.status).toBe(200);
-    const c = res.json();
-    expect(c.object).toBe('chat.completion');
-    expect(c.model).toBe(MODEL);
-    expect(typeof c.choices[0].message.content).toBe('string');
-    expect(c.choices[0].message.content.length).toBeGreaterThan(0);
-  });
-
-  it('rejects a signature by another key with 401 and an OpenAI-style error', async () => {
-    const res = await ask(chatBody(), 0, { keyHex: newKey().privateKeyHex });
-    expect(res.status).toBe(401);
-    expect(res.json().error).toMatchObject({ code: 'invalid_signature', type: 'authentication_error' });
-    expect(typeof res.json().error.message).toBe('string');
-  });
-
-  it('rejects a body that differs from the signed one', async () => {
-    const ts = Math.floor(Date.now() / 1000);
-    const { createRequestSigner } = await import('../../src/network/signature.js');
-    const sig = createRequestSigner(net.creator.privateKeyHex).sign('1', Buffer.from(JSON.stringify(chatBody())), ts);
-    const res = await ask(chatBody({ max_tokens: 1 }), 0, { ts, signature: sig });
-    expect(res.status).toBe(401);
-    expect(res.json().error.code).toBe('invalid_signature');
-  });
-
-  it('rejects a timestamp more than 30 s away (past or future), even when correctly signed', async () => {
-    // 35 s, read per request: with a fixed `now` and 31 s, a request sent a second later found the
-    // future timestamp only 30 s away (seen once in CI on a loaded machine).
-    const nowSeconds = () => Math.floor(Date.now() / 1000);
-    for (const offset of [-35, 35]) {
-      const res = await ask(chatBody(), 0, { ts: nowSeconds() + offset });
-      expect(res.status).toBe(401);
-      expect(res.json().error.code).toBe('stale_timestamp');
-    }
-    expect((await ask(chatBody(), 0, { ts: nowSeconds() - 25 })).status).toBe(200);
-  });
-
-  it('rejects missing signature headers', async () => {
-    const res = await ask(chatBody(), 0, { signature: '' });
-    expect(res.status).toBe(401);
-    expect(res.json().error.code).toBe('missing_signature');
-  });
-
-  it('sends a request for another host\'s nonce back with 421 naming the executor slot', async () => {
-    // nonce 4 is executed by slot 4 % 3 = 1; host 0 must refuse it.
-    const res = await signedPost(net.hostUrl(0), '1', chatBody(), { keyHex: net.creator.privateKeyHex, nonce: 4 });
-    expect(res.status).toBe(421);
-    expect(res.json().error.code).toBe('wrong_executor');
-    expect(res.json().error.message).toContain('slot 1');
-    expect((await signedPost(net.hostUrl(1), '1', chatBody(), { keyHex: net.creator.privateKeyHex, nonce: 4 })).status).toBe(200);
-  });
-
-  it('refuses unknown and settled escrows, and requests without a nonce', async () => {
-    const missing = await signedPost(net.hostUrl(0), '999', chatBody(), { keyHex: net.creator.privateKeyHex, nonce: 0 });
-    expect(missing.status).toBe(404);
-    net.escrows.set('2', { ...net.escrows.get('1')!, id: '2', settled: true });
-    const settled = await signedPost(net.hostUrl(0), '2', chatBody(), { keyHex: net.creator.privateKeyHex, nonce: 0 });
-    expect(settled.status).toBe(409);
-    expect(settled.json().error.code).toBe('escrow_settled');
-    const noNonce = await signedPost(net.hostUrl(0), '1', chatBody(), { keyHex: net.creator.privateKeyHex });
-    expect(noNonce.status).toBe(400);
-    expect(noNonce.json().error.code).toBe('missing_nonce');
-  });
-});
-
-describe('simulated hosts: what they answer', () => {
+describe('the simulated model: what it answers', () => {
   it('is deterministic: the same request gets the same answer (under a new id each time, as OpenAI), another request another one', async () => {
-    const a = (await ask(chatBody(), 0)).json();
-    const b = (await ask(chatBody(), 3)).json();
+    const a = (await ask(chatBody())).json();
+    const b = (await ask(chatBody())).json();
     expect(b.choices).toEqual(a.choices);
     expect(b.usage).toEqual(a.usage);
     expect(a.id).toMatch(/^chatcmpl-[0-9a-f]{24}$/);
     expect(b.id).not.toBe(a.id);
-    const other = (await ask(chatBody({ messages: [{ role: 'user', content: 'Something else entirely' }] }), 0)).json();
+    const other = (await ask(chatBody({ messages: [{ role: 'user', content: 'Something else entirely' }] }))).json();
     expect(other.choices[0].message.content).not.toBe(a.choices[0].message.content);
   });
 
@@ -212,18 +175,18 @@ describe('simulated hosts: what they answer', () => {
     expect(cut.choices[0].finish_reason).toBe('length');
     expect(cut.choices[0].message.content).toBe(obj.choices[0].message.content.slice(0, 8));
   });
-  it('answers 400 with an OpenAI error for a body it cannot serve', async () => {
+  it('answers an OpenAI error for a body it cannot serve', async () => {
     const wrongModel = await ask(chatBody({ model: 'qwen/test-model' }));
-    expect(wrongModel.status).toBe(400);
-    expect(wrongModel.json().error.code).toBe('model_mismatch');
-    const badJson = await ask('{"model":', 0);
+    expect(wrongModel.status).toBe(404);
+    expect(wrongModel.json().error.code).toBe('model_not_found');
+    const badJson = await ask('{"model":');
     expect(badJson.status).toBe(400);
     const badChoice = await ask(chatBody({ tools, tool_choice: { type: 'function', function: { name: 'nope' } } }));
     expect(badChoice.status).toBe(400);
   });
 });
 
-describe('simulated hosts: streaming', () => {
+describe('the simulated model: streaming', () => {
   it('streams like OpenAI: role chunk, content deltas, finish chunk, usage chunk, [DONE]', async () => {
     const body = chatBody({ max_tokens: 20 });
     const whole = (await ask(body)).json();
@@ -274,19 +237,25 @@ describe('simulated hosts: streaming', () => {
 });
 
 describe('simulated hosts: mounting', () => {
-  it('mount beside the devnet\'s own routes and JSON parser without disturbing them', async () => {
-    const { default: Fastify } = await import('fastify');
+  it("mount beside the devnet's own routes and JSON parser without disturbing them", async () => {
     const { registerSimulatedHosts } = await import('../../src/devnet/hosts/index.js');
-    const app = Fastify();
-    app.addContentTypeParser('application/json', { parseAs: 'string' }, (_r, b, done) => done(null, { parsedByDevnet: JSON.parse(b as string) }));
-    app.post('/devnet/echo', async (req) => req.body);
-    registerSimulatedHosts(app, { chain: { escrow: () => undefined, pubKeyOf: () => undefined, tokenPrice: () => 1n }, hosts: net.hosts, tokenDelayMs: 0 });
-    await app.ready();
-    const echo = await app.inject({ method: 'POST', url: '/devnet/echo', payload: { a: 1 } });
+    const { newKey } = await import('../network/fixtures.js');
+    const k = newKey();
+    const hosts = [{ index: 0, address: k.address, privateKey: k.privateKey, pubKey: k.pubKey, prefix: '/hosts/0' }];
+    const devnet = Fastify();
+    devnet.addContentTypeParser('application/json', { parseAs: 'string' }, (_r, b, done) => done(null, { parsedByDevnet: JSON.parse(b as string) }));
+    devnet.post('/devnet/echo', async (req) => req.body);
+    registerSimulatedHosts(devnet, { chain: { escrow: () => undefined, tokenPrice: () => 1n }, hosts, tokenDelayMs: 0 });
+    await devnet.ready();
+    const echo = await devnet.inject({ method: 'POST', url: '/devnet/echo', payload: { a: 1 } });
     expect(echo.json()).toEqual({ parsedByDevnet: { a: 1 } });
-    const host = await app.inject({ method: 'POST', url: '/hosts/1/devshard/v1/sessions/5/chat/completions', payload: { a: 1 } });
-    expect(host.statusCode).toBe(404);
-    expect(host.json().error.code).toBe('escrow_not_found');
-    await app.close();
+    // The host's protocol route takes the raw body (its own parser), not the devnet's: it answers.
+    const host = await devnet.inject({ method: 'POST', url: '/hosts/0/v1/devshard/sessions/5/chat/completions', payload: { a: 1 } });
+    expect(host.statusCode).not.toBe(404);
+    expect(host.body).not.toContain('parsedByDevnet');
+    // The invented legacy routes are gone.
+    const legacy = await devnet.inject({ method: 'POST', url: '/hosts/0/devshard/v1/sessions/5/sign', payload: { a: 1 } });
+    expect(legacy.statusCode).toBe(404);
+    await devnet.close();
   });
 });
