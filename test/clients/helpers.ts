@@ -90,7 +90,10 @@ export async function expectBooksBalanced(gw: TestGateway, escrowId: string): Pr
   const started = records.filter((r) => r.type === 'InferenceStarted').map((r) => (r.data as { nonce: number }).nonce);
   const ended = records.filter((r) => r.type === 'InferenceFinished' || r.type === 'InferenceFailed');
   expect(ended.map((r) => (r.data as { nonce: number }).nonce).sort((a, b) => a - b)).toEqual([...started].sort((a, b) => a - b));
-  const cost = ended.reduce((n, r) => n + BigInt((r.data as { cost: string }).cost), 0n);
+  // Spent: what the ends billed, plus what the hosts' Finish charged beyond it (a client that left
+  // early is billed the whole answer its host finished: UsageRecovered, protocol-billing.ts).
+  const recovered = records.filter((r) => r.type === 'UsageRecovered');
+  const cost = [...ended, ...recovered].reduce((n, r) => n + BigInt((r.data as { cost: string }).cost), 0n);
   expect(view.spent).toBe(cost.toString());
   const status = (await gw.call('/v1/status', { key: 'none' })).json;
   expect(status.active_requests).toBe(0);
