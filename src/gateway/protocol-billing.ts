@@ -50,6 +50,9 @@ export class ProtocolBilling {
       else if (r.type === 'UsageRecovered' && r.data.inferenceId !== undefined) {
         const id = BigInt(r.data.inferenceId);
         bills.set(id, (bills.get(id) ?? 0n) + BigInt(r.data.cost));
+      } else if (r.type === 'NoncesSkipped') {
+        // Sent by a run that died before recording their starts (reconcile.ts): billed nothing yet.
+        for (let n = r.data.from; n <= r.data.upTo; n++) if (!bills.has(BigInt(n))) bills.set(BigInt(n), 0n);
       }
     }
     const w: Waiting = { billed: new Map(), charged: new Map() };
