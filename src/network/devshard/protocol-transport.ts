@@ -97,6 +97,9 @@ export interface ProtocolTransport extends InferencePort {
 
 const MAX_ERROR_BODY = 64 * 1024;
 
+/** Most diffs one catch-up request carries (gonka user/session.go catchUpChunkSize). */
+export const CATCH_UP_CHUNK = 200;
+
 class Stalled extends Error {}
 
 /** Reads SSE data payloads one by one, each within a time limit; the body is destroyed on close. */
@@ -184,6 +187,8 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
   let onExchange = opts.onExchange;
 
   const opening = new Map<string, Promise<DevshardSession>>();
+  /** Chunked catch-ups under way, by escrow and host (one at a time per host). */
+  const catchingUp = new Map<string, Promise<void>>();
 
   /** The escrow's session, opened once even when several calls ask for it at the same time. */
   async function sessionFor(call: Pick<ChatCall, 'escrowId' | 'signer'>): Promise<DevshardSession> {
@@ -216,10 +221,29 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
     return s;
   }
 
-  /** Brings host `url` to our latest nonce: the whole SSE answer read, its receipt checked, its meta taken. */
+  /**
+   * Brings host `url` to our latest nonce: a catch-up longer than CATCH_UP_CHUNK diffs goes first in
+   * chunks of that many (as devshardctl's sendCatchUpWith), each answer read whole, its receipt
+   * checked (which moves the host's acknowledged nonce), its meta taken.
+   */
   async function syncHost(s: DevshardSession, url: string): Promise<void> {
-    const upTo = s.latestNonce;
-    const body = Buffer.from(s.syncBody(url));
+    await catchUpInChunks(s, url);
+    await syncOnce(s, url, Infinity);
+  }
+
+  /** Sends host `url` its catch-up in chunks until at most CATCH_UP_CHUNK diffs are left for it. */
+  async function catchUpInChunks(s: DevshardSession, url: string): Promise<void> {
+    for (let left = s.catchUp(url).length; left > CATCH_UP_CHUNK; ) {
+      await syncOnce(s, url, CATCH_UP_CHUNK);
+      const now = s.catchUp(url).length;
+      if (now >= left) throw new HostError('bad_response', `host ${url} did not acknowledge a catch-up chunk (${now} diffs still unacknowledged)`);
+      left = now;
+    }
+  }
+
+  async function syncOnce(s: DevshardSession, url: string, maxDiffs: number): Promise<void> {
+    const { body: bytes, upTo } = s.syncBody(url, maxDiffs);
+    const body = Buffer.from(bytes);
     const ts = BigInt(Math.floor(now() / 1000));
     const target = new URL(sessionUrl(url, s.escrow.escrowId, 'chat/completions', prefix));
     const headers = { 'content-type': 'application/json', accept: 'text/event-stream', 'x-devshard-signature': s.headerSignature(body, ts), 'x-devshard-timestamp': String(ts) };
@@ -410,6 +434,19 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
     async chat(call: ChatCall): Promise<ChatResult> {
       const s = await sessionFor(call);
       const nonce = BigInt(call.nonce);
+      // A long catch-up (after a restart every recorded diff is sent once) goes in chunks first, so
+      // this request carries at most CATCH_UP_CHUNK of them; before taking the nonce's turn, so the
+      // calls after it do not wait on it.
+      const executor = s.executorUrl(nonce);
+      if (s.catchUp(executor).length > CATCH_UP_CHUNK) {
+        const key = `${call.escrowId} ${executor}`;
+        let p = catchingUp.get(key);
+        if (!p) {
+          p = catchUpInChunks(s, executor).finally(() => catchingUp.delete(key));
+          catchingUp.set(key, p);
+        }
+        await p;
+      }
       await turn(call.escrowId, s, nonce);
       const prompt = Buffer.from(JSON.stringify(call.body), 'utf8');
       const maxTokens = typeof call.body.max_tokens === 'number' ? BigInt(call.body.max_tokens) : 0n;

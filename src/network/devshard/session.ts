@@ -215,9 +215,16 @@ export class DevshardSession {
     return { diff, recorded };
   }
 
-  /** The body that brings host `url` to our latest nonce (diffs only, no payload). */
-  syncBody(url: string): Uint8Array {
-    return new TextEncoder().encode(inferenceRequestJson(this.catchUp(url), this.replica.latestNonce));
+  /**
+   * The body that brings host `url` up (diffs only, no payload): to our latest nonce, or with at most
+   * `maxDiffs` of its catch-up, to the last of those (gonka user/session.go sendCatchUpWith sends a
+   * long catch-up in chunks of 200). Answers the body and the nonce it brings the host to.
+   */
+  syncBody(url: string, maxDiffs = Infinity): { body: Uint8Array; upTo: bigint } {
+    const all = this.catchUp(url);
+    const diffs = all.length > maxDiffs ? all.slice(0, maxDiffs) : all;
+    const upTo = diffs.length < all.length ? diffs.at(-1)!.nonce : this.replica.latestNonce;
+    return { body: new TextEncoder().encode(inferenceRequestJson(diffs, upTo)), upTo };
   }
 
   /** The diffs host `url` has not acknowledged. */
