@@ -24,19 +24,10 @@ import { recordedDiffOf } from '../../src/gateway/devshard-diffs.js';
 import { MODEL } from '../helpers/gateway.js';
 import { requestRecords } from '../helpers/request-records.js';
 import { crashEnv, freePort, readLogAt, ServeProcess } from './serve-process.js';
+import { prng } from './prng.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function prng(seed: number) {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface Seen {
   /** nonce → `root|signature` as first received. */

@@ -39,21 +39,11 @@ import { ensureBuilt, repoRoot } from '../helpers/store-dist.js';
 import { crashEnv, freePort, readLogAt, ServeProcess } from './serve-process.js';
 import { MODEL } from '../helpers/gateway.js';
 import { requestRecords } from '../helpers/request-records.js';
+import { prng } from './prng.js';
 
 const run = promisify(execFile);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** A seeded PRNG so a failing run can be repeated (seed printed on failure). */
-function prng(seed: number) {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface ChatRecord {
   requestId: string;

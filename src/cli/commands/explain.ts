@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
+import { withExistingLog } from './existing-log.js';
 import { defaultStorageDir, eventsFile } from '../../events/storage-path.js';
 import { openSqliteEventStore } from '../../events/sqlite-store.js';
 import type { EventStore } from '../../events/store.js';
@@ -155,20 +156,11 @@ export function registerExplain(program: Command): void {
     .option('--storage <dir>', 'storage directory (default: $DEVSHARD_STORAGE_DIR or .devshardctl)')
     .option('--json', 'one JSON document instead of text')
     .action(async (id: string, opts: { storage?: string; json?: boolean }) => {
-      const file = eventsFile(opts.storage ?? defaultStorageDir());
-      if (!existsSync(file)) {
-        process.stderr.write(`no event log at ${file}\n`);
-        process.exitCode = 1;
-        return;
-      }
-      const store = openSqliteEventStore(file);
-      try {
+      await withExistingLog(opts.storage, (store, file) => {
         if (!runExplainRequest(store, id, { ...(opts.json ? { json: true } : {}) })) {
           process.stderr.write(`no request ${id} in ${file}\n`);
           process.exitCode = 1;
         }
-      } finally {
-        await store.close();
-      }
+      });
     });
 }

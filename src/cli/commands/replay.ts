@@ -1,8 +1,6 @@
-import { existsSync } from 'node:fs';
 import { SingleBar } from 'cli-progress';
+import { withExistingLog } from './existing-log.js';
 import type { Command } from 'commander';
-import { defaultStorageDir, eventsFile } from '../../events/storage-path.js';
-import { openSqliteEventStore } from '../../events/sqlite-store.js';
 import type { EventStore } from '../../events/store.js';
 import type { RecordedEvent } from '../../events/envelope.js';
 import { machinesAt, parseUntil, replay, type MachinesAt, type ReplayRow } from '../../projections/replay.js';
@@ -121,18 +119,7 @@ export function registerReplay(program: Command): void {
     .option('--until <position|iso-time>', 'stop at this global position or time')
     .option('--json', 'one JSON document instead of text')
     .action(async (opts: ReplayCliOptions & { storage?: string }) => {
-      const file = eventsFile(opts.storage ?? defaultStorageDir());
       // Replay only reads: never create an empty log where none exists.
-      if (!existsSync(file)) {
-        process.stderr.write(`no event log at ${file}\n`);
-        process.exitCode = 1;
-        return;
-      }
-      const store = openSqliteEventStore(file);
-      try {
-        runReplay(store, opts);
-      } finally {
-        await store.close();
-      }
+      await withExistingLog(opts.storage, (store) => runReplay(store, opts));
     });
 }
