@@ -6,32 +6,19 @@
  *  - the minimal protocol client (bench/protocol-client.ts), reading its escrows from the same chain.
  * Each signs with its own funded creator key and has escrows of its own, so their nonces never
  * meet on a host. wrk (one thread) drives them in interleaved pairs of rounds; the ratio is the
- * median pair's. Then CPU per request of the gateway and the client processes (/proc, all threads)
- * over a lighter closed-loop run.
+ * median pair's. Then CPU per request of the gateway and the client processes (/proc, all threads,
+ * bench/fixed-rate-cpu.ts) at one open-loop rate for both, by default 60% of the lower of their
+ * median wrk throughputs, from the load generator in its own process: interleaved rounds, the
+ * median round. The gateway process runs with tuneV8ForServing(), as `shardgate serve` does.
  *
- *   node dist/bench/protocol-bench.js [--pairs N] [--seconds S] [--connections C] [--escrows E] [--cpu-prof DIR] [--ablate-diff-log]
+ *   node dist/bench/protocol-bench.js [--pairs N] [--seconds S] [--connections C] [--escrows E]
+ *     [--cpu-rounds N] [--cpu-seconds S] [--cpu-rate-fraction F | --cpu-rate R] [--cpu-prof DIR] [--ablate-diff-log]
  */
 import { fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { fixedRateCpu, type FixedRateCpu } from './fixed-rate-cpu.js';
+import { LoadWorker } from './gateway-bench.js';
 import { processCpuSeconds } from './target-process.js';
-
-/** CPU seconds by thread (the main one, the others by name; /proc/<pid>/task/<tid>: comm and stat utime+stime); Linux only. */
-function threadCpu(pid: number): Map<string, number> {
-  const out = new Map<string, number>();
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    try {
-      // Worker threads are all named "node": the main thread is told apart by its id (= pid).
-      const comm = readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim();
-      const name = tid === String(pid) ? 'main' : comm === 'node' ? 'worker/other' : comm;
-      const f = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-      out.set(name, (out.get(name) ?? 0) + (Number(f[11]) + Number(f[12])) / 100);
-    } catch {
-      /* the thread ended */
-    }
-  }
-  return out;
-}
 import { ensureWrk, runWrk, type WrkResult } from './wrk.js';
 
 export interface ProtocolPair {
@@ -46,8 +33,14 @@ export interface ProtocolBenchResult {
   escrows: number;
   pairs: ProtocolPair[];
   medianRatio: number;
-  /** CPU per request over the closed-loop run; idleCpuShare: the process's CPU with no load (cores), measured just before. */
-  cpu: { target: string; requests: number; seconds: number; cpuMicrosPerRequest: number; mainThreadMicrosPerRequest: number; idleCpuShare: number }[];
+  /**
+   * CPU per request of the minimal client and the gateway at one open-loop rate (`cpuRate`, the
+   * same for both: `cpuRateFraction` of the lower of their median wrk throughputs above, unless
+   * given), interleaved rounds, median round; target names 'minimal client' and 'gateway'.
+   */
+  cpu: FixedRateCpu[];
+  cpuRate: number;
+  cpuRateFraction?: number;
   /** Per pair: the devnet (hosts) process's CPU per request and its share of a core, in the client's round and the gateway's. */
   hostCpu: { client: number; gateway: number; clientShare: number; gatewayShare: number }[];
   /** gateway CPU per request / the client's. */
@@ -89,7 +82,21 @@ const round = (p: Proc, connections: number, seconds: number) =>
   runWrk({ url: `${p.ready.url as string}/v1/chat/completions`, body: BODY, headers: { 'content-type': 'application/json', ...((p.ready.headers as Record<string, string>) ?? {}) }, connections, seconds, timeoutSeconds: 10 });
 
 export async function benchProtocol(
-  opts: { pairs?: number; seconds?: number; connections?: number; escrows?: number; cpuSeconds?: number; gatewayExecArgv?: string[]; clientExecArgv?: string[]; ablateDiffLog?: boolean; log?: (l: string) => void } = {},
+  opts: {
+    pairs?: number;
+    seconds?: number;
+    connections?: number;
+    escrows?: number;
+    /** The CPU run: seconds per round (default 3), rounds per target (default 3), the rate as a fraction of the lower median throughput (default 0.6) or given in req/s. */
+    cpuSeconds?: number;
+    cpuRounds?: number;
+    cpuRateFraction?: number;
+    cpuRate?: number;
+    gatewayExecArgv?: string[];
+    clientExecArgv?: string[];
+    ablateDiffLog?: boolean;
+    log?: (l: string) => void;
+  } = {},
 ): Promise<ProtocolBenchResult> {
   const pairs = opts.pairs ?? 3;
   const seconds = opts.seconds ?? 5;
@@ -97,6 +104,7 @@ export async function benchProtocol(
   const escrows = opts.escrows ?? 8;
   const log = opts.log ?? (() => {});
   ensureWrk();
+  log('gateway process: tuneV8ForServing() (--no-allocation-site-pretenuring, as `shardgate serve`); minimal client: Node defaults');
   const gwKey = randomBytes(32).toString('hex');
   const clientKey = randomBytes(32).toString('hex');
   const procs: Proc[] = [];
@@ -123,24 +131,31 @@ export async function benchProtocol(
       const h = hostCpu[i]!;
       log(`pair ${i + 1}: minimal client ${c.requestsPerSec.toFixed(0)} req/s p99 ${c.p99Ms.toFixed(2)} ms; gateway ${g.requestsPerSec.toFixed(0)} req/s p99 ${g.p99Ms.toFixed(2)} ms; ${(g.requestsPerSec / c.requestsPerSec).toFixed(2)}x; devnet (hosts) process: ${h.client.toFixed(0)} / ${h.gateway.toFixed(0)} µs CPU per request, ${(h.clientShare * 100).toFixed(0)}% / ${(h.gatewayShare * 100).toFixed(0)}% of a core`);
     }
-    const cpu = [];
-    for (const p of [client, gateway]) {
-      // What the process burns with no request at all (timers, the chain follower, GC), per second.
-      const idle0 = processCpuSeconds(p.pid);
-      const t0 = Date.now();
-      await new Promise((r) => setTimeout(r, 2_000));
-      const idleCpuShare = (processCpuSeconds(p.pid) - idle0) / ((Date.now() - t0) / 1000);
-      const cpu0 = processCpuSeconds(p.pid);
-      const threads0 = threadCpu(p.pid);
-      const r = await round(p, 8, opts.cpuSeconds ?? 3);
-      const used = processCpuSeconds(p.pid) - cpu0;
-      const byThread = [...threadCpu(p.pid)].map(([name, c]) => [name, c - (threads0.get(name) ?? 0)] as const).filter(([, c]) => c > 0).sort((a, b) => b[1] - a[1]);
-      log(`${p.name} CPU by thread over the run, µs per request: ${byThread.map(([name, c]) => `${name} ${((c * 1e6) / r.requests).toFixed(0)}`).join(', ')}`);
-      if (r.errors > 0) throw new Error(`${p.name}: ${r.errors} errors during the CPU run`);
-      cpu.push({ target: p.name === 'client' ? 'minimal client' : 'gateway', requests: r.requests, seconds: r.requests / r.requestsPerSec, cpuMicrosPerRequest: (used * 1e6) / r.requests, mainThreadMicrosPerRequest: ((byThread.find(([n]) => n === 'main')?.[1] ?? NaN) * 1e6) / r.requests, idleCpuShare });
+    // CPU per request at one fixed rate for both (issue 31 (c)): a closed loop would make it follow
+    // the throughput (more requests per event-loop turn and per commit when faster).
+    const fraction = opts.cpuRateFraction ?? 0.6;
+    const lower = Math.min(median(results.map((p) => p.client.requestsPerSec)), median(results.map((p) => p.gateway.requestsPerSec)));
+    const cpuRate = Math.max(1, Math.round(opts.cpuRate ?? fraction * lower));
+    log(
+      opts.cpuRate !== undefined
+        ? `CPU per request: open loop at ${cpuRate} req/s (given), the same for both`
+        : `CPU per request: open loop at ${cpuRate} req/s for both = ${Math.round(fraction * 100)}% of the lower median throughput above (${lower.toFixed(0)} req/s)`,
+    );
+    const worker = new LoadWorker();
+    let cpu: FixedRateCpu[];
+    try {
+      const target = (p: Proc, name: string) => ({ name, pid: p.pid, url: `${p.ready.url as string}/v1/chat/completions`, headers: { 'content-type': 'application/json', ...((p.ready.headers as Record<string, string>) ?? {}) }, body: BODY });
+      cpu = await fixedRateCpu(worker, [target(client, 'minimal client'), target(gateway, 'gateway')], { rate: cpuRate, seconds: opts.cpuSeconds ?? 3, rounds: opts.cpuRounds ?? 3, log });
+    } finally {
+      worker.close();
     }
-    for (const c of cpu) log(`CPU per request, ${c.target}: ${c.cpuMicrosPerRequest.toFixed(0)} µs (${c.requests} requests, c=8); with no load it uses ${(c.idleCpuShare * 100).toFixed(1)}% of a core`);
-    return { connections, seconds, escrows, pairs: results, hostCpu, medianRatio: median(results.map((p) => p.ratio)), cpu, cpuRatio: cpu[1]!.cpuMicrosPerRequest / cpu[0]!.cpuMicrosPerRequest };
+    for (const c of cpu) {
+      log(`${c.target} CPU by thread over the ${c.rounds.length} rounds, µs per request: ${c.byThread.map(([name, us]) => `${name} ${us.toFixed(0)}`).join(', ')}`);
+      log(`CPU per request, ${c.target}: ${c.cpuMicrosPerRequest.toFixed(0)} µs, main thread ${c.mainThreadMicrosPerRequest.toFixed(0)} µs (median of ${c.rounds.length} rounds at ${c.rate} req/s: ${c.rounds.map((r) => r.cpuMicrosPerRequest.toFixed(0)).join(', ')}); with no load it uses ${(c.idleCpuShare * 100).toFixed(1)}% of a core`);
+    }
+    const cpuRatio = cpu[1]!.cpuMicrosPerRequest / cpu[0]!.cpuMicrosPerRequest;
+    log(`CPU per request, gateway/minimal client: ${cpuRatio.toFixed(2)}x (goal ≤ 1.25x)`);
+    return { connections, seconds, escrows, pairs: results, hostCpu, medianRatio: median(results.map((p) => p.ratio)), cpu, cpuRate, ...(opts.cpuRate === undefined ? { cpuRateFraction: fraction } : {}), cpuRatio };
   } finally {
     for (const p of procs.reverse()) await p.close();
   }
@@ -154,6 +169,8 @@ async function runChild(kind: string, args: Record<string, unknown>): Promise<{ 
   }
   const chain = args.chain as { url: string; rpcUrl: string; chainId: string };
   if (kind === 'gateway') {
+    const { tuneV8ForServing } = await import('../src/gateway/v8-tuning.js');
+    tuneV8ForServing(); // the gateway as `shardgate serve` runs it
     const { startGatewayTarget } = await import('./gateway-bench.js');
     if (args.ablateDiffLog) {
       // Measurement only (--ablate-diff-log): the diffs are not recorded (DevshardDiffSent), so a
@@ -202,10 +219,14 @@ if (process.argv[2] === '--protocol-child') {
     seconds: arg('--seconds'),
     connections: arg('--connections'),
     escrows: arg('--escrows'),
+    cpuRounds: arg('--cpu-rounds'),
+    cpuSeconds: arg('--cpu-seconds'),
+    cpuRateFraction: arg('--cpu-rate-fraction'),
+    cpuRate: arg('--cpu-rate'),
     ablateDiffLog: process.argv.includes('--ablate-diff-log'),
     gatewayExecArgv: profArgv.length ? [...profArgv, '--cpu-prof-name', 'gateway.cpuprofile'] : [],
     clientExecArgv: profArgv.length ? [...profArgv, '--cpu-prof-name', 'client.cpuprofile'] : [],
     log: (l) => console.log(`  ${l}`),
   });
-  console.log(`protocol path, wrk c=${r.connections}: gateway/minimal client median ${r.medianRatio.toFixed(2)}x over ${r.pairs.length} pairs; CPU per request ${r.cpuRatio.toFixed(2)}x`);
+  console.log(`protocol path, wrk c=${r.connections}: gateway/minimal client median ${r.medianRatio.toFixed(2)}x over ${r.pairs.length} pairs; CPU per request at ${r.cpuRate} req/s ${r.cpuRatio.toFixed(2)}x`);
 }

@@ -52,6 +52,13 @@ async function section<T>(title: string, run: () => Promise<T> | T): Promise<{ r
   }
 }
 
+/** How the CPU per request was measured: one open-loop rate for both targets (bench/fixed-rate-cpu.ts). */
+function cpuRateText(rate: number, fraction: number | undefined, cpu: { rounds: unknown[]; seconds: number }[]): string {
+  const rounds = cpu[0]?.rounds.length ?? 0;
+  const seconds = cpu[0]?.seconds ?? 0;
+  return `open loop at the same fixed rate for both, ${fmt(rate)} req/s${fraction !== undefined ? ` (${Math.round(fraction * 100)}% of the lower median wrk throughput above)` : ''}, from the load generator in its own process; ${rounds} interleaved ${seconds} s rounds each, the median round`;
+}
+
 /** The protocol path (issue 31 (b)): the gateway vs the minimal protocol client, in front of the same hosts. */
 function protocolSection(p: ProtocolBenchResult): string[] {
   const cpu = (t: string) => p.cpu.find((c) => c.target === t)?.cpuMicrosPerRequest ?? NaN;
@@ -59,7 +66,7 @@ function protocolSection(p: ProtocolBenchResult): string[] {
   return [
     '## Protocol path measured with wrk (gateway vs a minimal protocol client, each in a process of its own)',
     '',
-    `A devnet (simulated chain and hosts serving the real devshard protocol, token delay 0) in a process of its own; in front of its hosts, each in its own process with its own creator key and ${p.escrows} escrows: the gateway (the devshard host protocol, its only host path; its chain that devnet's REST) and the minimal client (\`bench/protocol-client.ts\`: compose and sign the diff, sign the header, send with catch-up, take ConfirmStart/Finish into later diffs; no log, no checks). wrk (C, one thread, ${p.connections} connections, ${p.seconds} s rounds), rounds interleaved. \`node dist/bench/protocol-bench.js\`.`,
+    `A devnet (simulated chain and hosts serving the real devshard protocol, token delay 0) in a process of its own; in front of its hosts, each in its own process with its own creator key and ${p.escrows} escrows: the gateway (the devshard host protocol, its only host path; its chain that devnet's REST; its process with the V8 setting \`shardgate serve\` uses, \`tuneV8ForServing()\`) and the minimal client (\`bench/protocol-client.ts\`: compose and sign the diff, sign the header, send with catch-up, take ConfirmStart/Finish into later diffs; no log, no checks). wrk (C, one thread, ${p.connections} connections, ${p.seconds} s rounds), rounds interleaved. \`node dist/bench/protocol-bench.js\`.`,
     '',
     '| pair | minimal client req/s | client p99 ms | gateway req/s | gateway p99 ms | ratio | hosts\' process: CPU µs per request, share of a core (client / gateway round) |',
     '|---:|---:|---:|---:|---:|---:|---:|',
@@ -68,7 +75,7 @@ function protocolSection(p: ProtocolBenchResult): string[] {
       return `| ${i + 1} | ${fmt(Math.round(x.client.requestsPerSec))} | ${x.client.p99Ms.toFixed(2)} | ${fmt(Math.round(x.gateway.requestsPerSec))} | ${x.gateway.p99Ms.toFixed(2)} | ${x.ratio.toFixed(2)} | ${fmt(Math.round(h.client))} / ${fmt(Math.round(h.gateway))}, ${Math.round(h.clientShare * 100)}% / ${Math.round(h.gatewayShare * 100)}% |`;
     }),
     '',
-    `Median ratio **${p.medianRatio.toFixed(2)}x** (goal ≥ 0.8x: ${p.medianRatio >= 0.8 ? 'met' : 'NOT met'}). CPU per request (whole process, all threads, closed loop at 8 connections): minimal client ${cpu('minimal client').toFixed(0)} µs, gateway ${cpu('gateway').toFixed(0)} µs, **${p.cpuRatio.toFixed(2)}x** (goal ≤ 1.25x: ${p.cpuRatio <= 1.25 ? 'met' : 'NOT met'}); of which the main thread: client ${main('minimal client').toFixed(0)} µs, gateway ${main('gateway').toFixed(0)} µs (the rest: worker threads, the gateway's log writer among them).`,
+    `Median ratio **${p.medianRatio.toFixed(2)}x** (goal ≥ 0.8x: ${p.medianRatio >= 0.8 ? 'met' : 'NOT met'}). CPU per request (whole process, all threads, /proc; ${cpuRateText(p.cpuRate, p.cpuRateFraction, p.cpu)}): minimal client ${cpu('minimal client').toFixed(0)} µs, gateway ${cpu('gateway').toFixed(0)} µs, **${p.cpuRatio.toFixed(2)}x** (goal ≤ 1.25x: ${p.cpuRatio <= 1.25 ? 'met' : 'NOT met'}); of which the main thread: client ${main('minimal client').toFixed(0)} µs, gateway ${main('gateway').toFixed(0)} µs (the rest: worker threads, the gateway's log writer among them). Per round: ${p.cpu.map((c) => `${c.target} ${c.rounds.map((r) => r.cpuMicrosPerRequest.toFixed(0)).join(', ')}`).join('; ')} µs.`,
     '',
   ];
 }
@@ -80,13 +87,13 @@ function wrkAndCrypto(wrk?: WrkBenchResult, crypto?: CryptoBenchRow[], protocol?
     lines.push(
       '## Upstream mode measured with wrk (each target in a process of its own)',
       '',
-      `wrk (C, one thread, ${wrk.connections} connections, ${wrk.seconds} s rounds) against the bare proxy and the gateway, each in its own process, in front of the same zero-delay host in a third; baseline and gateway rounds interleaved. \`node dist/bench/wrk-bench.js\`.`,
+      `wrk (C, one thread, ${wrk.connections} connections, ${wrk.seconds} s rounds) against the bare proxy and the gateway, each in its own process, in front of the same zero-delay host in a third; baseline and gateway rounds interleaved. The gateway's process runs with the V8 setting \`shardgate serve\` uses (\`tuneV8ForServing()\`: \`--no-allocation-site-pretenuring\`); the bare proxy with Node's defaults. \`node dist/bench/wrk-bench.js\`.`,
       '',
       '| pair | baseline req/s | baseline p99 ms | gateway req/s | gateway p99 ms | ratio |',
       '|---:|---:|---:|---:|---:|---:|',
       ...wrk.pairs.map((p, i) => `| ${i + 1} | ${fmt(Math.round(p.baseline.requestsPerSec))} | ${p.baseline.p99Ms.toFixed(2)} | ${fmt(Math.round(p.gateway.requestsPerSec))} | ${p.gateway.p99Ms.toFixed(2)} | ${p.ratio.toFixed(2)} |`),
       '',
-      `Median ratio **${wrk.medianRatio.toFixed(2)}x** (target ≥ 0.8x: ${wrk.medianRatio >= 0.8 ? 'met' : 'NOT met'}). CPU per request (whole process, all threads, closed loop at 8 connections): baseline ${cpu('baseline').toFixed(0)} µs, gateway ${cpu('gateway').toFixed(0)} µs (${(cpu('gateway') / cpu('baseline')).toFixed(2)}x).`,
+      `Median ratio **${wrk.medianRatio.toFixed(2)}x** (target ≥ 0.8x: ${wrk.medianRatio >= 0.8 ? 'met' : 'NOT met'}). CPU per request (whole process, all threads, /proc; ${cpuRateText(wrk.cpuRate, wrk.cpuRateFraction, wrk.cpu)}): baseline ${cpu('baseline').toFixed(0)} µs, gateway ${cpu('gateway').toFixed(0)} µs (${(cpu('gateway') / cpu('baseline')).toFixed(2)}x). Per round: ${wrk.cpu.map((c) => `${c.target} ${c.rounds.map((r) => r.cpuMicrosPerRequest.toFixed(0)).join(', ')}`).join('; ')} µs.`,
       '',
     );
   }

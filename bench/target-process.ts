@@ -1,7 +1,8 @@
 /**
  * A compared target (the bare proxy or the gateway) in a process of its own, so its CPU can be
  * read apart from the load generator's and the host's (/proc/<pid>/stat: all its threads, the
- * gateway's store writer included).
+ * gateway's store writer included). The gateway's process runs with tuneV8ForServing(), as
+ * `shardgate serve` does.
  *
  *   startTargetProcess('baseline' | 'gateway', hostUrl, { escrows }) -> { url, headers, pid, close }
  */
@@ -52,6 +53,10 @@ export async function startTargetProcess(kind: TargetKind, hostUrl: string, opts
 
 if (process.argv[2] === '--child') {
   const [kind, hostUrl, escrows] = process.argv.slice(3) as [TargetKind, string, string];
+  if (kind === 'gateway') {
+    const { tuneV8ForServing } = await import('../src/gateway/v8-tuning.js');
+    tuneV8ForServing(); // the gateway as `shardgate serve` runs it; the bare proxy keeps Node's defaults
+  }
   const { startBaseline, startGatewayTarget } = await import('./gateway-bench.js');
   const target = kind === 'baseline' ? await startBaseline(hostUrl) : await startGatewayTarget(hostUrl, { mode: 'upstream', escrows: Number(escrows) });
   process.on('message', async (m) => {

@@ -2,11 +2,18 @@
  * Upstream mode measured from outside with wrk (issue 31 (a) and (c)): the gateway and a bare
  * fastify + undici proxy, each in a process of its own, in front of the same zero-delay host in a
  * third, driven by wrk (one thread) in interleaved pairs of rounds; the ratio is the median of the
- * pairs' ratios. Then CPU per request of each target process (/proc, all threads) over a lighter
- * closed-loop run, which stays steady on a noisy 2-core machine where throughput does not.
+ * pairs' ratios. Then CPU per request of each target process (/proc, all threads,
+ * bench/fixed-rate-cpu.ts) at one open-loop rate for both, by default 60% of the lower of their
+ * median wrk throughputs, from the load generator in its own process: interleaved rounds, the
+ * median round. That stays steady on a noisy 2-core machine where throughput does not, and does
+ * not follow the throughput as a closed loop's does. The gateway process runs with
+ * tuneV8ForServing(), as `shardgate serve` does; the bare proxy with Node's defaults.
  *
  *   node dist/bench/wrk-bench.js [--pairs N] [--seconds S] [--connections C]
+ *     [--cpu-rounds N] [--cpu-seconds S] [--cpu-rate-fraction F | --cpu-rate R]
  */
+import { fixedRateCpu, type FixedRateCpu } from './fixed-rate-cpu.js';
+import { LoadWorker } from './gateway-bench.js';
 import { startHostProcess } from './host-process.js';
 import { processCpuSeconds, startTargetProcess, type TargetProcess } from './target-process.js';
 import { ensureWrk, runWrk, type WrkResult } from './wrk.js';
@@ -17,18 +24,16 @@ export interface WrkPair {
   ratio: number;
 }
 
-export interface CpuPerRequest {
-  target: string;
-  requests: number;
-  cpuMicrosPerRequest: number;
-}
-
 export interface WrkBenchResult {
   connections: number;
   seconds: number;
   pairs: WrkPair[];
   medianRatio: number;
-  cpu: CpuPerRequest[];
+  /** CPU per request of 'baseline' and 'gateway' at `cpuRate` req/s (the same for both), median round. */
+  cpu: FixedRateCpu[];
+  cpuRate: number;
+  /** When the rate was not given: the fraction of the lower median wrk throughput it is. */
+  cpuRateFraction?: number;
 }
 
 const BODY = JSON.stringify({ model: 'bench-model', messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 16 });
@@ -37,20 +42,15 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 const round = (t: TargetProcess, connections: number, seconds: number) =>
   runWrk({ url: `${t.url}/v1/chat/completions`, body: BODY, headers: { 'content-type': 'application/json', ...t.headers }, connections, seconds });
 
-async function cpuPerRequest(t: TargetProcess, seconds: number): Promise<CpuPerRequest> {
-  const cpu0 = processCpuSeconds(t.pid);
-  const r = await round(t, 8, seconds);
-  const cpu = processCpuSeconds(t.pid) - cpu0;
-  if (r.errors > 0) throw new Error(`${t.name}: ${r.errors} errors during the CPU run`);
-  return { target: t.name, requests: r.requests, cpuMicrosPerRequest: (cpu * 1e6) / r.requests };
-}
-
-export async function benchWrk(opts: { pairs?: number; seconds?: number; connections?: number; log?: (l: string) => void } = {}): Promise<WrkBenchResult> {
+export async function benchWrk(
+  opts: { pairs?: number; seconds?: number; connections?: number; cpuSeconds?: number; cpuRounds?: number; cpuRateFraction?: number; cpuRate?: number; log?: (l: string) => void } = {},
+): Promise<WrkBenchResult> {
   const pairs = opts.pairs ?? 3;
   const seconds = opts.seconds ?? 5;
   const connections = opts.connections ?? 64;
   const log = opts.log ?? (() => {});
   ensureWrk();
+  log('gateway process: tuneV8ForServing() (--no-allocation-site-pretenuring, as `shardgate serve`); bare proxy: Node defaults');
   const host = await startHostProcess();
   const targets: TargetProcess[] = [];
   try {
@@ -68,9 +68,29 @@ export async function benchWrk(opts: { pairs?: number; seconds?: number; connect
       results.push({ baseline: b, gateway: g, ratio: g.requestsPerSec / b.requestsPerSec });
       log(`pair ${i + 1}: baseline ${b.requestsPerSec.toFixed(0)} req/s p99 ${b.p99Ms.toFixed(2)} ms; gateway ${g.requestsPerSec.toFixed(0)} req/s p99 ${g.p99Ms.toFixed(2)} ms; ${(g.requestsPerSec / b.requestsPerSec).toFixed(2)}x`);
     }
-    const cpu = [await cpuPerRequest(baseline, 3), await cpuPerRequest(gateway, 3)];
-    for (const c of cpu) log(`CPU per request, ${c.target}: ${c.cpuMicrosPerRequest.toFixed(0)} µs (${c.requests} requests, c=8)`);
-    return { connections, seconds, pairs: results, medianRatio: median(results.map((p) => p.ratio)), cpu };
+    // CPU per request at one fixed rate for both (issue 31 (c)), from the load generator's process.
+    const fraction = opts.cpuRateFraction ?? 0.6;
+    const lower = Math.min(median(results.map((p) => p.baseline.requestsPerSec)), median(results.map((p) => p.gateway.requestsPerSec)));
+    const cpuRate = Math.max(1, Math.round(opts.cpuRate ?? fraction * lower));
+    log(
+      opts.cpuRate !== undefined
+        ? `CPU per request: open loop at ${cpuRate} req/s (given), the same for both`
+        : `CPU per request: open loop at ${cpuRate} req/s for both = ${Math.round(fraction * 100)}% of the lower median throughput above (${lower.toFixed(0)} req/s)`,
+    );
+    const worker = new LoadWorker();
+    let cpu: FixedRateCpu[];
+    try {
+      const target = (t: TargetProcess) => ({ name: t.name, pid: t.pid, url: `${t.url}/v1/chat/completions`, headers: { 'content-type': 'application/json', ...t.headers }, body: BODY });
+      cpu = await fixedRateCpu(worker, [target(baseline), target(gateway)], { rate: cpuRate, seconds: opts.cpuSeconds ?? 3, rounds: opts.cpuRounds ?? 3, log });
+    } finally {
+      worker.close();
+    }
+    for (const c of cpu) {
+      log(`${c.target} CPU by thread over the ${c.rounds.length} rounds, µs per request: ${c.byThread.map(([name, us]) => `${name} ${us.toFixed(0)}`).join(', ')}`);
+      log(`CPU per request, ${c.target}: ${c.cpuMicrosPerRequest.toFixed(0)} µs, main thread ${c.mainThreadMicrosPerRequest.toFixed(0)} µs (median of ${c.rounds.length} rounds at ${c.rate} req/s: ${c.rounds.map((r) => r.cpuMicrosPerRequest.toFixed(0)).join(', ')}); with no load it uses ${(c.idleCpuShare * 100).toFixed(1)}% of a core`);
+    }
+    log(`CPU per request, gateway/baseline: ${(cpu[1]!.cpuMicrosPerRequest / cpu[0]!.cpuMicrosPerRequest).toFixed(2)}x`);
+    return { connections, seconds, pairs: results, medianRatio: median(results.map((p) => p.ratio)), cpu, cpuRate, ...(opts.cpuRate === undefined ? { cpuRateFraction: fraction } : {}) };
   } finally {
     for (const t of targets.reverse()) await t.close();
     await host.close();
@@ -82,6 +102,16 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     const i = process.argv.indexOf(name);
     return i >= 0 ? Number(process.argv[i + 1]) : undefined;
   };
-  const r = await benchWrk({ pairs: arg('--pairs'), seconds: arg('--seconds'), connections: arg('--connections'), log: (l) => console.log(`  ${l}`) });
-  console.log(`upstream mode, wrk c=${r.connections}: gateway/baseline median ${r.medianRatio.toFixed(2)}x over ${r.pairs.length} pairs`);
+  const r = await benchWrk({
+    pairs: arg('--pairs'),
+    seconds: arg('--seconds'),
+    connections: arg('--connections'),
+    cpuRounds: arg('--cpu-rounds'),
+    cpuSeconds: arg('--cpu-seconds'),
+    cpuRateFraction: arg('--cpu-rate-fraction'),
+    cpuRate: arg('--cpu-rate'),
+    log: (l) => console.log(`  ${l}`),
+  });
+  const cpu = (t: string) => r.cpu.find((c) => c.target === t)!.cpuMicrosPerRequest;
+  console.log(`upstream mode, wrk c=${r.connections}: gateway/baseline median ${r.medianRatio.toFixed(2)}x over ${r.pairs.length} pairs; CPU per request at ${r.cpuRate} req/s ${(cpu('gateway') / cpu('baseline')).toFixed(2)}x`);
 }
