@@ -48,7 +48,11 @@ export interface RequestSigner {
 export interface ChatCall {
   escrowId: string;
   nonce: number;
-  /** Base URL of the executing host (slot[nonce % slots].url); ignored by the upstream mode. */
+  /**
+   * Base URL of the executing host (slot[nonce % slots].url, or its participant's current
+   * inference_url when it moved); the devshard transport moves the session's slots of that host
+   * there when it differs. '' = the session's own. Ignored by the upstream mode.
+   */
   hostUrl: string;
   /** The normalized OpenAI request body (model, messages, max_tokens set, stream flag). */
   body: Record<string, unknown>;

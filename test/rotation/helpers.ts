@@ -161,15 +161,20 @@ export async function expectNeverSent(gw: TestGateway, escrowId: string): Promis
  * (k/devshard_pruning.go; hosts and keeper would answer `escrow N not found`), so the gateway
  * refuses it before asking the hosts to sign or spending a fee (escrows/pruned.ts): `failures`
  * (the recorded ones) is one `wrong_epoch` naming the prune, without a retry; no settle tx was signed.
+ * `state`: 'finalized' when the hosts signed its settlement before the prune; 'deactivated' when it
+ * was pruned before it was finalized (no host can sign a settlement of an escrow gone from the
+ * chain, so it never gets one: it only stops taking chat, escrows/lifecycle.ts refuseIfPruned).
  */
-export async function expectRefusedOnce(gw: TestGateway, escrowId: string, failures: { attempt?: number; retryAtHeight?: number }[]): Promise<void> {
+export async function expectRefusedOnce(gw: TestGateway, escrowId: string, failures: { attempt?: number; retryAtHeight?: number }[], state: 'finalized' | 'deactivated' = 'finalized'): Promise<void> {
   expect(failures).toHaveLength(1);
   expect(failures[0]).toMatchObject({ attempt: 1, error: { kind: 'wrong_epoch', message: expect.stringContaining('was pruned by the chain') } });
   expect(failures[0]!.retryAtHeight).toBeUndefined();
   expect(streamTypes(gw, escrowId)).not.toContain('EscrowSettleRequested');
   expect(settleTxsOnChain(gw.devnet!, escrowId)).toBe(0);
   await expectPruned(gw, escrowId);
-  expect((await gw.call(`/v1/admin/devshards/${escrowId}`)).json.state).toBe('finalized');
+  const view = (await gw.call(`/v1/admin/devshards/${escrowId}`)).json;
+  expect(view).toMatchObject({ state, routable: false });
+  if (state === 'deactivated') expect(streamTypes(gw, escrowId)).not.toContain('EscrowFinalized');
 }
 
 /** The escrow's settle intents (EscrowSettleRequested), in order. */

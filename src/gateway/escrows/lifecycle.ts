@@ -175,6 +175,7 @@ export async function settleEscrow(ctx: GatewayContext, escrowId: string, cmd: S
     if (short) throw chainRefusal(short, 'Settlement');
   }
   if (s.value !== 'finalized' && s.value !== 'settleDeferred') {
+    await refuseIfPruned(ctx, escrowId, cmd.metadata);
     // devshardctl's settle finalizes first (escrow_rotator.go settleDevshardOnChain), and refuses
     // while the devshard has requests in flight rather than finalizing under them.
     if (c.inFlight > 0) {
@@ -183,10 +184,6 @@ export async function settleEscrow(ctx: GatewayContext, escrowId: string, cmd: S
     if (!ctx.engine.canEscrow(escrowId, { type: 'EscrowFinalized', data: { settlement: null } } as never)) {
       throw refuse.conflict(`Devshard ${escrowId} is ${stateName(s.value)}; it cannot be finalized, so it cannot be settled.`, 'not_finalized');
     }
-    // Pruned by the chain: the hosts dropped the session, so finalizing would only fail; answer the
-    // closed window as broadcastSettle does, before anything is asked of the hosts.
-    const closed = await settleWindowClosed(ctx, escrowId);
-    if (closed) throw chainRefusal(closed, 'Settlement');
     await finalizeEscrow(ctx, escrowId, cmd.metadata);
     return broadcastSettle(ctx, escrowId, key, cmd);
   }
@@ -201,6 +198,26 @@ export async function settleEscrow(ctx: GatewayContext, escrowId: string, cmd: S
     return { status: 'deferred', escrow_id: escrowId, settled: false, in_flight: c.inFlight };
   }
   return broadcastSettle(ctx, escrowId, key, cmd);
+}
+
+/**
+ * An escrow not yet finalized that the chain has pruned (its epoch ≥ the escrow's + 2): it is gone
+ * from the chain (k/devshard_pruning.go paid its deposit to its hosts) and its hosts answer
+ * `escrow N not found`, so it can never be finalized (no host signs a settlement) nor settled. It
+ * stops taking chat (EscrowDeactivated, naming the prune: nothing routes to it, and neither the
+ * depletion check nor the rotation picks it up again), and the settle is refused with the closed
+ * window (wrong_epoch, not retried), before anything is asked of the hosts or a fee is spent.
+ * Returns while the window is open, or when an epoch is unknown (then the chain judges).
+ */
+export async function refuseIfPruned(ctx: GatewayContext, escrowId: string, metadata: EventMetadata): Promise<void> {
+  const closed = await settleWindowClosed(ctx, escrowId);
+  if (!closed) return;
+  const deactivated = newEvent('EscrowDeactivated', { reason: closed.message }, metadata);
+  if (ctx.engine.canEscrow(escrowId, deactivated)) {
+    await ctx.engine.decideEscrow('escrow', escrowId, [deactivated]);
+    ctx.logger.warn({ escrow_id: escrowId, reason: closed.message }, 'escrow_pruned_deactivated: the chain pruned this unsettled escrow; it takes no more chat and cannot be settled');
+  }
+  throw chainRefusal(closed, 'Settlement');
 }
 
 async function broadcastSettle(ctx: GatewayContext, escrowId: string, key: string, cmd: SettleCommand): Promise<SettleAnswer> {

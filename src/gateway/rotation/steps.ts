@@ -11,7 +11,7 @@ import { GatewayError } from '../errors.js';
 import { rotationMachine, stateName, step, type RotationEventType } from '../../machines/index.js';
 import type { GatewayContext } from '../context.js';
 import { chainErrorInfo } from '../escrows/chain-errors.js';
-import { finalizeEscrow, settleEscrow, type SettleAnswer } from '../escrows/lifecycle.js';
+import { finalizeEscrow, refuseIfPruned, settleEscrow, type SettleAnswer } from '../escrows/lifecycle.js';
 import { retryAfter, type OwnerAttempt } from './settle-retry.js';
 
 export const ROTATION_META: EventMetadata = { actor: { kind: 'rotation-task' } };
@@ -105,6 +105,9 @@ export async function finalizeAndSettle(
   return ctx.engine.serial(escrowStream(escrowId), async () => {
     const s = ctx.engine.escrow(escrowId);
     if (s && (s.value === 'active' || s.value === 'depleted' || s.value === 'routingStopped')) {
+      // Pruned by the chain: the hosts dropped the session, finalizing could only fail (and leave it
+      // a depletion candidate, tried again every check); refused once, and deactivated.
+      await refuseIfPruned(ctx, escrowId, metadata);
       await finalizeEscrow(ctx, escrowId, metadata);
     }
     return settleEscrow(ctx, escrowId, { keySource: { kind: 'env', name: keyEnv }, origin, metadata, ...(owner ? { owner } : {}) });

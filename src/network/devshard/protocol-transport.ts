@@ -10,6 +10,9 @@
  * Sources: gonka 8a35022 devshard/user/session.go, httpsession.go, transport/client.go,
  * cmd/devshardctl/proxy.go.
  *
+ * A call's `hostUrl` (the participant's current inference_url, gateway/host-urls.ts) that differs
+ * from the session's for its slot moves that host's slots there (DevshardSession.moveHost).
+ *
  * Calls of one escrow are composed in nonce order: a call whose nonce is ahead waits (bounded) for
  * the nonces before it; a nonce that never reaches the transport is then filled with an empty diff.
  * The client leaving does not close the host's stream: it is read on (bounded) so the meta event's
@@ -450,6 +453,9 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
       await turn(call.escrowId, s, nonce);
       const prompt = Buffer.from(JSON.stringify(call.body), 'utf8');
       const maxTokens = typeof call.body.max_tokens === 'number' ? BigInt(call.body.max_tokens) : 0n;
+      // The gateway calls a host that moved at its participant's new inference_url (gateway/host-urls.ts):
+      // the session follows it, for this call and every later one to that host (and its finalize).
+      if (call.hostUrl && call.hostUrl !== s.executorUrl(nonce)) s.moveHost(s.executorHost(nonce), call.hostUrl);
       let prepared;
       try {
         prepared = s.prepare(nonce, { prompt, model: String(call.body.model), maxTokens, startedAt: BigInt(Math.floor(now() / 1000)) });

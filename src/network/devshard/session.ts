@@ -99,7 +99,10 @@ export class DevshardSession {
   private readonly acked = new Map<string, bigint>();
   /** Host txs waiting for the next diff, by content hash (a tx seen twice is taken once). */
   private readonly pending = new Map<string, DevshardTx>();
-  private readonly hostUrls: string[];
+  /** Slot id → the URL its host is called at: the escrow's, until the host moved (moveHost). */
+  private readonly slotUrls: string[];
+  /** The distinct URLs of slotUrls, in slot order. */
+  private hostUrls: string[];
   /** Payloads of our inferences not yet finished or timed out (a refusal timeout vote needs it). */
   private readonly open = new Map<bigint, InferencePayload>();
   /** Inference → our latest nonce when its MsgTimeoutInference was queued (not asked again until a diff was composed). */
@@ -131,7 +134,8 @@ export class DevshardSession {
       this.unacked.push(d);
       this.roots.set(d.nonce, d.postStateRoot);
     }
-    this.hostUrls = [...new Set(escrow.slots.map((s) => s.url))];
+    this.slotUrls = escrow.slots.map((s) => s.url);
+    this.hostUrls = [...new Set(this.slotUrls)];
     if (recordedHostTxs.length > 0) {
       const included = new Set<string>();
       for (const d of recorded) for (const tx of d.txs) included.add(txKey(tx));
@@ -145,7 +149,41 @@ export class DevshardSession {
 
   /** The executor of a nonce: slots[nonce % n]. */
   executorUrl(nonce: bigint): string {
-    return this.escrow.slots[Number(nonce % BigInt(this.escrow.slots.length))]!.url;
+    return this.slotUrls[Number(nonce % BigInt(this.slotUrls.length))]!;
+  }
+
+  /** The executor's host address at a nonce: slots[nonce % n].host. */
+  executorHost(nonce: bigint): string {
+    return this.escrow.slots[Number(nonce % BigInt(this.escrow.slots.length))]!.host;
+  }
+
+  /**
+   * Host `address` is called at `url` from now on (its participant's inference_url changed; the
+   * gateway read it again after the host was unreachable at the old one). Every slot of that
+   * address moves; the nonce it acknowledged moves with it (the same host at another address holds
+   * the same state). When `url` already is another slot's host, the two are one host and keep the
+   * lower of their acknowledged nonces (a host skips diffs it already applied). Answers whether a
+   * slot moved.
+   */
+  moveHost(address: string, url: string): boolean {
+    const from = new Set<string>();
+    this.escrow.slots.forEach((slot, i) => {
+      if (slot.host !== address || this.slotUrls[i] === url) return;
+      from.add(this.slotUrls[i]!);
+      this.slotUrls[i] = url;
+    });
+    if (from.size === 0) return false;
+    let acked = this.hostUrls.includes(url) ? (this.acked.get(url) ?? 0n) : undefined;
+    for (const old of from) {
+      const a = this.acked.get(old) ?? 0n;
+      if (acked === undefined || a < acked) acked = a;
+      // Another address still called there keeps it (and its acknowledged nonce).
+      if (!this.slotUrls.includes(old)) this.acked.delete(old);
+    }
+    if (acked !== undefined && acked > 0n) this.acked.set(url, acked);
+    else this.acked.delete(url);
+    this.hostUrls = [...new Set(this.slotUrls)];
+    return true;
   }
 
   /** Our root after `nonce`, while some host has not acknowledged it. */
@@ -305,7 +343,7 @@ export class DevshardSession {
     return out;
   }
 
-  /** The hosts' URLs (distinct), in slot order. */
+  /** The hosts' URLs (distinct), in slot order, as they are called now (moveHost). */
   hosts(): readonly string[] {
     return this.hostUrls;
   }
