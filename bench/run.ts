@@ -113,7 +113,40 @@ function wrkAndCrypto(wrk?: WrkBenchResult, crypto?: CryptoBenchRow[], protocol?
   return lines;
 }
 
-function markdown(date: Date, m: string, store?: StoreBenchResult, proj?: ProjectionsBenchResult, gw?: GatewayBenchResult, errors: string[] = [], extra: string[] = []): string {
+/**
+ * The summary table docs/benchmarks.md opens with: issue 31's goals, each with this run's figure,
+ * whether it is met and the command that reproduces it.
+ */
+function summaryTable(gw?: GatewayBenchResult, wrk?: WrkBenchResult, protocol?: ProtocolBenchResult, proj?: ProjectionsBenchResult): string[] {
+  const met = (ok: boolean | undefined) => (ok === undefined ? 'not measured' : ok ? 'met' : '**NOT met**');
+  const wrkCpu = (t: string) => wrk?.cpu.find((c) => c.target === t)?.cpuMicrosPerRequest;
+  const protoCpu = (t: string) => protocol?.cpu.find((c) => c.target === t)?.cpuMicrosPerRequest;
+  const tb = gw?.ttfb.find((r) => r.target === 'baseline');
+  const tg = gw?.ttfb.find((r) => r.target === 'gateway');
+  const ttfb = tb && tg ? Math.round((tg.p50Ms - tb.p50Ms) * 1000) / 1000 : undefined;
+  const rss = gw?.soak ? (gw.soak.afterGc?.rssGrowth ?? gw.soak.rssGrowthAfterWarmup) : undefined;
+  const rebuild = gw?.soak ? gw.soak.rebuild.recordsPerSec : proj?.rebuild.eventsPerSec;
+  const upstreamCpu = wrkCpu('gateway') !== undefined && wrkCpu('baseline') !== undefined ? wrkCpu('gateway')! / wrkCpu('baseline')! : undefined;
+  return [
+    '## Summary: the speed goals (issue 31), this run',
+    '',
+    '| goal | this run | status | reproduce |',
+    '|---|---|---|---|',
+    `| upstream mode throughput ≥ 0.8x the bare proxy (wrk, c=64, targets in their own processes) | ${wrk ? `${wrk.medianRatio.toFixed(2)}x (median of ${wrk.pairs.length} interleaved pairs)` : '-'} | ${met(wrk ? wrk.medianRatio >= 0.8 : undefined)} | \`node dist/bench/wrk-bench.js\` |`,
+    `| upstream mode added p99 ≤ 1 ms at 1,000 req/s (open loop) | ${gw?.fixedRateAddedP99Ms !== undefined ? `${gw.fixedRateAddedP99Ms} ms` : '-'} | ${met(gw?.fixedRateAddedP99Ms !== undefined ? gw.fixedRateAddedP99Ms <= 1 : undefined)} | \`npm run bench\` (request path) |`,
+    `| protocol path throughput ≥ 0.8x the minimal protocol client (same hosts, wrk) | ${protocol ? `${protocol.medianRatio.toFixed(2)}x (median of ${protocol.pairs.length} pairs)` : '-'} | ${met(protocol ? protocol.medianRatio >= 0.8 : undefined)} | \`node dist/bench/protocol-bench.js\` |`,
+    `| protocol path gateway CPU per request ≤ 1.25x the minimal client's (same fixed rate) | ${protocol ? `${protocol.cpuRatio.toFixed(2)}x (${protoCpu('gateway')?.toFixed(0)} vs ${protoCpu('minimal client')?.toFixed(0)} µs at ${protocol.cpuRate} req/s)` : '-'} | ${met(protocol ? protocol.cpuRatio <= 1.25 : undefined)} | \`node dist/bench/protocol-bench.js\` |`,
+    `| (no goal) upstream mode CPU per request vs the bare proxy, same fixed rate | ${upstreamCpu !== undefined ? `${upstreamCpu.toFixed(2)}x (${wrkCpu('gateway')!.toFixed(0)} vs ${wrkCpu('baseline')!.toFixed(0)} µs at ${wrk!.cpuRate} req/s)` : '-'} | - | \`node dist/bench/wrk-bench.js\` |`,
+    `| streaming TTFB overhead ≤ 1 ms (p50) | ${ttfb !== undefined ? `${ttfb} ms` : '-'} | ${met(ttfb !== undefined ? ttfb <= 1 : undefined)} | \`npm run bench\` (request path) |`,
+    `| RSS flat over 1,000,000 requests (growth < 10% after warm-up) | ${rss !== undefined ? `${(rss * 100).toFixed(1)}%` : 'soak not run'} | ${met(rss !== undefined ? rss < 0.1 : undefined)} | \`npm run bench -- --soak\` |`,
+    `| rebuild ≥ 500,000 events/s | ${rebuild !== undefined ? `${fmt(rebuild)} ${gw?.soak ? 'request records/s from the soak\'s SQLite log' : 'events/s (in-memory log; the soak measures it from SQLite)'}` : '-'} | ${met(rebuild !== undefined ? rebuild >= 500_000 : undefined)} | \`npm run bench\`${gw?.soak ? ' -- --soak' : ''} |`,
+    '',
+    'What bounds the goals not met, and the lab notes, are below the generated figures.',
+    '',
+  ];
+}
+
+function markdown(date: Date, m: string, store?: StoreBenchResult, proj?: ProjectionsBenchResult, gw?: GatewayBenchResult, errors: string[] = [], extra: string[] = [], summary: string[] = []): string {
   const lines = [
     '# Benchmarks',
     '',
@@ -130,6 +163,7 @@ function markdown(date: Date, m: string, store?: StoreBenchResult, proj?: Projec
     '',
     'Wall-clock rates depend on what else the machine runs; "per CPU-second" is what one uncontended core does.',
     '',
+    ...summary,
   ];
   if (store) {
     lines.push(
@@ -316,5 +350,5 @@ try {
 } catch {
   /* first run */
 }
-writeFileSync(out, markdown(date, m, store.result, proj.result, gw.result, [store.error, proj.error, gw.error, wrk.error, protocol.error, crypto.error].filter((e): e is string => !!e), wrkAndCrypto(wrk.result, crypto.result, protocol.result)) + (kept ? `\n${kept}` : ''));
+writeFileSync(out, markdown(date, m, store.result, proj.result, gw.result, [store.error, proj.error, gw.error, wrk.error, protocol.error, crypto.error].filter((e): e is string => !!e), wrkAndCrypto(wrk.result, crypto.result, protocol.result), summaryTable(gw.result, wrk.result, protocol.result, proj.result)) + (kept ? `\n${kept}` : ''));
 console.log(`\nwrote ${out} (total ${(store.seconds + proj.seconds + gw.seconds + wrk.seconds + protocol.seconds + crypto.seconds).toFixed(0)} s)`);
