@@ -19,7 +19,7 @@ import type { EventMetadata } from '../events/envelope.js';
 import { canonicalJson } from '../events/canonical-json.js';
 import type { SessionEscrow } from '../network/devshard/session.js';
 import { DevshardTxSchema, type DevshardTx } from '../protocol/gen/devshard/v1/diff_pb.js';
-import { applyChainBindParams, replay, sessionConfigFromEscrow, type RecordedDiff, type Replica } from '../protocol/index.js';
+import { applyChainBindParams, Replica, sessionConfigFromEscrow, type RecordedDiff } from '../protocol/index.js';
 import type { GatewayContext } from './context.js';
 import { diffEventData, recordedDiffOf, sessionOpenedData } from './devshard-diffs.js';
 import { refuse } from './errors.js';
@@ -72,23 +72,30 @@ export interface ReplayRefusal {
 }
 
 /**
- * Replays `diffs` against `escrow`'s facts, every user signature checked; answers the replica.
- * Throws a 400 naming the first nonce that does not replay (signature, sequence, a tx the hosts'
- * rules refuse, or a root that differs) and why.
+ * Replays `diffs` against `escrow`'s facts, every user signature checked (as gonka's replay, each
+ * diff's recorded warm-key bindings are the only ones approved). Answers the replica and the diffs
+ * with the bindings applying them made (what the log records). Throws a 400 naming the first nonce
+ * that does not replay (signature, sequence, a tx the hosts' rules refuse, or a root that differs).
  */
-export function replayAgainstFacts(escrow: SessionEscrow, diffs: readonly RecordedDiff[], how: ReplayRefusal, version?: string): Replica {
-  let applied = 0;
-  try {
-    return replay(replicaParams(escrow, version), diffs, { checkUserSig: true, onApplied: () => applied++ });
-  } catch (err) {
-    const d = diffs[applied];
-    const why = err instanceof Error ? err.message : String(err);
-    throw refuse.invalid(
-      `${how.whose} diff of nonce ${d?.nonce ?? '?'} (${how.param(applied)}) does not replay against the chain's facts for escrow ${escrow.escrowId} (creator, amount, slots, session fields, bind params): ${why}.${how.hint ? ` ${how.hint}` : ''}`,
-      how.param(applied),
-      how.rule ?? 'replay_diverged',
-    );
+export function replayAgainstFacts(escrow: SessionEscrow, diffs: readonly RecordedDiff[], how: ReplayRefusal, version?: string): { replica: Replica; diffs: RecordedDiff[] } {
+  const params = replicaParams(escrow, version);
+  const replica = Replica.create(params);
+  const made: RecordedDiff[] = [];
+  for (const [i, d] of diffs.entries()) {
+    const allowed = d.warmKeyBindings.map((b) => ({ warm: b.warm, cold: params.slots[b.slot] }));
+    try {
+      const r = replica.applyDiff(d, { checkUserSig: true, warmKeys: (warm, cold) => allowed.some((a) => a.warm === warm && a.cold === cold) });
+      made.push({ ...d, warmKeyBindings: r.warmKeyBindings });
+    } catch (err) {
+      const why = err instanceof Error ? err.message : String(err);
+      throw refuse.invalid(
+        `${how.whose} diff of nonce ${d.nonce} (${how.param(i)}) does not replay against the chain's facts for escrow ${escrow.escrowId} (creator, amount, slots, session fields, bind params): ${why}.${how.hint ? ` ${how.hint}` : ''}`,
+        how.param(i),
+        how.rule ?? 'replay_diverged',
+      );
+    }
   }
+  return { replica, diffs: made };
 }
 
 /** Decodes exported DevshardDiffSent data (a 400 naming `param(i)` when one does not decode). */

@@ -84,12 +84,12 @@ export async function importEscrow(ctx: GatewayContext, escrowId: string, body: 
   const facts = await boundSessionEscrow(ctx, escrowId, { creator: onChain.creator, amount: onChain.amount, slots }, onChain).catch((err) => {
     throw chainRefusal(err, 'Reading the chain params');
   });
-  const replica = replayAgainstFacts(facts, diffs, { whose: "The export's", param: (i) => `devshard_session.diffs[${i}]`, hint: 'Export again from the source gateway, unedited.' });
-  const lastDiff = Number(replica.latestNonce);
+  const replayed = replayAgainstFacts(facts, diffs, { whose: "The export's", param: (i) => `devshard_session.diffs[${i}]`, hint: 'Export again from the source gateway, unedited.' });
+  const lastDiff = Number(replayed.replica.latestNonce);
   const last = body.events.at(-1)!;
   const provenance = { source: body.source, exportedAt: body.exported_at, lastPosition: last.position, lastHash: last.hash };
   // B's own session events first: a chat after activation rebuilds the session from them.
-  await recordImportedSession(ctx, facts, diffs, hostTxs, metadata);
+  await recordImportedSession(ctx, facts, replayed.diffs, hostTxs, metadata);
   await decided(() =>
     ctx.engine.decideEscrow('escrow', escrowId, [
       newEvent(
