@@ -31,7 +31,7 @@ import { Keyring } from '../gateway/keyring.js';
 import { Limiter } from '../gateway/limiter.js';
 import { NonceLeases } from '../gateway/nonce-lease.js';
 import { gatewayPort } from '../gateway/port.js';
-import { hostUrlOf } from '../gateway/host-urls.js';
+import { boundSessionEscrow } from '../gateway/devshard-session-import.js';
 import { recordDiff, recordedDiffs, recordedHostTxs, recordHostTxs, recordSessionOpened } from '../gateway/devshard-diffs.js';
 import { ProtocolBilling } from '../gateway/protocol-billing.js';
 import { createDrainReactor, type DrainTask } from '../gateway/reactors.js';
@@ -254,17 +254,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
 async function protocolEscrow(ctx: GatewayContext, escrowId: string): Promise<SessionEscrow | undefined> {
   const c = ctx.engine.escrow(escrowId)?.context;
   if (!c || !c.creator || c.slots.length === 0) return undefined;
-  const [onChain, params] = await Promise.all([ctx.chain.escrow(escrowId), ctx.chain.params()]);
-  const escrow: SessionEscrow = {
-    escrowId,
-    creator: c.creator,
-    amount: BigInt(c.deposit),
-    // A host that moved (its participant's inference_url refreshed after a failure, host-urls.ts) is
-    // called at its new URL by a session opened after the refresh.
-    slots: c.slots.map((s) => ({ host: s.host, url: hostUrlOf(ctx, s) })),
-    session: onChain?.session ?? { tokenPrice: ctx.chainInfo.tokenPrice },
-    ...(params.bind ? { bind: params.bind } : {}),
-  };
+  const escrow = await boundSessionEscrow(ctx, escrowId, { creator: c.creator, amount: BigInt(c.deposit), slots: c.slots });
   // In the log before the session's first diff of this run: verify / replay / explain rebuild the replica from it.
   await recordSessionOpened(ctx.engine, escrow);
   return escrow;

@@ -13,6 +13,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKeys } from '../../src/config/index.js';
 import { startDevnet, type Devnet } from '../../src/devnet/chain/index.js';
 import { verifyLog } from '../../src/events/verify.js';
+import { devshardSessionStream } from '../../src/events/catalog.js';
+import { runVerify } from '../../src/cli/commands/verify.js';
 import { projectionsCheck } from '../../src/projections/verify-check.js';
 import { createEscrowViaApi, disposeTestGateway, MODEL, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { writeDevshardctlStore, type StoreSpec } from './devshardctl-store.js';
@@ -111,6 +113,15 @@ describe('migration from devshardctl: import from its escrow state store', () =>
     expect(diverged.status).toBe(400);
     expect(diverged.json.error.code).toBe('replay_diverged');
     expect(diverged.json.error.param).toBe('protocol_version');
+    // A store made under another session config than the chain's (the hosts bound the chain's): its
+    // own roots are consistent, but our session could not continue it; the first nonce is named.
+    const otherConfig = join(root, 'other-config');
+    writeDevshardctlStore({ ...spec, dir: otherConfig, config: { tokenPrice: 999n } });
+    const mismatched = await importCall(importBody(escrowId, otherConfig));
+    expect(mismatched.status).toBe(400);
+    expect(mismatched.json.error.code).toBe('replay_diverged');
+    expect(mismatched.json.error.message).toMatch(/diff of nonce 1 .*does not replay against the chain's facts/);
+    expect(gw.store.readStream(devshardSessionStream(escrowId))).toEqual([]);
     // A key that is not the creator's.
     const strangerKey = generateKeys().privateKey;
     const stranger = await importCall(importBody(escrowId, good, { private_key_env: undefined, private_key: strangerKey }));
@@ -136,6 +147,13 @@ describe('migration from devshardctl: import from its escrow state store', () =>
     expect(r.json).toMatchObject({ escrow_id: escrowId, state: 'imported', nonce: written.lastNonce, balance: written.balance.toString() });
     const imported = gw.store.readStream(`escrow-${escrowId}`).find((e) => e.type === 'EscrowImported')!;
     expect((imported.data as any).adopted).toMatchObject({ from: 'devshardctl', storagePath: dir, lastNonce: written.lastNonce, stateRoot: written.stateRoot, balance: written.balance.toString(), protocolVersion: 'v2' });
+    // The session continues devshardctl's: its diffs recorded as ours (after the chain's facts they
+    // were replayed against), before the EscrowImported.
+    const session = gw.store.readStream(devshardSessionStream(escrowId));
+    expect(session.map((e) => e.type)).toEqual(['DevshardSessionOpened', ...Array(written.diffs).fill('DevshardDiffSent')]);
+    expect(session.slice(1).map((e) => (e.data as any).nonce)).toEqual(Array.from({ length: written.diffs }, (_, i) => String(i + 1)));
+    expect(Buffer.from((session.at(-1)!.data as any).postStateRoot, 'base64').toString('hex')).toBe(written.stateRoot);
+    expect(session.at(-1)!.position).toBeLessThan(imported.position);
     const tally = (imported.data as any).hostStats as { requests: number }[];
     expect(tally.reduce((n, h) => n + h.requests, 0)).toBe(spec.requests);
     expect(JSON.stringify([...gw.store.readAll()])).not.toContain(keys.privateKey);
@@ -163,10 +181,37 @@ describe('migration from devshardctl: import from its escrow state store', () =>
     const chat = await gw.call('/v1/chat/completions', { body: { model: MODEL, messages: [{ role: 'user', content: 'after the migration' }], max_tokens: 8 } });
     expect(chat.status, chat.text).toBe(200);
     expect(chat.headers.get('x-devshard-escrow-id')).toBe(escrowId);
+    expect(chat.headers.get('x-devshard-nonce')).toBe(String(written.lastNonce + 1));
     const view = (await gw.call(`/v1/admin/devshards/${escrowId}`)).json;
     expect(view.nonce).toBe(written.lastNonce + 1);
     expect(BigInt(view.balance)).toBeLessThan(written.balance);
+    // The session rebuilt from devshardctl's diffs: the request's diff follows them, and the hosts
+    // (which never saw devshardctl's diffs: the fixture only wrote the store) took them as catch-up.
+    const diffs = gw.store.readStream(devshardSessionStream(escrowId)).filter((e) => e.type === 'DevshardDiffSent');
+    expect(diffs.map((e) => Number((e.data as any).nonce))).toEqual(Array.from({ length: written.lastNonce + 1 }, (_, i) => i + 1));
     gw.ctx.projections.checkpoint(gw.store);
     expect(await verifyLog(`${gw.storageDir}/events.sqlite`, [projectionsCheck()])).toMatchObject({ ok: true });
+  });
+
+  it("finalizes and settles the adopted escrow: the hosts sign a settlement over devshardctl's and our requests; shardgate verify passes", async () => {
+    const f = await gw.call(`/devshard/${escrowId}/v1/finalize`, { method: 'POST' });
+    expect(f.status, f.text).toBe(200);
+    // MsgFinalizeRound after our request, then one diff per slot to the Settlement phase.
+    expect(f.json.nonce).toBe(written.lastNonce + 1 + 1 + spec.slots.length);
+    expect(f.json.signatures).toHaveLength(spec.slots.length);
+    // devshardctl's requests are paid too: every slot's cost at least what its finishes there charged.
+    const costs = f.json.host_stats.reduce((n: bigint, h: { cost: string | number }) => n + BigInt(h.cost), 0n);
+    expect(costs).toBeGreaterThan(0n);
+    const s = await gw.call(`/v1/admin/devshards/${escrowId}/settle`, { body: {} });
+    expect(s.status, s.text).toBe(200);
+    expect(devnet.chain.state.escrows[escrowId]!.settled).toBe(true);
+    expect(BigInt(s.json.total_payout)).toBe(costs + BigInt(f.json.fees));
+    expect(BigInt(s.json.total_payout) + BigInt(s.json.refund)).toBe(spec.amount);
+    let out = '';
+    let err = '';
+    const code = await runVerify(`${gw.storageDir}/events.sqlite`, (x) => void (out += x), (x) => void (err += x));
+    expect(code, out + err).toBe(0);
+    expect(out).toContain(`devshard escrow ${escrowId}: ${f.json.nonce} diffs, nonces 1..${f.json.nonce}`);
+    expect(out).toMatch(new RegExp(`settlement at nonce ${f.json.nonce} equals the replica, ${spec.slots.length}/${spec.slots.length} signatures recover to their slots`));
   });
 });

@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDevnet, type Devnet } from '../../src/devnet/chain/index.js';
 import { generateKeys } from '../../src/config/index.js';
-import { escrowStream } from '../../src/events/catalog.js';
+import { devshardSessionStream, escrowStream } from '../../src/events/catalog.js';
+import { runVerify } from '../../src/cli/commands/verify.js';
 import { eventsFile } from '../../src/events/storage-path.js';
 import { verifyLog } from '../../src/events/verify.js';
 import type { ExportedEvent } from '../../src/gateway/escrows/exported-stream.js';
@@ -83,7 +84,10 @@ describe('hot swap: export from a temporary gateway, import into the main one (o
     expect(r.status, r.text).toBe(200);
     exportText = r.text;
     const doc = r.json;
-    expect(Object.keys(doc).sort()).toEqual(['escrow', 'events', 'exported_at', 'source']);
+    expect(Object.keys(doc).sort()).toEqual(['devshard_session', 'escrow', 'events', 'exported_at', 'source']);
+    // The session the hosts hold: every diff A sent (nonces 1..3), and the host txs no diff carried yet.
+    expect(doc.devshard_session.diffs.map((d: { nonce: string }) => d.nonce)).toEqual(['1', '2', '3']);
+    expect(Array.isArray(doc.devshard_session.host_txs)).toBe(true);
     expect(doc.source).toBe('shardgate-temporary');
     expect(doc.escrow).toMatchObject({ escrow_id: escrowId, active: false, nonce: 3, spent: spentA.toString() });
     expect(doc.events.map((e: { stream_version: number }) => e.stream_version)).toEqual(doc.events.map((_: unknown, i: number) => i));
@@ -130,6 +134,28 @@ describe('hot swap: export from a temporary gateway, import into the main one (o
         `events[${events.length}].type`,
         /reused nonce/,
       ],
+      [
+        "a diff's root edited: the replay against the chain's facts names the nonce",
+        { ...doc, devshard_session: { ...doc.devshard_session, diffs: doc.devshard_session.diffs.map((d: any, j: number) => (j === 1 ? { ...d, postStateRoot: doc.devshard_session.diffs[0].postStateRoot } : d)) } },
+        400,
+        'devshard_session.diffs[1]',
+        /diff of nonce 2 .*does not replay against the chain's facts/,
+      ],
+      [
+        'a diff left out of the session',
+        { ...doc, devshard_session: { ...doc.devshard_session, diffs: doc.devshard_session.diffs.filter((_: unknown, j: number) => j !== 0) } },
+        400,
+        'devshard_session.diffs[0]',
+        /diff of nonce 2 .*must be sequential/,
+      ],
+      [
+        'a diff signed by another key',
+        { ...doc, devshard_session: { ...doc.devshard_session, diffs: doc.devshard_session.diffs.map((d: any, j: number) => (j === 2 ? { ...d, userSig: Buffer.alloc(65, 7).toString('base64') } : d)) } },
+        400,
+        'devshard_session.diffs[2]',
+        /diff of nonce 3 /,
+      ],
+      ['a diff that is not base64', { ...doc, devshard_session: { diffs: [{ ...doc.devshard_session.diffs[0], txs: 'not base64!' }] } }, 400, 'devshard_session.diffs[0].txs', /pattern|Invalid/],
       ['an escrow.spent that differs from the events', { ...doc, escrow: { ...doc.escrow, spent: '1' } }, 400, 'escrow.spent', /differs/],
       ['an unknown top-level member', { ...doc, comment: 'hi' }, 400, 'comment', /Unrecognized/],
       ['a body over 1 MiB (the export of a busy escrow is)', { ...doc, source: 'x'.repeat(2 * 1024 * 1024) }, 400, 'source', /at most 256/],
@@ -154,12 +180,21 @@ describe('hot swap: export from a temporary gateway, import into the main one (o
     expect(r.json).toMatchObject({ escrow_id: escrowId, state: 'imported', routable: false, spent: spentA.toString() });
     // No nonce A may have used is usable on B: A's reservation is skipped too.
     expect(r.json.nonce).toBeGreaterThanOrEqual(Math.max(...nonceA));
-    // One event appended by B itself, chained to B's log; A's positions and hashes are not reused.
+    // Over the protocol the next nonce follows A's last diff.
+    expect(r.json.nonce).toBe(3);
+    // B's own events, chained to B's log (A's positions and hashes are not reused): the session A's
+    // diffs built, re-recorded first (the facts it was replayed against, the diffs, the pending host
+    // txs), then the escrow's EscrowImported.
+    const doc = JSON.parse(exportText);
+    const session = b.store.readStream(devshardSessionStream(escrowId));
+    expect(session[0]!.type).toBe('DevshardSessionOpened');
+    expect(session[0]!.position).toBe(before + 1);
+    expect(session.filter((x) => x.type === 'DevshardDiffSent').map((x) => x.data)).toEqual(doc.devshard_session.diffs);
+    expect(session.filter((x) => x.type === 'DevshardHostTxsReceived').map((x) => x.data)).toEqual(doc.devshard_session.host_txs);
     const recs = b.store.readStream(escrowStream(escrowId));
     expect(recs.map((x) => x.type)).toEqual(['EscrowImported']);
-    expect(recs[0]!.position).toBe(before + 1);
+    expect(recs[0]!.position).toBe(session.at(-1)!.position + 1);
     expect(recs[0]!.streamVersion).toBe(0);
-    const doc = JSON.parse(exportText);
     expect(recs[0]!.data).toMatchObject({
       active: false,
       provenance: { source: 'shardgate-temporary', exportedAt: doc.exported_at, lastPosition: doc.events.at(-1).position, lastHash: doc.events.at(-1).hash },
@@ -185,9 +220,12 @@ describe('hot swap: export from a temporary gateway, import into the main one (o
     expect(spent).toBeGreaterThan(spentA);
     const f = await b.call(`/devshard/${escrowId}/v1/finalize`, { method: 'POST' });
     expect(f.status, f.text).toBe(200);
-    expect(f.json.nonce).toBe(Math.max(...nonceB));
+    // MsgFinalizeRound after B's last request, then one diff per slot to the Settlement phase.
+    expect(f.json.nonce).toBe(Math.max(...nonceB) + 1 + f.json.host_stats.length);
     expect(f.json.host_stats.reduce((n: bigint, h: { cost: string }) => n + BigInt(h.cost), 0n)).toBe(spent);
-    expect(f.json.host_stats.reduce((n: number, h: { requests: number }) => n + h.requests, 0)).toBe(6);
+    // Our per-slot request count (bookkeeping, not in the settlement file) covers A's and B's requests.
+    const finalized = b.store.readStream(escrowStream(escrowId)).find((x) => x.type === 'EscrowFinalized')!.data as { settlement: { hostStats: { requests: number }[] } };
+    expect(finalized.settlement.hostStats.reduce((n, h) => n + h.requests, 0)).toBe(6);
     // Each host's claim matches what it served on A and on B, so it signs.
     expect(f.json.signatures.length).toBe(f.json.host_stats.length);
 
@@ -195,9 +233,19 @@ describe('hot swap: export from a temporary gateway, import into the main one (o
     const before = await balanceOf(devnet, creator);
     const s = await b.call(`/v1/admin/devshards/${escrowId}/settle`, { body: {} });
     expect(s.status, s.text).toBe(200);
-    expect(s.json).toMatchObject({ status: 'settled', settled: true, refund: (AMOUNT - spent).toString() });
+    // The hosts are paid the costs (A's and B's) and the protocol's fees (create fee, fee per nonce); the creator the rest.
+    const fees = BigInt(f.json.fees);
+    expect(s.json).toMatchObject({ status: 'settled', settled: true, refund: (AMOUNT - spent - fees).toString(), total_payout: (spent + fees).toString() });
     expect(devnet.chain.state.escrows[escrowId]!.settled).toBe(true);
-    expect((await balanceOf(devnet, creator)) - before).toBe(AMOUNT - spent - b.ctx.config.chain.txFeeAmount);
+    expect((await balanceOf(devnet, creator)) - before).toBe(AMOUNT - spent - fees - b.ctx.config.chain.txFeeAmount);
     expect(await verifyLog(eventsFile(b.storageDir))).toMatchObject({ ok: true });
+    // `shardgate verify` on B's log: the session from nonce 1 (A's diffs re-recorded, then B's), every
+    // user signature and root, and the settlement with its signatures.
+    let out = '';
+    let err = '';
+    const code = await runVerify(eventsFile(b.storageDir), (x) => void (out += x), (x) => void (err += x));
+    expect(code, out + err).toBe(0);
+    expect(out).toContain(`devshard escrow ${escrowId}: ${f.json.nonce} diffs, nonces 1..${f.json.nonce}`);
+    expect(out).toMatch(new RegExp(`settlement at nonce ${f.json.nonce} equals the replica, ${f.json.signatures.length}/${f.json.signatures.length} signatures recover to their slots`));
   });
 });

@@ -1,18 +1,19 @@
 /**
  * Migration from devshardctl: adopt a live escrow devshardctl served, from its escrow state store
- * (devshardctl-store.ts). Its diffs are replayed through the pure protocol replica
- * (src/protocol/replay.ts), each compared with its recorded post_state_root, so the state adopted
- * is the one the hosts signed: the balance, the fees, the per-slot cost and the last nonce. One
- * EscrowImported records it (inactive unless `active: true`), with what was adopted; the next
- * request uses the next nonce. Never a private key in an answer or an event.
+ * (devshardctl-store.ts). Its diffs are replayed through the pure protocol replica against the
+ * chain's facts for the escrow (devshard-session-import.ts: each user signature recovered to the
+ * creator, each post_state_root compared), so the state adopted is the one the hosts signed: the
+ * balance, the fees, the per-slot cost and the last nonce. The diffs are recorded as this
+ * gateway's own DevshardDiffSent events (the session continues from devshardctl's last nonce), then
+ * one EscrowImported records the escrow (inactive unless `active: true`), with what was adopted;
+ * the next request uses the next nonce. Never a private key in an answer or an event.
  */
 import { newEvent, type SlotInfo, type SlotTally } from '../../events/catalog.js';
 import type { EventMetadata } from '../../events/envelope.js';
 import { toHex } from '../../protocol/bytes.js';
-import { DevshardError } from '../../protocol/errors.js';
 import { InferenceStatus } from '../../protocol/inference-record.js';
 import { Phase } from '../../protocol/hashes.js';
-import { replay } from '../../protocol/replay.js';
+import { boundSessionEscrow, recordImportedSession, replayAgainstFacts } from '../devshard-session-import.js';
 import { STATE_ROOT_VERSION } from '../../protocol/replica.js';
 import { holdRequestKey } from './operator-key.js';
 import { stateName } from '../../machines/index.js';
@@ -58,12 +59,12 @@ export async function importFromDevshardctl(ctx: GatewayContext, escrowId: strin
     throw refuse.invalid(`model '${clip(body.model)}' differs from the chain's '${onChain.modelId}' for escrow ${escrowId}.`, 'model', 'model_mismatch');
   }
   const slots = onChain.slots.map((s) => s.host);
-  const facts: [string, string, string][] = [
+  const checks: [string, string, string][] = [
     ['creator', session.creator, onChain.creator],
     ['initial_balance (the deposit)', session.initialBalance.toString(), onChain.amount.toString()],
     ['group (slot addresses)', session.group.join(','), slots.join(',')],
   ];
-  for (const [what, stored, chain] of facts) {
+  for (const [what, stored, chain] of checks) {
     if (stored !== chain) throw refuse.invalid(`The store's ${what} for escrow ${escrowId} differs from the chain's (${clip(stored, 120)} vs ${clip(chain, 120)}): it is another escrow's store.`, 'storage_path', 'escrow_id_mismatch');
   }
 
@@ -77,18 +78,24 @@ export async function importFromDevshardctl(ctx: GatewayContext, escrowId: strin
   }
 
   const protocolVersion = body.protocol_version?.trim() || STATE_ROOT_VERSION;
-  let replica;
-  try {
-    replica = replay({ escrowId, slots: session.group, amount: session.initialBalance, userAddress: session.creator, config: session.config, version: protocolVersion }, store.diffs);
-  } catch (err) {
-    if (err instanceof DevshardError) {
-      throw refuse.invalid(
-        `Replaying devshardctl's diffs of escrow ${escrowId} diverged: ${err.message}. The store does not rebuild the state the hosts signed (a different protocol_version, now '${clip(protocolVersion, 64)}', or a corrupt store).`,
-        'protocol_version',
-        'replay_diverged',
-      );
-    }
-    throw err;
+  const slotInfo: SlotInfo[] = onChain.slots.map((s) => ({ slotId: s.slotId, host: s.host, url: s.url }));
+  // Replayed against the chain's facts, the ones our session binds (and the hosts bound): what is
+  // recorded below is then exactly what the session rebuilds when the escrow is first used here.
+  const facts = await boundSessionEscrow(ctx, escrowId, { creator: onChain.creator, amount: onChain.amount, slots: slotInfo }, onChain).catch((err) => {
+    throw chainRefusal(err, 'Reading the chain params');
+  });
+  const { replica, diffs } = replayAgainstFacts(
+    facts,
+    store.diffs,
+    {
+      whose: "devshardctl's",
+      param: () => 'protocol_version',
+      hint: `The store does not rebuild the state the hosts signed (a different protocol_version, now '${clip(protocolVersion, 64)}', a session config other than the chain's, or a corrupt store).`,
+    },
+    protocolVersion,
+  );
+  if (protocolVersion !== STATE_ROOT_VERSION) {
+    throw refuse.invalid(`devshardctl's diffs of escrow ${escrowId} replay with state-root tag '${clip(protocolVersion, 64)}', but this gateway's sessions sign '${STATE_ROOT_VERSION}' roots: it cannot continue this session.`, 'protocol_version', 'unsupported_protocol_version');
   }
   if (replica.phase !== Phase.Active) {
     throw refuse.conflict(`Escrow ${escrowId} was finalized by devshardctl (its last diff leaves it in phase ${Phase[replica.phase]}); settle it with devshardctl.`, 'settle_under_way');
@@ -105,9 +112,11 @@ export async function importFromDevshardctl(ctx: GatewayContext, escrowId: strin
     }
   }
   const hostStats: SlotTally[] = replica.hostStats().map((h) => ({ slotId: h.slotId, cost: h.cost.toString(), requests: requests.get(h.slotId) ?? 0 }));
-  const slotInfo: SlotInfo[] = onChain.slots.map((s) => ({ slotId: s.slotId, host: s.host, url: s.url }));
   const lastNonce = Number(replica.latestNonce);
   const spent = (onChain.amount - replica.balance).toString();
+  // The session's diffs first, as this gateway's own (with the warm-key bindings the replay made):
+  // the first chat rebuilds the session from them and sends the hosts any they lack as catch-up.
+  await recordImportedSession(ctx, facts, diffs, [], metadata);
   await decided(() =>
     ctx.engine.decideEscrow('escrow', escrowId, [
       newEvent(

@@ -1,12 +1,17 @@
 /**
  * Moving an escrow between gateways (the spec's hot-swap procedure). Export answers the escrow's
- * state, its whole stream as stored (with hashes) and where it came from; import takes exactly that
- * document, reads the stream as evidence (exported-stream.ts) and records one EscrowImported
- * (inactive) from the chain's facts plus the stream's nonce, spend and per-slot tally; the operator
- * then registers or activates it. Export changes nothing: take it once the source's
- * active_requests is 0, and stop (or deactivate) the source before activating the import.
+ * state, its whole stream as stored (with hashes), its devshard session (every diff sent and the
+ * host txs not yet in a diff, as plain event data) and where it came from; import takes exactly
+ * that document, reads the stream as evidence (exported-stream.ts), replays the session's diffs
+ * against the chain's facts (devshard-session-import.ts: every signature and root, a 400 naming the
+ * first nonce that does not replay), records them as its own session events, then one
+ * EscrowImported (inactive) from the chain's facts plus the stream's spend and per-slot tally and
+ * the last diff's nonce; the operator then registers or activates it, and the first chat there
+ * sends the hosts the recorded diffs as catch-up (they skip what they hold). Export changes
+ * nothing: take it once the source's active_requests is 0, and stop (or deactivate) the source
+ * before activating the import.
  */
-import { escrowStream, newEvent, type SlotInfo } from '../../events/catalog.js';
+import { escrowStream, newEvent, type EventDataMap, type SlotInfo } from '../../events/catalog.js';
 import type { EventMetadata } from '../../events/envelope.js';
 import { refuse } from '../errors.js';
 import { stateName } from '../../machines/index.js';
@@ -14,12 +19,15 @@ import type { GatewayContext } from '../context.js';
 import { chainRefusal } from './chain-errors.js';
 import { readExportedStream, toExportedEvent, type ExportedEvent } from './exported-stream.js';
 import { decided, devshardView, escrowOr404 } from './lifecycle.js';
+import { boundSessionEscrow, diffsOfData, exportedSession, hostTxsOfData, recordImportedSession, replayAgainstFacts } from '../devshard-session-import.js';
 
 export function exportEscrow(ctx: GatewayContext, escrowId: string) {
   escrowOr404(ctx, escrowId);
   return {
     escrow: { ...devshardView(ctx, escrowId), active: false as const },
     events: ctx.engine.store.readStream(escrowStream(escrowId)).map(toExportedEvent),
+    // The replica the hosts hold: without its diffs the importing gateway's session would start at nonce 0.
+    devshard_session: exportedSession(ctx, escrowId),
     exported_at: new Date().toISOString(),
     source: ctx.config.server.instanceName,
   };
@@ -29,6 +37,8 @@ export function exportEscrow(ctx: GatewayContext, escrowId: string) {
 export interface ImportBody {
   escrow: { escrow_id: string | number; model_id?: string | null; nonce?: number; spent?: string; [k: string]: unknown };
   events: ExportedEvent[];
+  /** The escrow's devshard session (exportedSession); absent in an export of a gateway before it. */
+  devshard_session?: { diffs: EventDataMap['DevshardDiffSent'][]; host_txs?: EventDataMap['DevshardHostTxsReceived'][] };
   exported_at?: string;
   source?: string;
 }
@@ -67,8 +77,19 @@ export async function importEscrow(ctx: GatewayContext, escrowId: string, body: 
     if (folded !== chain) throw refuse.invalid(`The events' ${member} '${folded}' differs from the chain's '${chain}'.`, `events[0].data.${member}`);
   }
   const slots: SlotInfo[] = onChain.slots.map((s) => ({ slotId: s.slotId, host: s.host, url: s.url }));
+  // The session the hosts hold: its diffs replayed against the chain's facts, the ones our session will bind.
+  const sessionData = body.devshard_session ?? { diffs: [] };
+  const diffs = diffsOfData(escrowId, sessionData.diffs, (i) => `devshard_session.diffs[${i}]`);
+  const hostTxs = hostTxsOfData(escrowId, sessionData.host_txs ?? [], (i) => `devshard_session.host_txs[${i}]`);
+  const facts = await boundSessionEscrow(ctx, escrowId, { creator: onChain.creator, amount: onChain.amount, slots }, onChain).catch((err) => {
+    throw chainRefusal(err, 'Reading the chain params');
+  });
+  const replayed = replayAgainstFacts(facts, diffs, { whose: "The export's", param: (i) => `devshard_session.diffs[${i}]`, hint: 'Export again from the source gateway, unedited.' });
+  const lastDiff = Number(replayed.replica.latestNonce);
   const last = body.events.at(-1)!;
   const provenance = { source: body.source, exportedAt: body.exported_at, lastPosition: last.position, lastHash: last.hash };
+  // B's own session events first: a chat after activation rebuilds the session from them.
+  await recordImportedSession(ctx, facts, replayed.diffs, hostTxs, metadata);
   await decided(() =>
     ctx.engine.decideEscrow('escrow', escrowId, [
       newEvent(
@@ -80,8 +101,10 @@ export async function importEscrow(ctx: GatewayContext, escrowId: string, body: 
           amount: onChain.amount.toString(),
           epoch: onChain.epochIndex,
           role: c.role,
-          // Nonces the source reserved may have been used there without a recorded start: continue past them.
-          nonce: Math.max(c.nonce, c.nonceReserved ?? 0),
+          // Over the protocol the log knows which nonces left: the next one follows the last diff (a
+          // nonce reserved or started at the source without a diff never reached a host). Without a
+          // session (a source serving upstream, or older), past every nonce the source reserved.
+          nonce: diffs.length > 0 ? lastDiff : Math.max(c.nonce, c.nonceReserved ?? 0),
           spent: c.spent,
           slots,
           active: false,

@@ -1,9 +1,10 @@
 /**
  * POST /v1/admin/devshards/import takes exactly what GET /v1/admin/devshards/{id}/export answers on
  * the other gateway (src/gateway/escrows/transfer.ts): the escrow's view (imported inactive, so
- * `active` is false or absent), every event of its stream as stored there, and the export's
- * provenance. Each event's data is checked against the catalog's schema for its type, so a bad
- * member is a 400 naming it (`events[3].data.cost`) before anything is folded.
+ * `active` is false or absent), every event of its stream as stored there, its devshard session
+ * (diffs and pending host txs) and the export's provenance. Each event's data is checked against
+ * the catalog's schema for its type, so a bad member is a 400 naming it (`events[3].data.cost`)
+ * before anything is folded.
  */
 import { amountDataSchema, ESCROW_STREAM_DATA_SCHEMAS, ESCROW_STREAM_EVENT_TYPES } from '../../events/catalog/escrow-data-schemas.js';
 import { SCHEMA_VERSIONS } from '../../events/catalog.js';
@@ -11,8 +12,9 @@ import { ENV_NAME_PATTERN, escrowIdSchema } from './admin.js';
 
 /**
  * An export holds the escrow's whole stream, about 1.3 KB per request served (its start and end,
- * with metadata and hashes): some 26 MB at the routing stop (19,800 nonces). Other routes keep the
- * 1 MiB default.
+ * with metadata and hashes), and its session's diffs, under 1 KB per nonce (a start, the previous
+ * request's confirm and finish, root and signature): some 45 MB at the routing stop (19,800
+ * nonces). Other routes keep the 1 MiB default.
  */
 export const IMPORT_BODY_LIMIT = 64 * 1024 * 1024;
 
@@ -76,6 +78,50 @@ const exportedEventSchema = {
   })),
 } as const;
 
+const base64 = { type: 'string', maxLength: 1024 * 1024, pattern: '^[A-Za-z0-9+/]*={0,2}$' } as const;
+const decimal = { type: 'string', pattern: '^[1-9][0-9]{0,19}$' } as const;
+
+/** DevshardDiffSent data as stored (src/events/catalog/devshard.ts); replay checks what it means. */
+const exportedDiffSchema = {
+  type: 'object',
+  required: ['escrowId', 'nonce', 'txs', 'postStateRoot', 'userSig', 'warmKeyBindings'],
+  additionalProperties: false,
+  properties: {
+    escrowId: { type: 'string' },
+    nonce: decimal,
+    txs: base64,
+    postStateRoot: base64,
+    userSig: base64,
+    warmKeyBindings: {
+      type: 'array',
+      items: { type: 'object', required: ['slot', 'warm'], additionalProperties: false, properties: { slot: { type: 'integer', minimum: 0 }, warm: { type: 'string', minLength: 1, maxLength: 256 } } },
+    },
+  },
+} as const;
+
+/** DevshardHostTxsReceived data as stored: a host's URL and the txs (proto bytes, base64). */
+const exportedHostTxsSchema = {
+  type: 'object',
+  required: ['escrowId', 'host', 'txs'],
+  additionalProperties: false,
+  properties: { escrowId: { type: 'string' }, host: { type: 'string', maxLength: 4096 }, txs: { type: 'array', items: base64 } },
+} as const;
+
+/**
+ * The escrow's devshard session at the source: every diff sent (nonce order) and the host txs no
+ * diff carried yet. Plain data, not hashed log rows: the import replays the diffs against the
+ * chain's facts (user signatures, roots), which proves more than a hash anyone can recompute.
+ */
+const exportedSessionSchema = {
+  type: 'object',
+  required: ['diffs'],
+  additionalProperties: false,
+  properties: {
+    diffs: { type: 'array', items: exportedDiffSchema },
+    host_txs: { type: 'array', items: exportedHostTxsSchema },
+  },
+} as const;
+
 /**
  * devshardctl's import body (gateway.go adminImportDevshardRequest): the id, the `storage_path` of
  * its escrow state store, the creator key (`private_key_env` or `private_key`), and optionally the
@@ -105,6 +151,7 @@ export const exportImportBodySchema = {
   properties: {
     escrow: exportedEscrowSchema,
     events: { type: 'array', minItems: 1, items: exportedEventSchema },
+    devshard_session: exportedSessionSchema,
     exported_at: { type: 'string', format: 'date-time' },
     source: { type: 'string', minLength: 1, maxLength: 256 },
   },
