@@ -11,6 +11,7 @@
  */
 import { admitDuringPoc } from './poc-gate.js';
 import { hostUrlOf, refreshAfterHostFailure } from './host-urls.js';
+import { isFinalizing } from './escrows/finalize-hold.js';
 import { randomUUID } from 'node:crypto';
 import { newEvent, type InferenceEntry } from '../events/catalog.js';
 import type { Actor } from '../events/envelope.js';
@@ -196,7 +197,7 @@ async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<Ch
 
 /** The pool's pick, unless it is refused or no longer active in the decided state; then the next best. */
 function pickEscrow(ctx: GatewayContext, model: string, reservedCost: bigint, refused: ReadonlySet<string> | undefined) {
-  const usable = (id: string) => !refused?.has(id) && ctx.engine.escrow(id)?.value === 'active';
+  const usable = (id: string) => !refused?.has(id) && ctx.engine.escrow(id)?.value === 'active' && !isFinalizing(ctx, id);
   const first = ctx.projections.pool.pick(model, reservedCost.toString());
   if (!first || usable(first.escrowId)) return first;
   let best: (typeof first) | undefined;

@@ -82,3 +82,47 @@ describe('billing over the devshard protocol: the host Finish decides what an in
     expect(gw.store.readStream(escrowStream(escrowId)).filter((r) => r.type === 'UsageRecovered')).toHaveLength(before);
   }, 60_000);
 });
+
+describe('finalize while requests are under way (devshard protocol)', () => {
+  let gw: TestGateway;
+  let escrowId: string;
+
+  beforeAll(async () => {
+    ({ gw, escrowId } = await startGatewayWithEscrow({ env: { DEVNET_TOKEN_DELAY_MS: '15' } }));
+  }, 60_000);
+  afterAll(() => disposeTestGateway(gw));
+
+  it('takes no new chat, lets the requests in flight end, then finalizes: their Finishes are in the settlement and the log bills what it pays', async () => {
+    const streamed = (i: number) =>
+      fetch(`${gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${gw.keys.adminApiKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: `long ${i}` }], max_tokens: 30, stream: true }),
+      }).then(async (r) => ({ status: r.status, text: await r.text() }));
+    const chats = [0, 1, 2, 3].map(streamed);
+    await sleep(60); // the four are under way
+    const finalized = gw.call(`/devshard/${escrowId}/v1/finalize`, { method: 'POST' });
+    await sleep(10);
+    // held for finalize: no new chat is routed to it (the only escrow: 503, nothing started)
+    const late = await gw.call('/v1/chat/completions', { body: { model: MODEL, messages: [{ role: 'user', content: 'late' }], max_tokens: 4 } });
+    expect(late.status).toBe(503);
+    const answers = await Promise.all(chats);
+    for (const a of answers) {
+      expect(a.status).toBe(200);
+      expect(a.text).toContain('data: [DONE]');
+    }
+    const f = await finalized;
+    expect(f.status, f.text).toBe(200);
+    await gw.ctx.engine.idle();
+    const s = session(gw, escrowId);
+    for (let id = 1n; id <= 4n; id++) expect(s.replica.inference(id)?.status ?? InferenceStatus.Finished, `inference ${id}`).toBe(InferenceStatus.Finished);
+    const settlement = (gw.store.readStream(escrowStream(escrowId)).filter((r) => r.type === 'EscrowFinalized').at(-1)!.data as { settlement: { hostStats: { cost: string }[] } }).settlement;
+    const hostCosts = settlement.hostStats.reduce((n, h) => n + BigInt(h.cost), 0n);
+    expect(hostCosts).toBeGreaterThan(0n);
+    expect(BigInt(gw.ctx.engine.escrow(escrowId)!.context.spent)).toBe(hostCosts);
+  }, 60_000);
+});
+
+function session(gw: TestGateway, escrowId: string) {
+  return (gw.ctx.network as ProtocolTransport).session(escrowId)!;
+}

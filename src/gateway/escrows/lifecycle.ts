@@ -14,6 +14,7 @@ import { TransitionRefused } from '../engine.js';
 import { drainedFailureFields, type DrainedAttempt, type OwnerAttempt } from '../rotation/settle-retry.js';
 import { broadcastByHash } from './broadcast.js';
 import { chainRefusal, chainErrorInfo, outcomeUnknown } from './chain-errors.js';
+import { holdForFinalize } from './finalize-hold.js';
 import { holdRequestKey } from './operator-key.js';
 import { settleErrorOf, settleWindowClosed } from './pruned.js';
 import { buildSettlement, protocolSettlementRefusal, settlementDocument, settlementStale, toChainSettlement } from './settlement.js';
@@ -84,8 +85,18 @@ export async function finalizeEscrow(ctx: GatewayContext, escrowId: string, meta
   if (!ctx.engine.canEscrow(escrowId, probe)) {
     throw refuse.conflict(`Devshard ${escrowId} is ${stateName(s.value)}; it can no longer be finalized.`, 'invalid_state');
   }
-  const built = await buildSettlement(ctx, escrowId);
-  await decided(() => ctx.engine.decideEscrow('escrow', escrowId, [newEvent('EscrowFinalized', { settlement: built.settlement }, metadata)]));
+  // No new chat on it, and the requests under way end first (finalize-hold.ts says why).
+  const hold = await holdForFinalize(ctx, escrowId, ctx.config.limits.stallTimeoutMs);
+  let built: Awaited<ReturnType<typeof buildSettlement>>;
+  try {
+    if (hold.stillInFlight > 0) {
+      ctx.logger.warn({ escrow_id: escrowId, in_flight: hold.stillInFlight }, 'finalizing with requests still in flight: what they cost is billed by the log but not in the settlement');
+    }
+    built = await buildSettlement(ctx, escrowId);
+    await decided(() => ctx.engine.decideEscrow('escrow', escrowId, [newEvent('EscrowFinalized', { settlement: built.settlement }, metadata)]));
+  } finally {
+    hold.release();
+  }
   if (built.failures.length > 0) {
     ctx.logger.warn({ escrow_id: escrowId, failures: built.failures }, 'some hosts did not sign the settlement; settle collects them again');
   }
