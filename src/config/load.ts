@@ -64,6 +64,8 @@ export interface GatewayConfig {
     stallTimeoutMs: number;
     /** Whole-answer deadline of a non-stream chat (GATEWAY_REQUEST_TIMEOUT_MS). */
     requestTimeoutMs: number;
+    /** How long finalize waits for an escrow's requests in flight to end (GATEWAY_FINALIZE_DRAIN_MS). */
+    finalizeDrainMs: number;
   };
   behaviour: {
     rotationIntervalMs: number;
@@ -236,6 +238,7 @@ export function loadConfig(options: LoadConfigOptions = {}): GatewayConfig {
     maxTokensCap: int('GATEWAY_MAX_TOKENS_CAP', 1),
     stallTimeoutMs: int('GATEWAY_STALL_TIMEOUT_MS', 1),
     requestTimeoutMs: int('GATEWAY_REQUEST_TIMEOUT_MS', 1),
+    finalizeDrainMs: int('GATEWAY_FINALIZE_DRAIN_MS', 0),
   };
   if (limits.defaultMaxTokens > limits.maxTokensCap) {
     warnings.push(`GATEWAY_DEFAULT_MAX_TOKENS (${limits.defaultMaxTokens}) is above GATEWAY_MAX_TOKENS_CAP (${limits.maxTokensCap}); requests get the cap.`);

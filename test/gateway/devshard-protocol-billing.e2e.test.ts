@@ -88,7 +88,7 @@ describe('finalize while requests are under way (devshard protocol)', () => {
   let escrowId: string;
 
   beforeAll(async () => {
-    ({ gw, escrowId } = await startGatewayWithEscrow({ env: { DEVNET_TOKEN_DELAY_MS: '15' } }));
+    ({ gw, escrowId } = await startGatewayWithEscrow({ env: { DEVNET_TOKEN_DELAY_MS: '15', GATEWAY_FINALIZE_DRAIN_MS: '30000' } }));
   }, 60_000);
   afterAll(() => disposeTestGateway(gw));
 

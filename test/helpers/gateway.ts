@@ -88,6 +88,9 @@ export function testGatewayEnv(keys: ReturnType<typeof generateKeys>, storageDir
     DEVSHARD_STORAGE_DIR: storageDir,
     DEVNET_BLOCK_TIME_MS: '50',
     DEVNET_TOKEN_DELAY_MS: '0',
+    // Finalize at once (the deferred-settle tests hold requests open across it); tests of the
+    // finalize drain set their own (devshard-protocol-billing.e2e.test.ts, the crash tests' default).
+    GATEWAY_FINALIZE_DRAIN_MS: '0',
     LOG_LEVEL: 'info',
     ...overrides,
   };

@@ -86,7 +86,7 @@ export async function finalizeEscrow(ctx: GatewayContext, escrowId: string, meta
     throw refuse.conflict(`Devshard ${escrowId} is ${stateName(s.value)}; it can no longer be finalized.`, 'invalid_state');
   }
   // No new chat on it, and the requests under way end first (finalize-hold.ts says why).
-  const hold = await holdForFinalize(ctx, escrowId, ctx.config.limits.stallTimeoutMs);
+  const hold = await holdForFinalize(ctx, escrowId, ctx.config.limits.finalizeDrainMs);
   let built: Awaited<ReturnType<typeof buildSettlement>>;
   try {
     if (hold.stillInFlight > 0) {
