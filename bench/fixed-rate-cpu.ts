@@ -122,3 +122,19 @@ export async function fixedRateCpu(
     };
   });
 }
+
+/**
+ * The one fixed rate both targets are measured at: `given` when set, else `fraction` (default 0.6)
+ * of the lower of the two targets' median throughputs. Logs how it was chosen.
+ */
+export function chooseCpuRate(medians: readonly [number, number], opts: { cpuRate?: number; cpuRateFraction?: number }, log: (line: string) => void): { rate: number; fraction: number } {
+  const fraction = opts.cpuRateFraction ?? 0.6;
+  const lower = Math.min(medians[0], medians[1]);
+  const rate = Math.max(1, Math.round(opts.cpuRate ?? fraction * lower));
+  log(
+    opts.cpuRate !== undefined
+      ? `CPU per request: open loop at ${rate} req/s (given), the same for both`
+      : `CPU per request: open loop at ${rate} req/s for both = ${Math.round(fraction * 100)}% of the lower median throughput above (${lower.toFixed(0)} req/s)`,
+  );
+  return { rate, fraction };
+}

@@ -16,7 +16,7 @@
  */
 import { fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { fixedRateCpu, type FixedRateCpu } from './fixed-rate-cpu.js';
+import { chooseCpuRate, fixedRateCpu, type FixedRateCpu } from './fixed-rate-cpu.js';
 import { LoadWorker } from './gateway-bench.js';
 import { processCpuSeconds } from './target-process.js';
 import { ensureWrk, runWrk, type WrkResult } from './wrk.js';
@@ -133,14 +133,7 @@ export async function benchProtocol(
     }
     // CPU per request at one fixed rate for both (issue 31 (c)): a closed loop would make it follow
     // the throughput (more requests per event-loop turn and per commit when faster).
-    const fraction = opts.cpuRateFraction ?? 0.6;
-    const lower = Math.min(median(results.map((p) => p.client.requestsPerSec)), median(results.map((p) => p.gateway.requestsPerSec)));
-    const cpuRate = Math.max(1, Math.round(opts.cpuRate ?? fraction * lower));
-    log(
-      opts.cpuRate !== undefined
-        ? `CPU per request: open loop at ${cpuRate} req/s (given), the same for both`
-        : `CPU per request: open loop at ${cpuRate} req/s for both = ${Math.round(fraction * 100)}% of the lower median throughput above (${lower.toFixed(0)} req/s)`,
-    );
+    const { rate: cpuRate, fraction } = chooseCpuRate([median(results.map((p) => p.client.requestsPerSec)), median(results.map((p) => p.gateway.requestsPerSec))], opts, log);
     const worker = new LoadWorker();
     let cpu: FixedRateCpu[];
     try {

@@ -12,7 +12,7 @@
  *   node dist/bench/wrk-bench.js [--pairs N] [--seconds S] [--connections C]
  *     [--cpu-rounds N] [--cpu-seconds S] [--cpu-rate-fraction F | --cpu-rate R]
  */
-import { fixedRateCpu, type FixedRateCpu } from './fixed-rate-cpu.js';
+import { chooseCpuRate, fixedRateCpu, type FixedRateCpu } from './fixed-rate-cpu.js';
 import { LoadWorker } from './gateway-bench.js';
 import { startHostProcess } from './host-process.js';
 import { processCpuSeconds, startTargetProcess, type TargetProcess } from './target-process.js';
@@ -69,14 +69,7 @@ export async function benchWrk(
       log(`pair ${i + 1}: baseline ${b.requestsPerSec.toFixed(0)} req/s p99 ${b.p99Ms.toFixed(2)} ms; gateway ${g.requestsPerSec.toFixed(0)} req/s p99 ${g.p99Ms.toFixed(2)} ms; ${(g.requestsPerSec / b.requestsPerSec).toFixed(2)}x`);
     }
     // CPU per request at one fixed rate for both (issue 31 (c)), from the load generator's process.
-    const fraction = opts.cpuRateFraction ?? 0.6;
-    const lower = Math.min(median(results.map((p) => p.baseline.requestsPerSec)), median(results.map((p) => p.gateway.requestsPerSec)));
-    const cpuRate = Math.max(1, Math.round(opts.cpuRate ?? fraction * lower));
-    log(
-      opts.cpuRate !== undefined
-        ? `CPU per request: open loop at ${cpuRate} req/s (given), the same for both`
-        : `CPU per request: open loop at ${cpuRate} req/s for both = ${Math.round(fraction * 100)}% of the lower median throughput above (${lower.toFixed(0)} req/s)`,
-    );
+    const { rate: cpuRate, fraction } = chooseCpuRate([median(results.map((p) => p.baseline.requestsPerSec)), median(results.map((p) => p.gateway.requestsPerSec))], opts, log);
     const worker = new LoadWorker();
     let cpu: FixedRateCpu[];
     try {
