@@ -122,6 +122,10 @@ describe('rotation settle retries on a devnet with faults', () => {
 
     // Pruned before it was finalized: no host signs a settlement of it, it only stops taking chat.
     await expectRefusedOnce(g, first, settleFailures(g, first).map((e) => e.data), 'deactivated');
+    // Pruned by the chain: an operator cannot turn it back on.
+    const again = await g.call(`/v1/admin/devshards/${first}/activate`, { method: 'POST' });
+    expect(again.status, again.text).toBe(409);
+    expect(again.json.error.code).toBe('escrow_pruned');
 
     expect(marked(g, 'escrow_rotation_settle_retry_scheduled', first)).toEqual([]);
     expect(marked(g, 'escrow_rotation_settle_failed', first)).toEqual([expect.objectContaining({ retried: false, note: expect.stringContaining('settle window of this escrow has closed') })]);

@@ -19,6 +19,7 @@ import type { GatewayContext } from '../context.js';
 import { chainRefusal } from './chain-errors.js';
 import { readExportedStream, toExportedEvent, type ExportedEvent } from './exported-stream.js';
 import { decided, devshardView, escrowOr404 } from './lifecycle.js';
+import { settleWindowClosed } from './pruned.js';
 import { boundSessionEscrow, diffsOfData, exportedSession, hostTxsOfData, recordImportedSession, replayAgainstFacts } from '../devshard-session-import.js';
 
 export function exportEscrow(ctx: GatewayContext, escrowId: string) {
@@ -124,6 +125,9 @@ export async function activateEscrow(ctx: GatewayContext, escrowId: string, meta
   if (s.context.creator && !ctx.keyring.has(s.context.creator)) {
     throw refuse.invalid(`This gateway does not hold the key of creator ${s.context.creator}; set DEVSHARD_PRIVATE_KEY to it first.`, null, 'creator_key_unavailable');
   }
+  // An escrow the chain pruned is gone (k/devshard_pruning.go): it could neither serve nor settle.
+  const closed = await settleWindowClosed(ctx, escrowId);
+  if (closed) throw refuse.conflict(`${closed.message} It cannot be activated; create a new escrow (POST /v1/admin/escrows).`, 'escrow_pruned');
   await decided(() => ctx.engine.decideEscrow('escrow', escrowId, [newEvent('EscrowActivated', { escrowId }, metadata)]));
   return devshardView(ctx, escrowId);
 }
