@@ -21,7 +21,7 @@ import type { GatewayContext } from '../context.js';
 import { clip, refuse } from '../errors.js';
 import { chainRefusal } from './chain-errors.js';
 import { readDevshardctlStore } from './devshardctl-store.js';
-import { activateEscrow } from './transfer.js';
+import { activateEscrow, importedFromChain } from './transfer.js';
 import { decided, devshardView } from './lifecycle.js';
 
 /** devshardctl's import body (gateway.go adminImportDevshardRequest). */
@@ -122,11 +122,7 @@ export async function importFromDevshardctl(ctx: GatewayContext, escrowId: strin
       newEvent(
         'EscrowImported',
         {
-          escrowId,
-          model: onChain.modelId,
-          creator: onChain.creator,
-          amount: onChain.amount.toString(),
-          epoch: onChain.epochIndex,
+          ...importedFromChain(escrowId, onChain),
           role: 'regular',
           nonce: lastNonce,
           // Our balance is deposit − spent: the replica's balance exactly (costs, fees, seals).

@@ -96,11 +96,7 @@ export async function importEscrow(ctx: GatewayContext, escrowId: string, body: 
       newEvent(
         'EscrowImported',
         {
-          escrowId,
-          model: onChain.modelId,
-          creator: onChain.creator,
-          amount: onChain.amount.toString(),
-          epoch: onChain.epochIndex,
+          ...importedFromChain(escrowId, onChain),
           role: c.role,
           // Over the protocol the log knows which nonces left: the next one follows the last diff (a
           // nonce reserved or started at the source without a diff never reached a host). Without a
@@ -117,6 +113,11 @@ export async function importEscrow(ctx: GatewayContext, escrowId: string, body: 
     ]),
   );
   return devshardView(ctx, escrowId);
+}
+
+/** What an EscrowImported takes from the chain's record of the escrow (as the target read it). */
+export function importedFromChain(escrowId: string, onChain: { modelId: string; creator: string; amount: bigint; epochIndex: number }) {
+  return { escrowId, model: onChain.modelId, creator: onChain.creator, amount: onChain.amount.toString(), epoch: onChain.epochIndex };
 }
 
 /** Makes an imported (or deactivated, unsettled) escrow routable again. */

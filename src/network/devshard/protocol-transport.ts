@@ -236,9 +236,9 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
 
   /** Sends host `url` its catch-up in chunks until at most CATCH_UP_CHUNK diffs are left for it. */
   async function catchUpInChunks(s: DevshardSession, url: string): Promise<void> {
-    for (let left = s.catchUp(url).length; left > CATCH_UP_CHUNK; ) {
+    for (let left = s.catchUpCount(url); left > CATCH_UP_CHUNK; ) {
       await syncOnce(s, url, CATCH_UP_CHUNK);
-      const now = s.catchUp(url).length;
+      const now = s.catchUpCount(url);
       if (now >= left) throw new HostError('bad_response', `host ${url} did not acknowledge a catch-up chunk (${now} diffs still unacknowledged)`);
       left = now;
     }
@@ -441,7 +441,7 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
       // this request carries at most CATCH_UP_CHUNK of them; before taking the nonce's turn, so the
       // calls after it do not wait on it.
       const executor = s.executorUrl(nonce);
-      if (s.catchUp(executor).length > CATCH_UP_CHUNK) {
+      if (s.catchUpCount(executor) > CATCH_UP_CHUNK) {
         const key = `${call.escrowId} ${executor}`;
         let p = catchingUp.get(key);
         if (!p) {

@@ -265,6 +265,14 @@ export class DevshardSession {
     return { body: new TextEncoder().encode(inferenceRequestJson(diffs, upTo)), upTo };
   }
 
+  /** How many diffs host `url` has not acknowledged (without building the list). */
+  catchUpCount(url: string): number {
+    const from = this.acked.get(url) ?? 0n;
+    let n = 0;
+    for (let i = this.unacked.length - 1; i >= 0 && this.unacked[i]!.nonce > from; i--) n++;
+    return n;
+  }
+
   /** The diffs host `url` has not acknowledged. */
   catchUp(url: string): SignedDiff[] {
     const from = this.acked.get(url) ?? 0n;
