@@ -156,6 +156,10 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
   /** Callbacks to run right before the next batch is formed (stageForNextBatch). */
   private readonly stagers = new Set<() => void>();
   private flushHandle: NodeJS.Immediate | undefined;
+  /** The deadline of deferred work (appends and staged callbacks given `withinMs`) while no flush is scheduled. */
+  private deferTimer: NodeJS.Timeout | undefined;
+  /** The queue holds an append that was not deferred (or a leftover of a flushed batch): commit it next. */
+  private urgent = false;
   private readonly writer: SqliteWriter | undefined;
   private inFlight: InFlightBatch | undefined;
   /** A checkpoint waiting for the writer thread (saveCheckpointSoon). */
@@ -242,7 +246,11 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
       return Promise.reject(error);
     }
     this.queue.push(pending!);
-    this.flushHandle ??= setImmediate(() => this.flush());
+    if ((options.withinMs ?? 0) > 0) this.defer(options.withinMs!);
+    else {
+      this.urgent = true;
+      this.flushHandle ??= setImmediate(() => this.flush());
+    }
     return promise;
   }
 
@@ -251,20 +259,42 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
    * that), so appends it makes join that batch. Lets a caller gather what it would append for as
    * long as the writer is busy and append it as late as possible: the engine records one escrow's
    * chat starts and ends of a batch as one event (engine.ts, InferencesRecorded).
+   *
+   * `withinMs` (> 0): no batch is formed for this alone before that many milliseconds have passed;
+   * any other append's batch takes it sooner. For records no caller waits on, so that many of
+   * them share one commit (fewer fsyncs and writer round trips per request).
    */
-  stageForNextBatch(take: () => void): void {
+  stageForNextBatch(take: () => void, opts: { withinMs?: number } = {}): void {
     if (this.closed) throw new EventStoreClosedError();
     this.stagers.add(take);
-    this.flushHandle ??= setImmediate(() => this.flush());
+    const within = opts.withinMs ?? 0;
+    if (within > 0) this.defer(within);
+    else this.flushHandle ??= setImmediate(() => this.flush());
+  }
+
+  /** Deferred work waits at most `ms` for a batch, unless one is already scheduled. */
+  private defer(ms: number): void {
+    if (!this.flushHandle) this.deferTimer ??= setTimeout(() => this.deferDue(), ms);
+  }
+
+  /** The deferred work's deadline passed: form a batch (or, while one is being written, right after it). */
+  private deferDue(): void {
+    this.deferTimer = undefined;
+    if (!this.closed) this.flushHandle ??= setImmediate(() => this.flush());
   }
 
   /** Runs the staged callbacks (their appends queue up). */
   private takeStaged(): void {
+    if (this.deferTimer) {
+      clearTimeout(this.deferTimer);
+      this.deferTimer = undefined;
+    }
     if (this.stagers.size === 0) return;
     const takes = [...this.stagers];
     this.stagers.clear();
     for (const take of takes) take();
   }
+
 
   /**
    * Synchronous append in its own transaction (after committing anything already queued, to keep
@@ -543,7 +573,10 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
       n++;
       if (events >= this.maxBatchEvents) break;
     }
-    return this.queue.splice(0, n);
+    const batch = this.queue.splice(0, n);
+    // What a full batch left behind was due with it: it goes next, deferred or not.
+    this.urgent = this.queue.length > 0;
+    return batch;
   }
 
   /**
@@ -616,6 +649,7 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
         // Only that append is at fault: reject it and retry the others in a fresh transaction.
         batch[failing]!.reject(error);
         this.queue.unshift(...batch.filter((_, i) => i !== failing));
+        this.urgent = true;
         this.flushHandle ??= setImmediate(() => this.flush());
       } else {
         for (const item of batch) item.reject(error); // BEGIN/COMMIT failed (disk full, I/O...)
@@ -700,7 +734,9 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
       if (f.batch.length > 0) this.commitBatch(f.batch);
       if (f.checkpoint && !this.checkpointDue) this.writeDueCheckpoint(f.checkpoint);
     }
-    if ((this.queue.length > 0 || this.stagers.size > 0 || this.checkpointDue) && !this.closed) this.flushHandle ??= setImmediate(() => this.flush());
+    // Deferred work still inside its withinMs waits for its timer; anything else goes now.
+    const deferredDue = (this.queue.length > 0 || this.stagers.size > 0) && !this.deferTimer;
+    if (((this.urgent && this.queue.length > 0) || deferredDue || this.checkpointDue) && !this.closed) this.flushHandle ??= setImmediate(() => this.flush());
   }
 
   /** Inside the write transaction: if another connection appended, reload what we cached. */

@@ -11,6 +11,12 @@ export type ExpectedVersion = number | 'no-stream' | 'any';
 
 export interface AppendOptions {
   expectedVersion: ExpectedVersion;
+  /**
+   * Milliseconds this append may wait for a commit of its own (> 0): any other append's commit
+   * takes it sooner. For records no caller waits on, so that several share one commit. A store
+   * without group commit ignores it.
+   */
+  withinMs?: number;
 }
 
 export interface AppendResult {

@@ -12,7 +12,7 @@ import type { ChainBindParams, EscrowSessionFields, RecordedDiff } from '../prot
 import type { SessionEscrow } from '../network/devshard/session.js';
 import { wireTxs } from '../network/devshard/request-body.js';
 import { canonicalJson } from '../events/canonical-json.js';
-import type { Engine } from './engine.js';
+import { REQUEST_RECORD_WITHIN_MS, type Engine } from './engine.js';
 
 const b64 = (b: Uint8Array): string => Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('base64');
 const bytes = (s: string): Uint8Array => new Uint8Array(Buffer.from(s, 'base64'));
@@ -118,7 +118,7 @@ function dropUndefined<T extends object>(o: T): T {
 /** Records host txs taken from a host's answer (not awaited by the request: best effort, in order). */
 export function recordHostTxs(engine: Engine, escrowId: string, host: string, txs: readonly DevshardTx[]): Promise<RecordedEvent[]> {
   const data = { escrowId, host, txs: txs.map((tx) => b64(toBinary(DevshardTxSchema, tx))) };
-  return engine.appendOrdered(devshardSessionStream(escrowId), [newEvent('DevshardHostTxsReceived', data, { actor: { kind: 'chat' } })]);
+  return engine.appendOrdered(devshardSessionStream(escrowId), [newEvent('DevshardHostTxsReceived', data, { actor: { kind: 'chat' } })], { withinMs: REQUEST_RECORD_WITHIN_MS });
 }
 
 /** The host txs the log holds for an escrow, in the order taken (read once, when its session opens). */

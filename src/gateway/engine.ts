@@ -44,6 +44,17 @@ interface Pending {
 /** Entries per InferencesRecorded at most (~200 bytes each), so one event stays a few KB. */
 export const MAX_GROUP_ENTRIES = 128;
 
+/**
+ * How long the records no request waits on may wait for a commit of their own (store `withinMs`):
+ * a chat's start and end (recordRequest) and the host txs taken from an answer (recordHostTxs).
+ * Any other append (a nonce block, a diff, an admin event) takes them sooner. Waiting lets many
+ * requests share one commit: upstream, one commit per ~5 ms instead of one per writer round trip;
+ * over the protocol, the next request's diff carries the last one's end. The price: a crash loses
+ * the records of the last few ms, which restart recovery handles as for requests in flight
+ * (reconcile.ts; over the protocol the host's Finish bills them).
+ */
+export const REQUEST_RECORD_WITHIN_MS = 5;
+
 /** Who records InferencesRecorded: each entry names its request (and a start its client key). */
 const CHAT_METADATA: EventMetadata = Object.freeze({ actor: Object.freeze({ kind: 'chat' as const }) });
 
@@ -189,7 +200,7 @@ export class Engine {
     const group: OpenGroup = { entries, event: newEvent('InferencesRecorded', data, CHAT_METADATA), expectedVersion, step: this.pending.get(streamId)!.steps ? step : undefined, done, settle };
     this.groups.set(streamId, group);
     try {
-      this.store.stageForNextBatch(this.closeGroups);
+      this.store.stageForNextBatch(this.closeGroups, { withinMs: REQUEST_RECORD_WITHIN_MS });
     } catch {
       this.closeGroup(streamId, group); // the store is closed: the append rejects at once
     }
@@ -294,11 +305,12 @@ export class Engine {
   /**
    * Appends to a stream no statechart decides and only one writer fills in order (an escrow's
    * devshard session diffs): no version check, the group commit keeps the order of the calls.
+   * `withinMs`: the store may hold it that long for a shared commit (AppendOptions).
    */
-  async appendOrdered(streamId: string, events: NewEvent[]): Promise<RecordedEvent[]> {
+  async appendOrdered(streamId: string, events: NewEvent[], opts: { withinMs?: number } = {}): Promise<RecordedEvent[]> {
     this.appending++;
     try {
-      return (await this.store.append(streamId, events, { expectedVersion: 'any' })).records;
+      return (await this.store.append(streamId, events, { expectedVersion: 'any', ...opts })).records;
     } finally {
       this.appendEnded();
     }

@@ -191,6 +191,36 @@ describe('group commit', () => {
     expect(() => store.appendNow('s', [ev()], { expectedVersion: 0 })).toThrow(WrongExpectedVersionError);
   });
 
+  it('a callback staged withinMs waits that long for a commit of its own, and joins any earlier batch', async () => {
+    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+    const stage = (type: string) => {
+      let done!: Promise<unknown>;
+      store.stageForNextBatch(() => (done = store.append('lazy', [ev(type)], { expectedVersion: 'any' })), { withinMs: 150 });
+      return () => done;
+    };
+    // Alone: nothing is committed before its time, then one commit takes every staged callback.
+    const c0 = store.stats().commits;
+    stage('a');
+    stage('b');
+    await sleep(40);
+    expect(store.lastPosition()).toBe(0);
+    await sleep(300);
+    expect(store.lastPosition()).toBe(2);
+    expect(store.stats().commits - c0).toBe(1);
+    // Another append's batch takes it at once, in that commit.
+    const c1 = store.stats().commits;
+    const staged = stage('c');
+    await store.append('urgent', [ev('u')], { expectedVersion: 'any' });
+    await staged();
+    expect(store.stats().commits - c1).toBe(1);
+    expect([...store.readAll(2)].map((e) => e.type).sort()).toEqual(['c', 'u']);
+    // Close commits what is staged without waiting for the deadline.
+    stage('d');
+    await store.close();
+    store = openSqliteEventStore(store.file);
+    expect(store.lastPosition()).toBe(5);
+  });
+
   it('close waits for queued appends', async () => {
     const p = store.append('s', [ev()], { expectedVersion: 'any' });
     await store.close();
