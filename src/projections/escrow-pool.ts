@@ -56,6 +56,8 @@ export class EscrowPoolProjection {
   private readonly intents = new Map<string, EscrowSnapshot>();
   private readonly pendingCreates = new Map<string, PendingCreate>();
   private readonly routable = new RoutableEscrows();
+  /** pick's parsed usable balance per escrow, with the decimals it was parsed from (usableOf). */
+  private readonly usable = new Map<string, { balance: Amount; reserved: Amount; usable: bigint }>();
   /** Position of each escrow's first event (negative: restored, in restore order); orders `merge`. */
   private readonly firstAt = new Map<string, number>();
 
@@ -211,7 +213,7 @@ export class EscrowPoolProjection {
       if (c.nonce + 1 >= c.routingStop) continue;
       // More in flight than the best so far cannot win: skip its two decimal parses (per request, per escrow).
       if (best && c.inFlight > best.context.inFlight) continue;
-      const usable = BigInt(c.balance) - BigInt(c.reserved);
+      const usable = this.usableOf(id, c.balance, c.reserved);
       if (usable < need) continue;
       if (!best || c.inFlight < best.context.inFlight || (c.inFlight === best.context.inFlight && usable > bestUsable)) {
         best = s;
@@ -220,6 +222,22 @@ export class EscrowPoolProjection {
       }
     }
     return best && summary(bestId, best);
+  }
+
+  /**
+   * balance − reserved as a bigint, parsed again only when either decimal changed: a pick reads
+   * every routable escrow of the model, and most did not change since the last request.
+   */
+  private usableOf(id: string, balance: Amount, reserved: Amount): bigint {
+    const hit = this.usable.get(id);
+    if (hit && hit.balance === balance && hit.reserved === reserved) return hit.usable;
+    const usable = BigInt(balance) - BigInt(reserved);
+    if (hit) {
+      hit.balance = balance;
+      hit.reserved = reserved;
+      hit.usable = usable;
+    } else this.usable.set(id, { balance, reserved, usable });
+    return usable;
   }
 
   /** The escrow's statechart snapshot: ask `.can(event)` before appending to `escrow-<id>`. */
@@ -320,6 +338,7 @@ export class EscrowPoolProjection {
   private clear(): void {
     this.runs?.clear();
     this.escrows.clear();
+    this.usable.clear();
     this.intents.clear();
     this.pendingCreates.clear();
     this.routable.clear();
