@@ -87,7 +87,7 @@ function wrkAndCrypto(wrk?: WrkBenchResult, crypto?: CryptoBenchRow[], protocol?
     lines.push(
       '## Upstream mode measured with wrk (each target in a process of its own)',
       '',
-      `wrk (C, one thread, ${wrk.connections} connections, ${wrk.seconds} s rounds) against the bare proxy and the gateway, each in its own process, in front of the same zero-delay host in a third; baseline and gateway rounds interleaved. The gateway's process runs with the V8 setting \`shardgate serve\` uses (\`tuneV8ForServing()\`: \`--no-allocation-site-pretenuring\`); the bare proxy with Node's defaults. \`node dist/bench/wrk-bench.js\`.`,
+      `wrk (C, one thread, ${wrk.connections} connections, ${wrk.seconds} s rounds) against the bare proxy and the gateway, each in its own process, in front of the same zero-delay host in a third; after ${wrk.warmupSeconds} s of warm-up load on each, baseline and gateway rounds interleaved. The gateway's process runs with the V8 setting \`shardgate serve\` uses (\`tuneV8ForServing()\`: \`--no-allocation-site-pretenuring\`); the bare proxy with Node's defaults. \`node dist/bench/wrk-bench.js\`.`,
       '',
       '| pair | baseline req/s | baseline p99 ms | gateway req/s | gateway p99 ms | ratio |',
       '|---:|---:|---:|---:|---:|---:|',
@@ -332,7 +332,7 @@ const store = await section('event store', () =>
 const proj = await section('projections', () => benchProjections({ log, ...(quick ? { events: 100_000, foldEvents: 20_000, repeats: 1 } : {}) }));
 const gw = await section('request path', () => benchGatewayApart({ soak, ...(quick ? { seconds: 1, levels: [1, 64], fixedRateSeconds: 2, ttfbRequests: 100, soakRequests: 50_000 } : {}) }));
 
-const wrk = await section('upstream mode with wrk, targets in processes of their own', () => benchWrk({ log, ...(quick ? { pairs: 1, seconds: 2 } : {}) }));
+const wrk = await section('upstream mode with wrk, targets in processes of their own', () => benchWrk({ log, ...(quick ? { pairs: 1, seconds: 2, warmupSeconds: 1 } : {}) }));
 const protocol = await section('protocol path with wrk: gateway vs a minimal protocol client', () => benchProtocol({ log, ...(quick ? { pairs: 1, seconds: 2 } : {}) }));
 const crypto = await section('protocol crypto primitives', () => benchCrypto(quick ? 100 : 400));
 for (const r of crypto.result ?? []) log(`${r.microseconds.toFixed(1).padStart(9)} µs  ${r.name}`);

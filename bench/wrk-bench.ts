@@ -9,7 +9,7 @@
  * not follow the throughput as a closed loop's does. The gateway process runs with
  * tuneV8ForServing(), as `shardgate serve` does; the bare proxy with Node's defaults.
  *
- *   node dist/bench/wrk-bench.js [--pairs N] [--seconds S] [--connections C]
+ *   node dist/bench/wrk-bench.js [--pairs N] [--seconds S] [--warmup S] [--connections C]
  *     [--cpu-rounds N] [--cpu-seconds S] [--cpu-rate-fraction F | --cpu-rate R]
  */
 import { chooseCpuRate, fixedRateCpu, type FixedRateCpu } from './fixed-rate-cpu.js';
@@ -27,6 +27,7 @@ export interface WrkPair {
 export interface WrkBenchResult {
   connections: number;
   seconds: number;
+  warmupSeconds: number;
   pairs: WrkPair[];
   medianRatio: number;
   /** CPU per request of 'baseline' and 'gateway' at `cpuRate` req/s (the same for both), median round. */
@@ -37,15 +38,18 @@ export interface WrkBenchResult {
 }
 
 const BODY = JSON.stringify({ model: 'bench-model', messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 16 });
+/** Seconds of closed-loop load on each target before the pairs (not counted). */
+export const WARMUP_SECONDS = 5;
+
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 const round = (t: TargetProcess, connections: number, seconds: number) =>
   runWrk({ url: `${t.url}/v1/chat/completions`, body: BODY, headers: { 'content-type': 'application/json', ...t.headers }, connections, seconds });
 
 export async function benchWrk(
-  opts: { pairs?: number; seconds?: number; connections?: number; cpuSeconds?: number; cpuRounds?: number; cpuRateFraction?: number; cpuRate?: number; log?: (l: string) => void } = {},
+  opts: { pairs?: number; seconds?: number; warmupSeconds?: number; connections?: number; cpuSeconds?: number; cpuRounds?: number; cpuRateFraction?: number; cpuRate?: number; log?: (l: string) => void } = {},
 ): Promise<WrkBenchResult> {
-  const pairs = opts.pairs ?? 3;
+  const pairs = opts.pairs ?? 5;
   const seconds = opts.seconds ?? 5;
   const connections = opts.connections ?? 64;
   const log = opts.log ?? (() => {});
@@ -59,7 +63,9 @@ export async function benchWrk(
     // 32 escrows (~19,800 requests each) so no round reaches the nonce stop.
     const gateway = await startTargetProcess('gateway', host.url, { escrows: 32 });
     targets.push(gateway);
-    for (const t of targets) await round(t, connections, 1); // warm-up
+    // Warm-up: in runs with a 1 s warm-up the first pair's gateway round was the slowest of the
+    // run every time (0.58-0.64x against 0.72-0.82x after), the JIT and heap still settling.
+    for (const t of targets) await round(t, connections, opts.warmupSeconds ?? WARMUP_SECONDS);
     const results: WrkPair[] = [];
     for (let i = 0; i < pairs; i++) {
       const b = await round(baseline, connections, seconds);
@@ -83,7 +89,7 @@ export async function benchWrk(
       log(`CPU per request, ${c.target}: ${c.cpuMicrosPerRequest.toFixed(0)} µs, main thread ${c.mainThreadMicrosPerRequest.toFixed(0)} µs (median of ${c.rounds.length} rounds at ${c.rate} req/s: ${c.rounds.map((r) => r.cpuMicrosPerRequest.toFixed(0)).join(', ')}); with no load it uses ${(c.idleCpuShare * 100).toFixed(1)}% of a core`);
     }
     log(`CPU per request, gateway/baseline: ${(cpu[1]!.cpuMicrosPerRequest / cpu[0]!.cpuMicrosPerRequest).toFixed(2)}x`);
-    return { connections, seconds, pairs: results, medianRatio: median(results.map((p) => p.ratio)), cpu, cpuRate, ...(opts.cpuRate === undefined ? { cpuRateFraction: fraction } : {}) };
+    return { connections, seconds, warmupSeconds: opts.warmupSeconds ?? WARMUP_SECONDS, pairs: results, medianRatio: median(results.map((p) => p.ratio)), cpu, cpuRate, ...(opts.cpuRate === undefined ? { cpuRateFraction: fraction } : {}) };
   } finally {
     for (const t of targets.reverse()) await t.close();
     await host.close();
@@ -98,6 +104,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   const r = await benchWrk({
     pairs: arg('--pairs'),
     seconds: arg('--seconds'),
+    warmupSeconds: arg('--warmup'),
     connections: arg('--connections'),
     cpuRounds: arg('--cpu-rounds'),
     cpuSeconds: arg('--cpu-seconds'),
