@@ -12,6 +12,7 @@ import { executorReceiptBytes, finishProposerBytes, timeoutVoteBytes, validation
 import type { SessionState } from './session-state.js';
 import { recoverAddress, RecoverError } from './signatures.js';
 import { U64_MAX } from './bytes.js';
+import { keepBytes, NO_BYTES } from './byte-slab.js';
 
 /** What the rules need besides the state: group lookups and warm-key resolution. */
 export interface RuleContext {
@@ -99,8 +100,8 @@ function applyStart(ctx: RuleContext, msg: MsgStartInference): void {
     status: InferenceStatus.Pending,
     executorSlot,
     model: msg.model,
-    promptHash: msg.promptHash,
-    responseHash: new Uint8Array(0),
+    promptHash: keepBytes(msg.promptHash),
+    responseHash: NO_BYTES,
     inputLength: msg.inputLength,
     maxTokens: msg.maxTokens,
     inputTokens: 0n,
@@ -146,7 +147,7 @@ function applyFinish(ctx: RuleContext, msg: MsgFinishInference): void {
   let actualCost = tokenCost(msg.inputTokens, msg.outputTokens, st.config.tokenPrice);
   if (actualCost > rec.reservedCost) actualCost = rec.reservedCost;
   st.balance = u64(st.balance + (rec.reservedCost - actualCost));
-  st.putLive({ ...rec, status: InferenceStatus.Finished, responseHash: msg.responseHash, inputTokens: msg.inputTokens, outputTokens: msg.outputTokens, actualCost });
+  st.putLive({ ...rec, status: InferenceStatus.Finished, responseHash: keepBytes(msg.responseHash), inputTokens: msg.inputTokens, outputTokens: msg.outputTokens, actualCost });
   updateStats(ctx, rec.executorSlot, (s) => ({ ...s, cost: u64(s.cost + actualCost) }));
 }
 
