@@ -295,7 +295,6 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
     for (const take of takes) take();
   }
 
-
   /**
    * Synchronous append in its own transaction (after committing anything already queued, to keep
    * call order). For tools and benchmarks; the server should use `append` to get group commit.
