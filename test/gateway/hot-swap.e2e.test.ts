@@ -156,6 +156,9 @@ describe('hot swap: export from a temporary gateway, import into the main one (o
         /diff of nonce 3 /,
       ],
       ['a diff that is not base64', { ...doc, devshard_session: { diffs: [{ ...doc.devshard_session.diffs[0], txs: 'not base64!' }] } }, 400, 'devshard_session.diffs[0].txs', /pattern|Invalid/],
+      // An export made before exports carried the session: the hosts hold nonces 1..3 it cannot replay.
+      ['an older export without devshard_session, of a used escrow', (({ devshard_session: _, ...older }) => older)(doc), 400, 'devshard_session', /carries no devshard_session diffs, but devshard \d+ used 3 nonce\(s\).*Export again/],
+      ['a devshard_session emptied', { ...doc, devshard_session: { diffs: [], host_txs: [] } }, 400, 'devshard_session', /carries no devshard_session diffs/],
       ['an escrow.spent that differs from the events', { ...doc, escrow: { ...doc.escrow, spent: '1' } }, 400, 'escrow.spent', /differs/],
       ['an unknown top-level member', { ...doc, comment: 'hi' }, 400, 'comment', /Unrecognized/],
       ['a body over 1 MiB (the export of a busy escrow is)', { ...doc, source: 'x'.repeat(2 * 1024 * 1024) }, 400, 'source', /at most 256/],

@@ -82,6 +82,17 @@ export async function importEscrow(ctx: GatewayContext, escrowId: string, body: 
   const sessionData = body.devshard_session ?? { diffs: [] };
   const diffs = diffsOfData(escrowId, sessionData.diffs, (i) => `devshard_session.diffs[${i}]`);
   const hostTxs = hostTxsOfData(escrowId, sessionData.host_txs ?? [], (i) => `devshard_session.host_txs[${i}]`);
+  // Over the devshard protocol the hosts hold every diff from nonce 1 and take only the next one:
+  // a used escrow imported without its diffs (an export made before it carried devshard_session,
+  // or from a source in upstream mode) could never send another.
+  const overProtocol = ctx.network.finalize !== undefined;
+  if (overProtocol && diffs.length === 0 && c.nonce > 0) {
+    throw refuse.invalid(
+      `The export carries no devshard_session diffs, but devshard ${escrowId} used ${c.nonce} nonce(s) at the source; this gateway serves it over the devshard protocol, where the hosts would refuse every diff it sends. Export again from a source of this version (its export carries devshard_session), or finalize and settle the escrow at the source.`,
+      'devshard_session',
+      'devshard_session_missing',
+    );
+  }
   const facts = await boundSessionEscrow(ctx, escrowId, { creator: onChain.creator, amount: onChain.amount, slots }, onChain).catch((err) => {
     throw chainRefusal(err, 'Reading the chain params');
   });
@@ -100,8 +111,9 @@ export async function importEscrow(ctx: GatewayContext, escrowId: string, body: 
           role: c.role,
           // Over the protocol the log knows which nonces left: the next one follows the last diff (a
           // nonce reserved or started at the source without a diff never reached a host). Without a
-          // session (a source serving upstream, or older), past every nonce the source reserved.
-          nonce: diffs.length > 0 ? lastDiff : Math.max(c.nonce, c.nonceReserved ?? 0),
+          // session: over the protocol an unused escrow (refused above otherwise), from nonce 1; in
+          // upstream mode past every nonce the source reserved.
+          nonce: diffs.length > 0 ? lastDiff : overProtocol ? 0 : Math.max(c.nonce, c.nonceReserved ?? 0),
           spent: c.spent,
           slots,
           active: false,
