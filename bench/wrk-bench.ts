@@ -63,8 +63,9 @@ export async function benchWrk(
     // 32 escrows (~19,800 requests each) so no round reaches the nonce stop.
     const gateway = await startTargetProcess('gateway', host.url, { escrows: 32 });
     targets.push(gateway);
-    // Warm-up: in runs with a 1 s warm-up the first pair's gateway round was the slowest of the
-    // run every time (0.58-0.64x against 0.72-0.82x after), the JIT and heap still settling.
+    // Warm-up: with 1 s the first pair's gateway round was the slowest of the run every time
+    // (0.58-0.64x against 0.72-0.82x after): the gateway speeds up over its first seconds of load
+    // (cause not pinned down; a larger young generation did not change it).
     for (const t of targets) await round(t, connections, opts.warmupSeconds ?? WARMUP_SECONDS);
     const results: WrkPair[] = [];
     for (let i = 0; i < pairs; i++) {
