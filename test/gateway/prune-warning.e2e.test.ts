@@ -28,8 +28,9 @@ describe('the warning before the prune, and what not settling costs', () => {
     const epoch = (await gw.call(`/v1/admin/devshards/${left}`)).json.epoch_index as number;
     expect((await gw.call(`/v1/admin/devshards/${settled}/settle`, { body: {} })).status).toBe(200);
 
-    await gw.tasks.pruneWatch.tick();
+    // The height before the tick: the tick reads its own, at or after this one (blocks keep coming).
     const { height } = await gw.ctx.chain.epoch();
+    await gw.tasks.pruneWatch.tick();
     const early = await runtime(left);
     expect(early).toMatchObject({ prune_epoch: epoch + 2, settle_deadline_epoch: epoch + 1 });
     // Two epoch switches away: the rest of this epoch plus a whole one.
