@@ -7,15 +7,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { HostFaults } from '../../src/devnet/hosts/index.js';
 import { disposeTestGateway, MODEL, startGatewayWithEscrow, type TestGateway } from '../helpers/gateway.js';
+import { setHostFaults } from './helpers.js';
 
 let gw: TestGateway;
 let escrowId: string;
 
-function setFaults(f: HostFaults): void {
-  const faults = gw.devnet!.simulatedHosts.faults;
-  for (const k of Object.keys(faults)) delete (faults as Record<string, unknown>)[k];
-  Object.assign(faults, f);
-}
+const setFaults = (f: HostFaults): void => setHostFaults(gw.devnet!, f);
 
 describe('finalize after its diffs failed to reach the hosts', () => {
   beforeAll(async () => ({ gw, escrowId } = await startGatewayWithEscrow()));

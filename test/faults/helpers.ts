@@ -10,6 +10,7 @@ import { createCosmosChainClient, type CosmosChainClient } from '../../src/chain
 import { startDevnet, type Devnet } from '../../src/devnet/chain/index.js';
 import { generateKeys, loadConfig } from '../../src/config/index.js';
 import { escrowStream } from '../../src/events/catalog.js';
+import type { HostFaults } from '../../src/devnet/hosts/index.js';
 import type { RecordedEvent } from '../../src/events/envelope.js';
 import { startGateway, type RunningGateway } from '../../src/main/start.js';
 import { capturingLogger, httpCaller, testGatewayEnv, type TestGateway } from '../helpers/gateway.js';
@@ -144,4 +145,11 @@ export async function waitFor<T>(f: () => T | Promise<T>, what: string, timeoutM
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, everyMs));
   }
+}
+
+/** Replaces the simulated hosts' faults with `f` (the hosts read the object at each request). */
+export function setHostFaults(devnet: Devnet, f: HostFaults): void {
+  const faults = devnet.simulatedHosts.faults;
+  for (const k of Object.keys(faults)) delete (faults as Record<string, unknown>)[k];
+  Object.assign(faults, f);
 }

@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { HostFaults } from '../../src/devnet/hosts/index.js';
 import { disposeTestGateway, MODEL, startGatewayWithEscrow, type TestGateway } from '../helpers/gateway.js';
-import { accountingOf } from './helpers.js';
+import { accountingOf, setHostFaults } from './helpers.js';
 import { requestRecords } from '../helpers/request-records.js';
 
 let gw: TestGateway;
@@ -18,11 +18,7 @@ let escrowId: string;
 const body = (stream: boolean, max_tokens = 24) => ({ model: MODEL, messages: [{ role: 'user', content: 'tell me something long enough' }], max_tokens, stream });
 const chat = (stream: boolean, max_tokens?: number) => gw.call('/v1/chat/completions', { body: body(stream, max_tokens) });
 
-function setFaults(f: HostFaults): void {
-  const faults = gw.devnet!.simulatedHosts.faults;
-  for (const k of Object.keys(faults)) delete (faults as Record<string, unknown>)[k];
-  Object.assign(faults, f);
-}
+const setFaults = (f: HostFaults): void => setHostFaults(gw.devnet!, f);
 
 /** SSE frames of a stream body. */
 const frames = (text: string) =>
