@@ -51,6 +51,33 @@ describe('canonical JSON (devshard/json.go)', () => {
     expect(() => canonicalizeJson(bytes([0xef, 0xbb, 0xbf], '{}'))).toThrow(CanonicalJsonError); // a BOM is not JSON to Go
   });
 
+  it('any string, lone surrogates and U+2028/2029 included, is written as Go writes it', () => {
+    // Go: a lone surrogate decodes to U+FFFD; U+2028/2029 and controls are escaped; nothing else is.
+    fc.assert(
+      fc.property(fc.string({ unit: 'binary', maxLength: 40 }), fc.constantFrom('', '\u2028', '\u2029', '\n', '\u007f', '"', '\\'), (s, extra) => {
+        const text = s + extra;
+        const out = canonicalizeJson(JSON.stringify(text));
+        expect(out).not.toMatch(/[\u2028\u2029\u0000-\u001f]/);
+        expect(JSON.parse(out)).toBe(text.replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, '\ufffd'));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('bytes decode as Go reads them: valid UTF-8 as written, a bad byte as one U+FFFD', () => {
+    fc.assert(
+      fc.property(fc.array(fc.oneof(fc.string({ unit: 'grapheme', maxLength: 3 }).map((t) => [...utf8(t)]), fc.integer({ min: 0x80, max: 0xff }).map((b) => [b])), { maxLength: 20 }), (parts) => {
+        const bytes = Uint8Array.from(parts.flat());
+        const out = decodeUtf8AsGo(bytes);
+        // Valid input round-trips; invalid input never loses the valid text around a bad byte.
+        if (Buffer.from(bytes).equals(Buffer.from(out, 'utf8'))) expect(out).not.toContain('\ufffd');
+        else expect(out).toContain('\ufffd');
+        for (const p of parts) if (p.length > 1 || p[0]! < 0x80) expect(out).toContain(Buffer.from(p).toString('utf8'));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
   it('keys are ordered by their UTF-8 bytes, at every depth (not by UTF-16 units)', () => {
     const text = '{"😀":1,"\\ue000":2,"é":3,"z":{"b":1,"a":2},"A":4}';
     expect(canonicalizeJson(text)).toBe('{"A":4,"z":{"a":2,"b":1},"é":3,"\ue000":2,"😀":1}');
