@@ -31,8 +31,11 @@ interface Ready {
   headers?: Record<string, string>;
 }
 
-export async function startTargetProcess(kind: TargetKind, hostUrl: string, opts: { escrows?: number } = {}): Promise<TargetProcess> {
-  const child = fork(new URL(import.meta.url), ['--child', kind, hostUrl, String(opts.escrows ?? 8)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+export async function startTargetProcess(kind: TargetKind, hostUrl: string, opts: { escrows?: number; execArgv?: string[] } = {}): Promise<TargetProcess> {
+  const child = fork(new URL(import.meta.url), ['--child', kind, hostUrl, String(opts.escrows ?? 8)], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    execArgv: [...process.execArgv, ...(opts.execArgv ?? [])],
+  });
   const ready = await new Promise<Ready>((resolve, reject) => {
     child.once('message', (m: Ready) => resolve(m));
     child.once('exit', (code) => reject(new Error(`${kind} process exited (${code}) before it listened`)));

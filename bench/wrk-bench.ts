@@ -10,7 +10,7 @@
  * tuneV8ForServing(), as `shardgate serve` does; the bare proxy with Node's defaults.
  *
  *   node dist/bench/wrk-bench.js [--pairs N] [--seconds S] [--warmup S] [--connections C]
- *     [--cpu-rounds N] [--cpu-seconds S] [--cpu-rate-fraction F | --cpu-rate R]
+ *     [--cpu-rounds N] [--cpu-seconds S] [--cpu-rate-fraction F | --cpu-rate R] [--cpu-prof DIR]
  */
 import { chooseCpuRate, fixedRateCpu, type FixedRateCpu } from './fixed-rate-cpu.js';
 import { LoadWorker } from './gateway-bench.js';
@@ -47,8 +47,10 @@ const round = (t: TargetProcess, connections: number, seconds: number) =>
   runWrk({ url: `${t.url}/v1/chat/completions`, body: BODY, headers: { 'content-type': 'application/json', ...t.headers }, connections, seconds });
 
 export async function benchWrk(
-  opts: { pairs?: number; seconds?: number; warmupSeconds?: number; connections?: number; cpuSeconds?: number; cpuRounds?: number; cpuRateFraction?: number; cpuRate?: number; log?: (l: string) => void } = {},
+  opts: { pairs?: number; seconds?: number; warmupSeconds?: number; connections?: number; cpuSeconds?: number; cpuRounds?: number; cpuRateFraction?: number; cpuRate?: number; cpuProfDir?: string; log?: (l: string) => void } = {},
 ): Promise<WrkBenchResult> {
+  // --cpu-prof DIR: V8 CPU profiles of both target processes, written to DIR when they exit.
+  const profArgv = (name: string) => (opts.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', opts.cpuProfDir, '--cpu-prof-name', `${name}.cpuprofile`] : []);
   const pairs = opts.pairs ?? 5;
   const seconds = opts.seconds ?? 5;
   const connections = opts.connections ?? 64;
@@ -58,10 +60,10 @@ export async function benchWrk(
   const host = await startHostProcess();
   const targets: TargetProcess[] = [];
   try {
-    const baseline = await startTargetProcess('baseline', host.url);
+    const baseline = await startTargetProcess('baseline', host.url, { execArgv: profArgv('baseline') });
     targets.push(baseline);
     // 32 escrows (~19,800 requests each) so no round reaches the nonce stop.
-    const gateway = await startTargetProcess('gateway', host.url, { escrows: 32 });
+    const gateway = await startTargetProcess('gateway', host.url, { escrows: 32, execArgv: profArgv('gateway') });
     targets.push(gateway);
     // Warm-up: with 1 s the first pair's gateway round was the slowest of the run every time
     // (0.58-0.64x against 0.72-0.82x after): the gateway speeds up over its first seconds of load
@@ -111,6 +113,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     cpuSeconds: arg('--cpu-seconds'),
     cpuRateFraction: arg('--cpu-rate-fraction'),
     cpuRate: arg('--cpu-rate'),
+    cpuProfDir: process.argv.includes('--cpu-prof') ? process.argv[process.argv.indexOf('--cpu-prof') + 1] : undefined,
     log: (l) => console.log(`  ${l}`),
   });
   const cpu = (t: string) => r.cpu.find((c) => c.target === t)!.cpuMicrosPerRequest;
