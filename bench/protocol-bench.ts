@@ -13,6 +13,9 @@
  *
  *   node dist/bench/protocol-bench.js [--pairs N] [--seconds S] [--connections C] [--escrows E]
  *     [--cpu-rounds N] [--cpu-seconds S] [--cpu-rate-fraction F | --cpu-rate R] [--cpu-prof DIR] [--ablate-diff-log]
+ *
+ * The chat's prompt is 'Say hello.'; BENCH_PROMPT_KB=K makes it about K KB of text (for the costs
+ * that grow with the prompt: its canonical hash, its base64 in the request, the header signature's digest).
  */
 import { fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -48,7 +51,9 @@ export interface ProtocolBenchResult {
 }
 
 const MODEL = 'bench-model';
-const BODY = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 16 });
+const PROMPT_KB = Number(process.env.BENCH_PROMPT_KB ?? 0);
+const PROMPT = PROMPT_KB > 0 ? 'Tell me about the weather in Zürich today. '.repeat(Math.ceil((PROMPT_KB * 1024) / 43)) : 'Say hello.';
+const BODY = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: PROMPT }], max_tokens: 16 });
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 interface Proc {
