@@ -16,6 +16,7 @@ import { Secp256k1 } from '@cosmjs/crypto';
 import { secp256k1 } from '@noble/curves/secp256k1.js';
 import { sha256 as nobleSha256 } from '@noble/hashes/sha2.js';
 import libsecp256k1 from 'secp256k1';
+import { canonicalPromptHash } from '../src/protocol/canonical-json.js';
 
 export interface CryptoBenchRow {
   name: string;
@@ -65,6 +66,8 @@ export async function benchCrypto(ms = roundMs): Promise<CryptoBenchRow[]> {
     ['recover public key, libsecp256k1 (native)', () => libsecp256k1.ecdsaRecover(native.signature, native.recid, digest, false)],
     ['sha256 of a 4 KB prompt, node:crypto', () => createHash('sha256').update(prompt).digest()],
     ['sha256 of a 4 KB prompt, @noble/hashes', () => nobleSha256(prompt)],
+    // What a request pays for its MsgStartInference.prompt_hash: Go-canonical JSON, then sha256.
+    ['prompt_hash of a 4 KB prompt (canonical JSON, then sha256; src/protocol/canonical-json.ts)', () => canonicalPromptHash(prompt)],
     ['sign recoverable (65 B), @noble/curves, precomputed base', () => secp256k1.sign(digest, priv, { prehash: false, format: 'recovered' })],
     ['sign 64 B r||s, node:crypto (OpenSSL), no recovery id', () => createSign('sha256').update(prompt).sign({ key: nodePriv, dsaEncoding: 'ieee-p1363' })],
     ['sign recoverable, @cosmjs/crypto', () => Secp256k1.createSignature(digest, priv)],
