@@ -13,14 +13,18 @@ import type { LoadWorker } from './gateway-bench.js';
 import type { FixedRateSummary } from './load-worker.js';
 import { processCpuSeconds } from './target-process.js';
 
-/** CPU seconds by thread (the main one, the others by name; /proc/<pid>/task/<tid>: comm and stat utime+stime); Linux only. */
-export function threadCpu(pid: number): Map<string, number> {
+/**
+ * CPU seconds by thread (the main one, the others by name; /proc/<pid>/task/<tid>: comm and stat
+ * utime+stime); Linux only. `names`: labels of known thread ids (the gateway's log writer).
+ */
+export function threadCpu(pid: number, names: Readonly<Record<string, string>> = {}): Map<string, number> {
   const out = new Map<string, number>();
   for (const tid of readdirSync(`/proc/${pid}/task`)) {
     try {
-      // Worker threads are all named "node": the main thread is told apart by its id (= pid).
+      // Node's threads are all named "node" (V8's GC and compiler helpers, libuv's pool, worker
+      // threads): the main thread is told apart by its id (= pid), the labelled ones by theirs.
       const comm = readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim();
-      const name = tid === String(pid) ? 'main' : comm === 'node' ? 'worker/other' : comm;
+      const name = tid === String(pid) ? 'main' : (names[tid] ?? (comm === 'node' ? 'other' : comm));
       const f = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8').split(') ')[1]!.split(' ');
       out.set(name, (out.get(name) ?? 0) + (Number(f[11]) + Number(f[12])) / 100);
     } catch {
@@ -37,6 +41,8 @@ export interface CpuTarget {
   url: string;
   headers: Record<string, string>;
   body: string;
+  /** Labels of the process's known threads by Linux thread id (the gateway's log writer). */
+  threadNames?: Record<string, string>;
 }
 
 export interface FixedRateCpuRound {
@@ -56,7 +62,7 @@ export interface FixedRateCpu {
   /** Median over rounds: whole process (all threads), and its main thread. */
   cpuMicrosPerRequest: number;
   mainThreadMicrosPerRequest: number;
-  /** Over all rounds, µs per request by thread (main, the named threads, worker/other), largest first. */
+  /** Over all rounds, µs per request by thread (main, the labelled and named threads, other), largest first. */
   byThread: [string, number][];
   /** The process's CPU with no load (share of a core), measured just before its first round. */
   idleCpuShare: number;
@@ -92,10 +98,10 @@ export async function fixedRateCpu(
   for (let i = 0; i < opts.rounds; i++) {
     for (const t of targets) {
       const cpu0 = processCpuSeconds(t.pid);
-      const th0 = threadCpu(t.pid);
+      const th0 = threadCpu(t.pid, t.threadNames);
       const r = await worker.run<FixedRateSummary>(job(t, opts.seconds));
       const used = processCpuSeconds(t.pid) - cpu0;
-      const th1 = threadCpu(t.pid);
+      const th1 = threadCpu(t.pid, t.threadNames);
       if (r.errors > 0) throw new Error(`${t.name}: ${r.errors} errors in fixed-rate CPU round ${i + 1}`);
       const acc = threads.get(t.name)!;
       for (const [name, c] of th1) acc.set(name, (acc.get(name) ?? 0) + c - (th0.get(name) ?? 0));

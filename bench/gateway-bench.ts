@@ -37,6 +37,8 @@ import { listen, startHost, type Target } from './host.js';
 
 export interface GatewayTarget extends Target {
   gateway: RunningGateway;
+  /** Labels of the gateway's known threads by Linux thread id (its log writer), for per-thread CPU. */
+  threadNames(): Record<string, string>;
   storageDir: string;
   /** Creates `n` more escrows for the bench model (each takes ROUTING_STOP_NONCE requests). */
   addEscrows(n: number): Promise<void>;
@@ -210,6 +212,10 @@ export async function startGatewayTarget(
     headers: { authorization: `Bearer ${keys.apiKey}` },
     storeStats: () => gateway.store.stats(),
     gateway,
+    threadNames: () => {
+      const id = gateway.store.writerThreadId;
+      return id === undefined ? {} : { [String(id)]: 'log writer' };
+    },
     storageDir,
     addEscrows,
     close: async () => {

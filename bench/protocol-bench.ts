@@ -142,7 +142,7 @@ export async function benchProtocol(
     const worker = new LoadWorker();
     let cpu: FixedRateCpu[];
     try {
-      const target = (p: Proc, name: string) => ({ name, pid: p.pid, url: `${p.ready.url as string}/v1/chat/completions`, headers: { 'content-type': 'application/json', ...((p.ready.headers as Record<string, string>) ?? {}) }, body: BODY });
+      const target = (p: Proc, name: string) => ({ name, pid: p.pid, url: `${p.ready.url as string}/v1/chat/completions`, headers: { 'content-type': 'application/json', ...((p.ready.headers as Record<string, string>) ?? {}) }, body: BODY, threadNames: (p.ready.threads as Record<string, string> | undefined) ?? {} });
       cpu = await fixedRateCpu(worker, [target(client, 'minimal client'), target(gateway, 'gateway')], { rate: cpuRate, seconds: opts.cpuSeconds ?? 3, rounds: opts.cpuRounds ?? 3, log });
     } finally {
       worker.close();
@@ -177,7 +177,7 @@ async function runChild(kind: string, args: Record<string, unknown>): Promise<{ 
       (Engine.prototype as unknown as { appendOrdered: () => Promise<unknown[]> }).appendOrdered = () => Promise.resolve([]);
     }
     const gw = await startGatewayTarget('', { mode: 'protocol', chain, privateKey: args.privateKey as string, escrows: args.escrows as number });
-    return { ready: { url: gw.url, headers: gw.headers }, close: () => gw.close() };
+    return { ready: { url: gw.url, headers: gw.headers, threads: gw.threadNames() }, close: () => gw.close() };
   }
   const { createCosmosChainClient } = await import('../src/chain/cosmos-client.js');
   const { startMinimalClient } = await import('./protocol-client.js');

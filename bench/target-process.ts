@@ -16,6 +16,8 @@ export interface TargetProcess {
   url: string;
   headers: Record<string, string>;
   pid: number;
+  /** Labels of the process's known threads by Linux thread id (the gateway's log writer). */
+  threadNames: Record<string, string>;
   close(): Promise<void>;
 }
 
@@ -29,6 +31,7 @@ export function processCpuSeconds(pid: number): number {
 interface Ready {
   url: string;
   headers?: Record<string, string>;
+  threads?: Record<string, string>;
 }
 
 export async function startTargetProcess(kind: TargetKind, hostUrl: string, opts: { escrows?: number; execArgv?: string[] } = {}): Promise<TargetProcess> {
@@ -45,6 +48,7 @@ export async function startTargetProcess(kind: TargetKind, hostUrl: string, opts
     url: ready.url,
     headers: ready.headers ?? {},
     pid: child.pid!,
+    threadNames: ready.threads ?? {},
     close: () =>
       new Promise<void>((resolve) => {
         if (child.exitCode !== null) return resolve();
@@ -61,11 +65,12 @@ if (process.argv[2] === '--child') {
     tuneV8ForServing(); // the gateway as `shardgate serve` runs it; the bare proxy keeps Node's defaults
   }
   const { startBaseline, startGatewayTarget } = await import('./gateway-bench.js');
-  const target = kind === 'baseline' ? await startBaseline(hostUrl) : await startGatewayTarget(hostUrl, { mode: 'upstream', escrows: Number(escrows) });
+  const gateway = kind === 'gateway' ? await startGatewayTarget(hostUrl, { mode: 'upstream', escrows: Number(escrows) }) : undefined;
+  const target = gateway ?? (await startBaseline(hostUrl));
   process.on('message', async (m) => {
     if (m !== 'close') return;
     await target.close();
     process.exit(0);
   });
-  process.send!({ url: target.url, headers: target.headers });
+  process.send!({ url: target.url, headers: target.headers, threads: gateway?.threadNames() ?? {} });
 }

@@ -82,7 +82,7 @@ export async function benchWrk(
     const worker = new LoadWorker();
     let cpu: FixedRateCpu[];
     try {
-      const target = (t: TargetProcess) => ({ name: t.name, pid: t.pid, url: `${t.url}/v1/chat/completions`, headers: { 'content-type': 'application/json', ...t.headers }, body: BODY });
+      const target = (t: TargetProcess) => ({ name: t.name, pid: t.pid, url: `${t.url}/v1/chat/completions`, headers: { 'content-type': 'application/json', ...t.headers }, body: BODY, threadNames: t.threadNames });
       cpu = await fixedRateCpu(worker, [target(baseline), target(gateway)], { rate: cpuRate, seconds: opts.cpuSeconds ?? 3, rounds: opts.cpuRounds ?? 3, log });
     } finally {
       worker.close();

@@ -477,6 +477,11 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
     return { ...this.counters };
   }
 
+  /** The writer thread's Linux thread id, when commits run on one (CPU accounting per thread). */
+  get writerThreadId(): number | undefined {
+    return this.writer?.threadId;
+  }
+
   /**
    * Stores a projection checkpoint (overwrites the previous one of that name). Not an event.
    * Throws if `position` is beyond the log.

@@ -38,6 +38,11 @@ const { hash } = require('node:crypto');
 const recordCanonicalJson = ${recordCanonicalJson.toString()};
 const Database = require(workerData.sqlite);
 const { file, port, flag, busyTimeoutMs, columns } = workerData;
+// This thread's Linux id (flag[1]), so a reader of /proc/<pid>/task can tell the log's writer from V8's threads.
+try {
+  const m = /task\\/(\\d+)$/.exec(require('node:fs').readlinkSync('/proc/thread-self'));
+  if (m) Atomics.store(flag, 1, Number(m[1]));
+} catch {}
 const db = new Database(file, { timeout: busyTimeoutMs });
 db.pragma('journal_mode = WAL');
 db.pragma('synchronous = FULL');
@@ -94,7 +99,8 @@ port.on('message', (m) => {
 export class SqliteWriter {
   private readonly worker: Worker;
   private readonly port: MessagePort;
-  private readonly flag = new Int32Array(new SharedArrayBuffer(4));
+  /** [0]: a reply is waiting; [1]: the thread's Linux id, once it has started (0 elsewhere). */
+  private readonly flag = new Int32Array(new SharedArrayBuffer(8));
   private busy = false;
 
   constructor(
@@ -113,6 +119,12 @@ export class SqliteWriter {
     this.worker.unref();
     this.port.on('message', (reply: WriteReply) => this.settle(reply));
     this.port.unref();
+  }
+
+  /** The writer thread's Linux thread id (/proc/<pid>/task/<id>), once started; undefined off Linux. */
+  get threadId(): number | undefined {
+    const id = Atomics.load(this.flag, 1);
+    return id > 0 ? id : undefined;
   }
 
   /** Whether a batch is being written. */

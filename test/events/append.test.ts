@@ -6,7 +6,7 @@ import { eventHash } from '../../src/events/hash.js';
 import { canonicalJson } from '../../src/events/canonical-json.js';
 import type { RecordedEvent } from '../../src/events/envelope.js';
 import { ev, tempStorage } from '../helpers/store-fixtures.js';
-import { statSync } from 'node:fs';
+import { readlinkSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 
 let storage: ReturnType<typeof tempStorage>;
@@ -30,6 +30,21 @@ describe('opening', () => {
     const db = (store as unknown as { db: { pragma(s: string, o: object): unknown } }).db;
     expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
     expect(db.pragma('synchronous', { simple: true })).toBe(2); // FULL
+  });
+});
+
+describe('the writer thread', () => {
+  // The benches read CPU per thread from /proc/<pid>/task/<id> and label the log's writer by this id.
+  it.runIf(process.platform === 'linux')('names its Linux thread id, another thread than the caller', async () => {
+    await store.append('escrow-1', [ev('a')], { expectedVersion: 'any' });
+    const id = store.writerThreadId;
+    expect(id).toBeGreaterThan(0);
+    const self = /task\/(\d+)$/.exec(readlinkSync('/proc/thread-self'))![1];
+    expect(String(id)).not.toBe(self);
+    expect(statSync(`/proc/${process.pid}/task/${id}`).isDirectory()).toBe(true);
+    const inThread = openSqliteEventStore(eventsFile(join(storage.dir, 'other')), { writerThread: false });
+    expect(inThread.writerThreadId).toBeUndefined();
+    await inThread.close();
   });
 });
 
