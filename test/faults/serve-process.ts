@@ -4,6 +4,7 @@
  */
 import Database from 'better-sqlite3';
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import type { RecordedEvent } from '../../src/events/envelope.js';
@@ -12,8 +13,41 @@ import { ensureBuilt } from '../helpers/store-dist.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** A TCP port free on loopback at the time of asking. */
-export function freePort(): Promise<number> {
+/** Whether `port` can be listened on, on loopback, now. */
+function canListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.once('error', () => resolve(false));
+    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
+  });
+}
+
+/** The lowest port the kernel gives outgoing connections (Linux; 32768 elsewhere). */
+function ephemeralLow(): number {
+  try {
+    const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+    return Number.isInteger(low) && low > 0 ? low : 32768;
+  } catch {
+    return 32768;
+  }
+}
+
+/**
+ * A TCP port free on loopback, for a gateway that is killed and restarted on it. Taken below the
+ * kernel's ephemeral range: a port the kernel hands out (listen(0)) can meanwhile become the local
+ * port of any outgoing connection of the tests running beside, and the restart then fails with
+ * "already in use" (seen in CI, test/faults/crash.test.ts).
+ */
+export async function freePort(): Promise<number> {
+  const high = ephemeralLow();
+  const low = 10_000;
+  if (high - low >= 1_000) {
+    for (let i = 0; i < 100; i++) {
+      const port = low + Math.floor(Math.random() * (high - low));
+      if (await canListen(port)) return port;
+    }
+  }
+  // No room below the ephemeral range: one the kernel picks.
   return new Promise((resolve, reject) => {
     const s = createServer();
     s.once('error', reject);
