@@ -35,7 +35,7 @@ function ephemeralLow(): number {
 /**
  * A TCP port free on loopback, for a gateway that is killed and restarted on it. Taken below the
  * kernel's ephemeral range: a port the kernel hands out (listen(0)) can meanwhile become the local
- * port of any outgoing connection of the tests running beside, and the restart then fails with
+ * port of any outgoing connection of the tests running beside, and the start or a restart fails with
  * "already in use" (seen in CI, test/faults/crash.test.ts).
  */
 export async function freePort(): Promise<number> {
