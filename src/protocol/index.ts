@@ -1,5 +1,5 @@
 /**
- * src/protocol: devshard protocol v2, pure. The host state machine replica (one per escrow), its
+ * src/protocol: the devshard protocol versions we speak (versions.ts), pure. The host state machine replica (one per escrow), its
  * roots and settlement, the user-side composition of a diff, signatures and their preimages, the
  * Go-canonical prompt hash. See docs/protocol.md.
  */
@@ -17,3 +17,4 @@ export * from './compose.js';
 export * from './replay.js';
 export * from './settlement.js';
 export * from './charges.js';
+export * from './versions.js';
