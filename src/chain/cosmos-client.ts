@@ -3,8 +3,8 @@
  * ctl/chain_tx_rest.go): chain id from `/cosmos/base/tendermint/v1beta1/node_info`, account number
  * from `/cosmos/auth/v1beta1/accounts/{addr}`, txs signed offline (tx.ts: unordered, fixed fee and
  * gas), sent with `POST /cosmos/tx/v1beta1/txs` (BROADCAST_MODE_SYNC) and looked up by hash with
- * `GET /cosmos/tx/v1beta1/txs/{hash}`; the inference module's params, escrows, epoch, participants,
- * balances and the node's model list over REST too. No CometBFT RPC is needed.
+ * `GET /cosmos/tx/v1beta1/txs/{hash}`; the inference module's params, approved devshard versions,
+ * escrows, epoch, participants, authz warm-key grants, balances and the node's model list over REST too. No CometBFT RPC is needed.
  *
  * Unordered txs carry no account sequence: two creates back to back, a pending one, or a tx another
  * tool sent from the same account in between never make the next one fail. The chain's replay
@@ -46,6 +46,7 @@ import {
 } from './rest-queries.js';
 import { settleMessage } from './settlement-message.js';
 import { signTx, UNORDERED_TX_TTL_MS, type TxMessage } from './tx.js';
+import { fetchWarmKeyGranted } from './warm-keys.js';
 
 /** devshardctl's defaults (ctl/chain_tx_rest.go): 1,000,000 ngonka fee, 500,000 gas. */
 export const DEFAULT_TX_FEE = { denom: DENOM, amount: 1_000_000n, gasLimit: 500_000n } as const;
@@ -179,6 +180,11 @@ export class CosmosChainClient implements ChainPort {
 
   models(): Promise<string[]> {
     return fetchModels(this.rest);
+  }
+
+  /** Cosmos authz: `cold` granted `warm` the warm-key marker (v0.2.15+), or the legacy one (warm-keys.ts). */
+  warmKeyGranted(cold: string, warm: string): Promise<boolean> {
+    return fetchWarmKeyGranted(this.rest, cold, warm);
   }
 
   async addressOf(privateKeyHex: string): Promise<string> {

@@ -38,7 +38,13 @@ export const DEVSHARD_TEXT = {
   versionRequired: () => 'version is required',
   nonceTooHigh: (nonce: bigint, max: number) => `nonce ${nonce} exceeds maximum ${max}`,
   versionTooLong: () => 'version exceeds maximum length of 128',
-  versionNotApproved: (version: string) => `settlement version ${JSON.stringify(version)} is not listed in devshard_escrow_params.approved_versions`,
+  /**
+   * Chain v0.2.16 (k/devshard_settlement.go `validateDevshardSettlementVersionApproved`,
+   * zpoken/gonka@ef1a5efd): the approved versions are a store of their own.
+   */
+  versionNotApproved: (version: string) => `settlement version ${JSON.stringify(version)} is not listed in approved devshard versions`,
+  /** The same refusal before v0.2.16 (gonka 8a35022 .. 59b1ee7e), when the list was in params. */
+  versionNotApprovedInParams: (version: string) => `settlement version ${JSON.stringify(version)} is not listed in devshard_escrow_params.approved_versions`,
   stateRootLength: (n: number) => `state_root must be 32 bytes, got ${n}`,
   stateRootMismatch: () => 'state_root mismatch',
   duplicateSignature: (slot: number) => `duplicate signature for slot ${slot}`,
@@ -68,6 +74,8 @@ const TEXT_KINDS: [RegExp, ChainErrorKind][] = [
   [/escrow \d+ already settled/, 'already_settled'],
   [/settler \S+ is not the escrow creator/, 'wrong_settler'],
   [/nonce \d+ exceeds maximum \d+/, 'nonce_too_high'],
+  // v0.2.16's text, then the older chains' (the list in params).
+  [/settlement version .* is not listed in approved devshard versions/, 'version_not_approved'],
   [/settlement version .* is not listed in devshard_escrow_params\.approved_versions/, 'version_not_approved'],
   [/devshard settlement only supports current or previous epoch/, 'wrong_epoch'],
   [/insufficient quorum: \d+ slot votes, need \d+/, 'bad_signatures'],

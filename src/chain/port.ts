@@ -19,7 +19,11 @@ export interface EscrowParams {
   allowedCreatorAddresses: string[];
   /** Price of one token in the smallest coin unit. */
   tokenPrice: bigint;
-  /** approved_versions[].name; empty = any settlement version tag. */
+  /**
+   * Names of the approved devshard versions; empty = the keeper accepts any settlement version tag.
+   * Chain v0.2.16+: the approved-versions store (`GET …/devshard_approved_versions`); an older chain
+   * (no such route): `devshard_escrow_params.approved_versions[].name`.
+   */
   approvedVersions: string[];
   createDevshardFee: bigint;
   feePerNonce: bigint;
@@ -69,6 +73,13 @@ export interface ChainEscrow {
   slots: EscrowSlot[];
   /** Price, fees and seal settings frozen on the escrow at creation (DevshardEscrow 8, 10–14; 0 = default). */
   session?: EscrowSessionFields;
+  /**
+   * Chain params frozen on the escrow at creation (DevshardEscrow 15 validation_rate, 16
+   * vote_threshold_factor, 17 refusal_timeout, 18 execution_timeout; chain v0.2.14+ for 15, later
+   * for 16–18). Only the members the chain served are set (0 = a legacy row: unset); absent when it
+   * served none. The session binds them with `bindParamsAtBind` (protocol/session-config.ts).
+   */
+  frozen?: ChainBindParams;
 }
 
 export interface HostStat {
@@ -100,6 +111,8 @@ export interface Settlement {
   fees: bigint;
   /** Settlement format version. */
   version: number;
+  /** The session's state-root tag (`state_root_and_protocol_version`); absent: `v${version}`. */
+  stateRootVersion?: string;
 }
 
 /**
@@ -151,7 +164,7 @@ export type ChainErrorKind =
   | 'bad_signatures'
   | 'wrong_settler'
   | 'nonce_too_high'
-  /** The settlement's version tag is not in approved_versions[].name. */
+  /** The settlement's version tag is not among the approved devshard versions (a non-empty list). */
   | 'version_not_approved'
   | 'overspent'
   | 'not_found'
@@ -198,6 +211,11 @@ export interface ChainPort {
   balance(address: string, denom?: string): Promise<bigint>;
   /** Governance model ids ({node_base}/v1/governance/models). */
   models(): Promise<string[]>;
+  /**
+   * Whether `cold` granted `warm` its warm-key marker (cosmos authz): the v0.2.15 marker
+   * `/inference.inference.MsgClaimRewards`, else the legacy `/inference.inference.MsgStartInference`.
+   */
+  warmKeyGranted(cold: string, warm: string): Promise<boolean>;
   /** bech32 address of a 64-hex private key (pure; no network). */
   addressOf(privateKeyHex: string): Promise<string>;
 

@@ -2,9 +2,10 @@
  * Rules the chain enforces that the gateway checks **before** it signs a tx, so no fee is spent on a
  * tx the chain must refuse. Each refusal names the rule (the chain's own text where it has one) and
  * the remedy. Sources (gonka 8a35022): k/params.go IsAllowedEscrowCreator (an empty allowlist is
- * permissive), k/msg_server_create_devshard_escrow.go (amount range), k/devshard_settlement.go
- * (approved_versions; empty = any version). The per-epoch limit is not exposed as a count by any
- * route, so it is left to the chain's text (`epoch %d already has %d escrows (max %d)`).
+ * permissive), k/msg_server_create_devshard_escrow.go (amount range); k/devshard_settlement.go
+ * `validateDevshardSettlementVersionApproved` (zpoken/gonka@ef1a5efd, chain v0.2.16: the approved
+ * versions' store; an empty list accepts any version). The per-epoch limit is not exposed as a count
+ * by any route, so it is left to the chain's text (`epoch %d already has %d escrows (max %d)`).
  */
 import { DEVSHARD_TEXT } from './devshard-errors.js';
 import { ChainError, type EscrowParams } from './port.js';
@@ -32,10 +33,23 @@ export function settleRefusal(p: EscrowParams, r: { settler: string; version: st
   if (p.allowedCreatorAddresses.length > 0 && !p.allowedCreatorAddresses.includes(r.settler)) {
     return refuse('not_allowlisted', `${r.settler} is not on devshard_escrow_params.allowed_creator_addresses, which the chain also requires of the settler. Have governance add this address back; until then the escrow cannot be settled.`);
   }
-  if (p.approvedVersions.length > 0 && !p.approvedVersions.includes(r.version)) {
-    return refuse('version_not_approved', `${DEVSHARD_TEXT.versionNotApproved(r.version)} (listed: ${p.approvedVersions.join(', ')}). Wait until governance approves ${JSON.stringify(r.version)}; settle before the escrow's settle window closes.`);
-  }
-  return undefined;
+  return versionRefusal(p.approvedVersions, r.version);
+}
+
+/**
+ * The keeper's approved-versions rule, before any tx is signed: a settlement whose version tag is
+ * not listed is refused (with the keeper's text); an empty list accepts any version. At create, an
+ * escrow opened in an unlisted version could never be settled (and the chain pays its whole deposit
+ * to the hosts when it prunes it), so it is refused then too.
+ */
+export function versionRefusal(approved: readonly string[], version: string): ChainError | undefined {
+  if (approved.length === 0 || approved.includes(version)) return undefined;
+  return refuse(
+    'version_not_approved',
+    `${DEVSHARD_TEXT.versionNotApproved(version)} (listed: ${approved.join(', ')}), so the chain would refuse its settlement. ` +
+      `Use one of the listed versions for a new escrow, or wait until governance approves ${JSON.stringify(version)} (an escrow already open in it settles once it is, within its settle window). ` +
+      'Refused before signing: no fee was spent.',
+  );
 }
 
 /**

@@ -3,6 +3,7 @@
  * Tolerant of cosmos-style encodings: integers may come as strings or numbers; escrow slots may be
  * plain host addresses (as on the network) or {slot_id, host, url} objects (devnet).
  */
+import type { ChainBindParams } from '../protocol/session-config.js';
 import { ChainError, type ChainEscrow, type EpochInfo, type EscrowParams, type EscrowSlot, type TxOutcome } from './port.js';
 
 export interface RestOptions {
@@ -15,7 +16,8 @@ export interface RestOptions {
 
 export const trimSlash = (u: string) => u.replace(/\/+$/, '');
 
-export async function getJson(url: string, timeoutMs: number, allow404 = false): Promise<unknown> {
+/** `absent`: true = a 404 answers undefined; or the statuses that do (a route an older chain lacks). */
+export async function getJson(url: string, timeoutMs: number, absent: boolean | readonly number[] = false): Promise<unknown> {
   let res: Response;
   try {
     res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs), headers: { accept: 'application/json' } });
@@ -23,7 +25,7 @@ export async function getJson(url: string, timeoutMs: number, allow404 = false):
     const timedOut = (e as Error).name === 'TimeoutError';
     throw new ChainError(timedOut ? 'timeout' : 'unreachable', `chain REST ${timedOut ? 'timed out' : 'unreachable'}: GET ${url}`);
   }
-  if (res.status === 404 && allow404) return undefined;
+  if ((absent === true && res.status === 404) || (Array.isArray(absent) && absent.includes(res.status))) return undefined;
   if (!res.ok) throw new ChainError(res.status >= 500 ? 'unreachable' : 'rejected', `chain REST answered ${res.status}: GET ${url}`);
   return res.json();
 }
@@ -38,12 +40,33 @@ export type Obj = Record<string, unknown>;
 export const obj = (v: unknown): Obj => (v !== null && typeof v === 'object' ? (v as Obj) : {});
 
 const PARAMS_PATH = '/productscience/inference/inference/params';
+export const APPROVED_VERSIONS_PATH = '/productscience/inference/inference/devshard_approved_versions';
 
-/** `params.devshard_escrow_params` (params.proto; 64-bit ints arrive as strings, 32-bit as numbers). */
+/**
+ * `params.devshard_escrow_params` (params.proto; 64-bit ints arrive as strings, 32-bit as numbers),
+ * with the approved versions from their own store when the chain has one (v0.2.16+, where the
+ * params' list is migrated out and empty), else from the params' `approved_versions`.
+ */
 export async function fetchParams(o: RestOptions): Promise<EscrowParams> {
-  const body = obj(await getJson(`${trimSlash(o.restUrl)}${PARAMS_PATH}`, o.timeoutMs));
-  return parseEscrowParams(obj(obj(body.params).devshard_escrow_params));
+  const [body, approved] = await Promise.all([getJson(`${trimSlash(o.restUrl)}${PARAMS_PATH}`, o.timeoutMs), fetchApprovedVersions(o)]);
+  const params = parseEscrowParams(obj(obj(obj(body).params).devshard_escrow_params));
+  return approved === undefined ? params : { ...params, approvedVersions: approved };
 }
+
+/**
+ * The approved devshard versions' names, from `Query/DevshardApprovedVersions` (chain v0.2.16,
+ * zpoken/gonka@ef1a5efd query.proto: `{repeated DevshardApprovedVersion versions = 1}`, each
+ * `{name, binary, sha256}`; the keeper lists them by name). Undefined when the chain does not serve
+ * the route: 404 (no such path) or 501 (gRPC Unimplemented), i.e. a chain before v0.2.16.
+ */
+export async function fetchApprovedVersions(o: RestOptions): Promise<string[] | undefined> {
+  const body = await getJson(`${trimSlash(o.restUrl)}${APPROVED_VERSIONS_PATH}`, o.timeoutMs, [404, 501]);
+  if (body === undefined) return undefined;
+  return approvedNames(obj(body).versions);
+}
+
+const approvedNames = (list: unknown): string[] =>
+  Array.isArray(list) ? list.map((v) => String(obj(v).name ?? '')).filter((n) => n !== '') : [];
 
 export function parseEscrowParams(p: Obj): EscrowParams {
   return {
@@ -54,7 +77,7 @@ export function parseEscrowParams(p: Obj): EscrowParams {
     maxNonce: num(p.max_nonce, 'max_nonce'),
     allowedCreatorAddresses: Array.isArray(p.allowed_creator_addresses) ? p.allowed_creator_addresses.map(String) : [],
     tokenPrice: big(p.token_price),
-    approvedVersions: Array.isArray(p.approved_versions) ? p.approved_versions.map((v) => String(obj(v).name ?? '')).filter((n) => n !== '') : [],
+    approvedVersions: approvedNames(p.approved_versions),
     createDevshardFee: big(p.create_devshard_fee),
     feePerNonce: big(p.fee_per_nonce),
     bind: {
@@ -95,7 +118,25 @@ export async function fetchEscrow(o: RestOptions, id: string, urlOf: (address: s
       inferenceSealGraceSeconds: optNum(e.inference_seal_grace_seconds),
       autoSealEveryNNonces: optNum(e.auto_seal_every_n_nonces),
     },
+    ...frozenBindParams(e),
   };
+}
+
+/**
+ * DevshardEscrow 15–18, the chain params frozen at creation (devshard_escrow.proto: validation_rate
+ * 15 and vote_threshold_factor 16 uint32, refusal_timeout 17 and execution_timeout 18 int64, so
+ * strings in REST JSON). The chain's gateway emits defaults, so a member is absent only when the
+ * chain does not know the field; it is left out then, and `frozen` too when none is served.
+ */
+function frozenBindParams(e: Obj): { frozen?: ChainBindParams } {
+  const has = (k: string) => e[k] !== undefined && e[k] !== null;
+  const frozen: ChainBindParams = {
+    ...(has('validation_rate') ? { validationRate: num(e.validation_rate, 'validation_rate') } : {}),
+    ...(has('vote_threshold_factor') ? { voteThresholdFactor: num(e.vote_threshold_factor, 'vote_threshold_factor') } : {}),
+    ...(has('refusal_timeout') ? { refusalTimeout: big(e.refusal_timeout) } : {}),
+    ...(has('execution_timeout') ? { executionTimeout: big(e.execution_timeout) } : {}),
+  };
+  return Object.keys(frozen).length > 0 ? { frozen } : {};
 }
 
 /** A 32-bit field that proto3 JSON may leave out when 0. */

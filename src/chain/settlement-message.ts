@@ -20,6 +20,6 @@ export function settleMessage(settler: string, s: Settlement): MsgSettleDevshard
     hostStats: s.hostStats.map((h) => ({ slotId: h.slotId, missed: h.missed, invalid: h.invalid, cost: h.cost, requiredValidations: 0, completedValidations: 0 })),
     signatures: s.signatures.map((sig) => ({ slotId: sig.slotId, signature: fromBase64(sig.signature) })),
     fees: s.fees,
-    stateRootAndProtocolVersion: `v${s.version}`,
+    stateRootAndProtocolVersion: s.stateRootVersion ?? `v${s.version}`,
   });
 }

@@ -116,3 +116,36 @@ export function applyChainBindParams(cfg: SessionConfig, groupSize: number, p: C
     groupSize,
   );
 }
+
+/**
+ * `DefaultDevshardValidationRate` of the chain since v0.2.14 (gonka 59b1ee7e
+ * inference-chain/x/inference/types/params.go:108, and devshard/types/config.go
+ * `DefaultValidationRate`): what a host binds for an escrow row whose frozen validation_rate is 0.
+ */
+export const DEFAULT_DEVSHARD_VALIDATION_RATE = 1000;
+
+/**
+ * The bind params of a session: the values frozen on its escrow at creation (DevshardEscrow 15–18,
+ * `ChainEscrow.frozen`) win over the live chain params (`live`, read at bind), as hosts since chain
+ * v0.2.14 bind them (gonka 59b1ee7e devshard/bridge/config.go `SessionConfigAtBind` takes
+ * validation_rate from the escrow; Z5 devshard/bridge/config.go takes all four from it).
+ * - validation_rate: frozen non-zero wins; a frozen 0 (a legacy row) is DEFAULT_DEVSHARD_VALIDATION_RATE;
+ *   not served at all (a chain before v0.2.14) → the live param, as v2 hosts bound it.
+ * - vote_threshold_factor, refusal_timeout, execution_timeout: frozen non-zero wins, else the live param.
+ * No frozen values at all: `live` unchanged. Pure; `applyChainBindParams` applies the result.
+ */
+export function bindParamsAtBind(frozen: ChainBindParams | undefined, live: ChainBindParams | undefined): ChainBindParams | undefined {
+  if (!frozen || Object.keys(frozen).length === 0) return live;
+  const l = live ?? {};
+  const validationRate =
+    frozen.validationRate === undefined ? l.validationRate : frozen.validationRate > 0 ? frozen.validationRate : DEFAULT_DEVSHARD_VALIDATION_RATE;
+  const voteThresholdFactor = frozen.voteThresholdFactor !== undefined && frozen.voteThresholdFactor > 0 ? frozen.voteThresholdFactor : l.voteThresholdFactor;
+  const refusalTimeout = frozen.refusalTimeout !== undefined && frozen.refusalTimeout > 0n ? frozen.refusalTimeout : l.refusalTimeout;
+  const executionTimeout = frozen.executionTimeout !== undefined && frozen.executionTimeout > 0n ? frozen.executionTimeout : l.executionTimeout;
+  return {
+    ...(refusalTimeout !== undefined ? { refusalTimeout } : {}),
+    ...(executionTimeout !== undefined ? { executionTimeout } : {}),
+    ...(validationRate !== undefined ? { validationRate } : {}),
+    ...(voteThresholdFactor !== undefined ? { voteThresholdFactor } : {}),
+  };
+}

@@ -51,14 +51,15 @@ export async function stopDevnetAndClient(t: { devnet?: Devnet; client?: CosmosC
 }
 
 /**
- * A settlement in the devshard protocol's format ("v2", as the real keeper verifies it,
- * k/devshard_settlement.go): the root sha256(host_stats hash ‖ fees ‖ rest_hash ‖ sha256("v2") ‖ 0x02),
- * each given host's 65-byte signature over sha256(StateSignatureContent{root, escrow id, nonce}).
+ * A settlement in the devshard protocol's format (tag "v2" unless `tag` says otherwise, as the real
+ * keeper verifies it, k/devshard_settlement.go): the root sha256(host_stats hash ‖ fees ‖ rest_hash ‖
+ * sha256(tag) ‖ 0x02), each given host's 65-byte signature over sha256(StateSignatureContent{root,
+ * escrow id, nonce}).
  */
 export function signedSettlement(
   escrowId: string,
   hosts: HostIdentity[],
-  opts: { costs?: bigint[]; fees?: bigint; nonce?: number; signers?: HostIdentity[]; seed?: string; missed?: number[]; invalid?: number[] } = {},
+  opts: { costs?: bigint[]; fees?: bigint; nonce?: number; signers?: HostIdentity[]; seed?: string; missed?: number[]; invalid?: number[]; tag?: string } = {},
 ): Settlement {
   const signers = opts.signers ?? hosts;
   const hostStats = hosts.map((h, i) => ({ slotId: h.index, missed: opts.missed?.[i] ?? 0, invalid: opts.invalid?.[i] ?? 0, cost: opts.costs?.[i] ?? 0n, requests: 1 }));
@@ -66,7 +67,7 @@ export function signedSettlement(
   const nonce = opts.nonce ?? 3;
   const restHash = sha256(toUtf8(`rest/${escrowId}/${opts.seed ?? ''}`));
   const stats = hostStats.map((h) => ({ ...h, requiredValidations: 0, completedValidations: 0 }));
-  const root = stateRoot(hostStatsHash(stats), fees, restHash, 'v2', Phase.Settlement);
+  const root = stateRoot(hostStatsHash(stats), fees, restHash, opts.tag ?? 'v2', Phase.Settlement);
   const signed = stateSignatureBytes(root, escrowId, BigInt(nonce));
   return {
     escrowId,
@@ -77,5 +78,6 @@ export function signedSettlement(
     signatures: signers.map((h) => ({ slotId: h.index, signature: toBase64(signMessage(signed, h.privateKey)) })),
     fees,
     version: 2,
+    ...(opts.tag !== undefined ? { stateRootVersion: opts.tag } : {}),
   };
 }

@@ -1,9 +1,11 @@
+import Database from 'better-sqlite3';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CosmosChainClient } from '../../src/chain/cosmos-client.js';
 import type { Devnet } from '../../src/devnet/chain/index.js';
+import { SUPPORTED_VERSION_NAMES } from '../../src/protocol/versions.js';
 import { clientFor, CREATOR_KEYS, MODEL, startTestDevnet } from '../chain/helpers.js';
 
 describe('devnet endpoints an operator reads', () => {
@@ -38,10 +40,12 @@ describe('devnet endpoints an operator reads', () => {
       maxNonce: 1_000_000,
       allowedCreatorAddresses: await Promise.all(CREATOR_KEYS.map((k) => client.addressOf(k))),
       tokenPrice: 1000n,
-      approvedVersions: ['v1', 'v2'],
+      // Chain v0.2.16: read from the approved-versions store; by default every version the gateway speaks.
+      approvedVersions: [...SUPPORTED_VERSION_NAMES].sort(),
       createDevshardFee: 10_000n,
       feePerNonce: 1_000n,
-      bind: { refusalTimeout: 60n, executionTimeout: 1200n, validationRate: 5000, voteThresholdFactor: 50 },
+      // Validation rate: the chain's default since 59b1ee7e (t/params.go:108).
+      bind: { refusalTimeout: 60n, executionTimeout: 1200n, validationRate: 1000, voteThresholdFactor: 50 },
     });
     expect(params.allowedCreatorAddresses).not.toContain(devnet.notAllowlisted.address);
     expect(await client.models()).toEqual([MODEL]);
@@ -57,6 +61,32 @@ describe('devnet endpoints an operator reads', () => {
     expect(e.blocksUntilBoundary).toBe(200 - e.height);
     devnet.chain.jumpTo(203);
     expect(await client.epoch()).toMatchObject({ epochIndex: 2, nextBoundaryHeight: 300, pocActive: true, pocEndHeight: 210 });
+  });
+
+  it('freezes the chain params on an escrow at create (DevshardEscrow 15–18) and serves them', async () => {
+    const { escrowId } = await client.createEscrow(CREATOR_KEYS[0]!, 1_000_000_000n, MODEL);
+    expect((await client.escrow(escrowId))!.frozen).toEqual({ validationRate: 1000, voteThresholdFactor: 50, refusalTimeout: 60n, executionTimeout: 1200n });
+    // Governance changes later do not touch it: the params move, the escrow keeps what it froze.
+    const p = devnet.chain.state.params;
+    const before = { ...p };
+    Object.assign(p, { validationRate: 2500, voteThresholdFactor: 67, refusalTimeout: 30n, executionTimeout: 600n });
+    try {
+      expect((await client.escrow(escrowId))!.frozen).toEqual({ validationRate: 1000, voteThresholdFactor: 50, refusalTimeout: 60n, executionTimeout: 1200n });
+      const later = (await client.createEscrow(CREATOR_KEYS[0]!, 1_000_000_000n, MODEL)).escrowId;
+      expect((await client.escrow(later))!.frozen).toEqual({ validationRate: 2500, voteThresholdFactor: 67, refusalTimeout: 30n, executionTimeout: 600n });
+      // Zero in params: the compiled defaults are frozen (…ForCreate: 1000, 50, 60, 1200).
+      Object.assign(p, { validationRate: 0, voteThresholdFactor: 0, refusalTimeout: 0n, executionTimeout: 0n });
+      const zero = (await client.createEscrow(CREATOR_KEYS[0]!, 1_000_000_000n, MODEL)).escrowId;
+      expect((await client.escrow(zero))!.frozen).toEqual({ validationRate: 1000, voteThresholdFactor: 50, refusalTimeout: 60n, executionTimeout: 1200n });
+    } finally {
+      Object.assign(p, before);
+    }
+  });
+
+  it('serves validation_params.logprobs_mode with the chain default', async () => {
+    const body = (await (await fetch(`${devnet.url}/productscience/inference/inference/params`)).json()) as { params: { validation_params: { logprobs_mode: string } } };
+    // t/params.go at 59b1ee7e: DefaultLogprobsMode = LogprobsModeProcessed = "processed_logprobs".
+    expect(body.params.validation_params.logprobs_mode).toBe('processed_logprobs');
   });
 
   it('answers an unknown escrow as not found', async () => {
@@ -108,6 +138,37 @@ describe('devnet state in a SQLite file (DEVNET_STATE)', () => {
       expect((await c2.createEscrow(CREATOR_KEYS[0]!, 1_000_000_000n, MODEL)).escrowId).not.toBe(escrowId);
       c2.close();
       await second.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a snapshot from before the approved-versions store: the store is the configured one, the params\' old list is dropped', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'devnet-state-'));
+    const statePath = join(dir, 'devnet.sqlite');
+    try {
+      await (await startTestDevnet({ statePath })).close();
+      // Rewrite the snapshot as an older devnet wrote it: the list in params, no store, no grants.
+      const db = new Database(statePath);
+      const row = db.prepare<[], { state: string }>('SELECT state FROM devnet_snapshot WHERE id = 1').get()!;
+      const old = JSON.parse(row.state) as Record<string, unknown> & { params: Record<string, unknown> };
+      delete old.approvedVersions;
+      delete old.authzGrants;
+      old.params.approvedVersions = [{ name: 'v1', binary: 'devshard-v1', sha256: '' }];
+      db.prepare('UPDATE devnet_snapshot SET state = ? WHERE id = 1').run(JSON.stringify(old));
+      db.close();
+
+      const restored = await startTestDevnet({ statePath, approvedVersions: ['v4.1'] });
+      const c = clientFor(restored);
+      try {
+        expect((await c.params()).approvedVersions).toEqual(['v4.1']);
+        const body = (await (await fetch(`${restored.url}/productscience/inference/inference/params`)).json()) as { params: { devshard_escrow_params: { approved_versions: unknown[] } } };
+        expect(body.params.devshard_escrow_params.approved_versions).toEqual([]);
+        expect(await c.warmKeyGranted(restored.hosts[0]!.address, restored.hosts[1]!.address)).toBe(false);
+      } finally {
+        c.close();
+        await restored.close();
+      }
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -174,6 +174,7 @@ describe('a devnet of external hosts only (DEVNET_HOSTS=0)', () => {
     expect((await client.params()).groupSize).toBe(1);
     const { escrow } = await client.createEscrow(CREATOR_KEYS[0]!, 1_000_000_000n, MODEL);
     expect(escrow.slots).toEqual([{ slotId: 0, host: ADDR_A, url: 'http://127.0.0.1:9/a' }]);
+    expect((await fetch(`${devnet.url}/hosts/0/devshard/v4.1/sessions/1/mempool`)).status).toBe(404);
     expect((await fetch(`${devnet.url}/hosts/0/v1/devshard/sessions/1/mempool`)).status).toBe(404);
   });
 });

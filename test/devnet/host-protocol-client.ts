@@ -3,7 +3,9 @@
  * src/network/devshard only: composes and signs each diff, signs the request header, sends every
  * host the diffs it has not acknowledged (catch-up), checks each receipt's state_hash against its
  * own replica and takes host txs from receipts and mempools into later diffs. Also the test net:
- * a fastify app on loopback with the simulated hosts over an in-memory chain view.
+ * a fastify app on loopback with the simulated hosts over an in-memory chain view. The client
+ * speaks one version's route (default the newest, `/devshard/v4.1`) and hashes that version's name
+ * as its state-root tag, as the hosts' sessions under that route do.
  */
 import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import Fastify, { type FastifyInstance } from 'fastify';
@@ -29,6 +31,7 @@ import {
   type EscrowSessionFields,
 } from '../../src/protocol/index.js';
 import { DevshardTxSchema, type DevshardTx } from '../../src/protocol/gen/devshard/v1/diff_pb.js';
+import { NEWEST_VERSION, SUPPORTED_VERSION_NAMES, versionOfRoute } from '../../src/protocol/versions.js';
 import { MsgConfirmStartSchema, MsgFinalizeRoundSchema, MsgStartInferenceSchema } from '../../src/protocol/gen/devshard/v1/tx_pb.js';
 import { newKey, type Key } from '../network/fixtures.js';
 
@@ -46,13 +49,35 @@ export interface TestNet {
   /** The hosts' clock is Date.now() + offsetMs (the client signs with the same clock). */
   clock: { offsetMs: number };
   hostUrl(i: number): string;
+  /** The route prefix the clients speak by default (`/devshard/<version>`, or `/v1/devshard`). */
+  route: string;
+  /** The version that route serves: the state-root tag the clients hash by default. */
+  version: string;
   close(): Promise<void>;
+}
+
+export interface TestNetOptions {
+  hosts?: number;
+  slotsOf?: number[];
+  tokenDelayMs?: number;
+  /** The clients' route prefix; default `/devshard/<newest version>`. */
+  route?: string;
+  /** The versions the hosts serve (SimulatedHostsOptions.versions); default every version we speak. */
+  versions?: readonly string[];
+  /**
+   * Keep `/v1/devshard` for v2 (SimulatedHostsOptions.legacyRoute). Default on here (the hosts'
+   * own default is off, as on the live network) so that tests whose escrows still speak v2 on the
+   * legacy route (test/network/devshard: LEGACY_PROTOCOL) keep running; false gives the 410.
+   */
+  legacyRoute?: boolean;
 }
 
 export const SESSION: EscrowSessionFields = { tokenPrice: 3n, createDevshardFee: 500n, feePerNonce: 10n };
 export const BIND: ChainBindParams = { refusalTimeout: 60n, executionTimeout: 120n, voteThresholdFactor: 0, validationRate: 0 };
 
-export async function startTestNet(opts: { hosts?: number; slotsOf?: number[]; tokenDelayMs?: number } = {}): Promise<TestNet> {
+export async function startTestNet(opts: TestNetOptions = {}): Promise<TestNet> {
+  const route = opts.route ?? `/devshard/${NEWEST_VERSION}`;
+  const version = versionOfRoute(route) ?? route.split('/').pop()!;
   const creator = newKey();
   const keys = Array.from({ length: opts.hosts ?? 3 }, () => newKey());
   const hosts: HostIdentity[] = keys.map((k, index) => ({ index, address: k.address, privateKey: k.privateKey, pubKey: k.pubKey, prefix: `/hosts/${index}` }));
@@ -61,7 +86,15 @@ export async function startTestNet(opts: { hosts?: number; slotsOf?: number[]; t
   const chain: DevnetChainView = { escrow: (id) => escrows.get(id), tokenPrice: () => 3n, sessionBindParams: () => BIND };
   const faults: HostFaults = {};
   const clock = { offsetMs: 0 };
-  const sim = registerSimulatedHosts(app, { chain, hosts, tokenDelayMs: opts.tokenDelayMs ?? 0, faults, now: () => Date.now() + clock.offsetMs });
+  const sim = registerSimulatedHosts(app, {
+    chain,
+    hosts,
+    tokenDelayMs: opts.tokenDelayMs ?? 0,
+    faults,
+    now: () => Date.now() + clock.offsetMs,
+    versions: opts.versions ?? SUPPORTED_VERSION_NAMES,
+    legacyRoute: opts.legacyRoute ?? true,
+  });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const addr = app.server.address();
   if (!addr || typeof addr === 'string') throw new Error('no address');
@@ -79,7 +112,7 @@ export async function startTestNet(opts: { hosts?: number; slotsOf?: number[]; t
     session: SESSION,
   };
   escrows.set(escrow.id, escrow);
-  return { app, base, creator, hosts, sim, faults, escrow, bind: BIND, clock, hostUrl, close: () => app.close() };
+  return { app, base, creator, hosts, sim, faults, escrow, bind: BIND, clock, hostUrl, route, version, close: () => app.close() };
 }
 
 /** One captured request (for the realnet capture and for inspection). */
@@ -116,14 +149,21 @@ export class ProtocolClient {
   readonly captured: Captured[] = [];
   /** Every receipt whose state_hash differed from our root (must stay empty). */
   readonly mismatches: string[] = [];
+  /** The route prefix this client speaks. */
+  readonly route: string;
+  /** The state-root tag this client hashes. */
+  readonly tag: string;
 
   constructor(
     readonly net: TestNet,
     readonly key: Key = net.creator,
+    o: { route?: string; tag?: string } = {},
   ) {
+    this.route = o.route ?? net.route;
+    this.tag = o.tag ?? (o.route !== undefined ? (versionOfRoute(o.route) ?? o.route.split('/').pop()!) : net.version);
     const n = net.escrow.slots.length;
     const config = applyChainBindParams(sessionConfigFromEscrow(n, net.escrow.session!), n, net.bind);
-    this.replica = Replica.create({ escrowId: net.escrow.id, slots: net.escrow.slots.map((s) => s.host), amount: net.escrow.amount!, userAddress: net.escrow.creator, config });
+    this.replica = Replica.create({ escrowId: net.escrow.id, slots: net.escrow.slots.map((s) => s.host), amount: net.escrow.amount!, userAddress: net.escrow.creator, config, version: this.tag });
   }
 
   now(): number {
@@ -161,7 +201,7 @@ export class ProtocolClient {
 
   /** Signs and POSTs a body to host `i` (timestamp offset and signing key adjustable for refusals). */
   async post(i: number, route: string, body: string, o: { tsOffset?: number; key?: Key; headers?: Record<string, string> } = {}): Promise<{ status: number; text: string }> {
-    const url = sessionUrl(this.net.hostUrl(i), this.escrowId, route);
+    const url = sessionUrl(this.net.hostUrl(i), this.escrowId, route, this.route);
     const ts = BigInt(Math.floor(this.now() / 1000) + (o.tsOffset ?? 0));
     const bytes = new TextEncoder().encode(body);
     const sig = signMessage(requestHeaderMessage(this.escrowId, bytes, ts), (o.key ?? this.key).privateKey);
@@ -237,7 +277,7 @@ export class ProtocolClient {
     const ts = BigInt(Math.floor(this.now() / 1000));
     const sig = signMessage(requestHeaderMessage(this.escrowId, new TextEncoder().encode(body), ts), this.key.privateKey);
     const ac = new AbortController();
-    const res = await fetch(sessionUrl(this.net.hostUrl(host), this.escrowId, 'chat/completions'), {
+    const res = await fetch(sessionUrl(this.net.hostUrl(host), this.escrowId, 'chat/completions', this.route), {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'x-devshard-signature': Buffer.from(sig).toString('hex'), 'x-devshard-timestamp': String(ts) },
       body,
@@ -283,7 +323,7 @@ export class ProtocolClient {
   }
 
   async get(i: number, route: string): Promise<{ status: number; json: unknown; text: string }> {
-    const res = await fetch(sessionUrl(this.net.hostUrl(i), this.escrowId, route));
+    const res = await fetch(sessionUrl(this.net.hostUrl(i), this.escrowId, route, this.route));
     const text = await res.text();
     return { status: res.status, json: JSON.parse(text) as unknown, text };
   }

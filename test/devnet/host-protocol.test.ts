@@ -1,7 +1,8 @@
 /**
  * The simulated hosts speak the real devshard host protocol (gonka 8a35022 devshard/transport,
  * devshard/host): a session across 3 hosts over HTTP on loopback, driven by a protocol client made
- * of src/protocol + src/network/devshard (host-protocol-client.ts).
+ * of src/protocol + src/network/devshard (host-protocol-client.ts), under the newest version's route
+ * (`/devshard/v4.1`, tag "v4.1"; every version's route: host-versions.test.ts).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -134,7 +135,8 @@ describe('simulated hosts: the real host protocol', () => {
     settlementFile = settlementFileJson(settlement, signatures);
     const file = JSON.parse(settlementFile) as { escrow_id: string; version: string; host_stats: unknown[]; signatures: unknown[] };
     expect(file.escrow_id).toBe('42');
-    expect(file.version).toBe('v2');
+    // the settlement names the tag the session hashed: the route's version
+    expect(file.version).toBe(net.version);
     expect(file.host_stats).toHaveLength(3);
     expect(file.signatures).toHaveLength(3);
     // a request with no new diff still gets a receipt at the latest nonce

@@ -245,12 +245,12 @@ describe('simulated hosts: mounting', () => {
     const devnet = Fastify();
     devnet.addContentTypeParser('application/json', { parseAs: 'string' }, (_r, b, done) => done(null, { parsedByDevnet: JSON.parse(b as string) }));
     devnet.post('/devnet/echo', async (req) => req.body);
-    registerSimulatedHosts(devnet, { chain: { escrow: () => undefined, tokenPrice: () => 1n }, hosts, tokenDelayMs: 0 });
+    registerSimulatedHosts(devnet, { chain: { escrow: () => undefined, tokenPrice: () => 1n }, hosts, tokenDelayMs: 0, versions: ['v4.1'], legacyRoute: false });
     await devnet.ready();
     const echo = await devnet.inject({ method: 'POST', url: '/devnet/echo', payload: { a: 1 } });
     expect(echo.json()).toEqual({ parsedByDevnet: { a: 1 } });
     // The host's protocol route takes the raw body (its own parser), not the devnet's: it answers.
-    const host = await devnet.inject({ method: 'POST', url: '/hosts/0/v1/devshard/sessions/5/chat/completions', payload: { a: 1 } });
+    const host = await devnet.inject({ method: 'POST', url: '/hosts/0/devshard/v4.1/sessions/5/chat/completions', payload: { a: 1 } });
     expect(host.statusCode).not.toBe(404);
     expect(host.body).not.toContain('parsedByDevnet');
     // The invented legacy routes are gone.

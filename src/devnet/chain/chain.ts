@@ -130,6 +130,10 @@ export class DevnetChain implements DevnetChainView {
         ...(e.inferenceSealGraceSeconds !== undefined ? { inferenceSealGraceSeconds: e.inferenceSealGraceSeconds } : {}),
         ...(e.autoSealEveryNNonces !== undefined ? { autoSealEveryNNonces: e.autoSealEveryNNonces } : {}),
       },
+      // The chain params frozen at create win over live ones at bind (session-config.ts bindParamsAtBind).
+      ...(e.validationRate !== undefined || e.voteThresholdFactor !== undefined || e.refusalTimeout !== undefined || e.executionTimeout !== undefined
+        ? { frozen: { validationRate: e.validationRate ?? 0, voteThresholdFactor: e.voteThresholdFactor ?? 0, refusalTimeout: e.refusalTimeout ?? 0n, executionTimeout: e.executionTimeout ?? 0n } }
+        : {}),
     };
   }
 
@@ -213,6 +217,11 @@ export class DevnetChain implements DevnetChainView {
     // PreBlock (x/auth): unordered replay keys whose timeout passed are forgotten.
     const nonces = (this.state.unorderedNonces ??= {});
     for (const [key, timeoutMs] of Object.entries(nonces)) if (timeoutMs < now.getTime()) delete nonces[key];
+    // BeginBlock (x/authz): grants whose expiration has passed are deleted.
+    const grants = this.state.authzGrants ?? [];
+    if (grants.some((g) => g.expiration !== undefined && Date.parse(g.expiration) <= now.getTime())) {
+      this.state.authzGrants = grants.filter((g) => g.expiration === undefined || Date.parse(g.expiration) > now.getTime());
+    }
     const hashes: string[] = [];
     for (const [index, { hash, bytes }] of included.entries()) {
       const result = this.deliverTx(bytes, height, epochIndex, now.getTime());

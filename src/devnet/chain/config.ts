@@ -2,6 +2,8 @@
 import { fromBech32 } from '@cosmjs/encoding';
 import { isPrivateKeyHex } from '../../config/private-key.js';
 import { DEVNET_MODEL_DEFAULT } from '../../config/variables.js';
+import { SUPPORTED_VERSION_NAMES } from '../../protocol/versions.js';
+import type { AuthzGrant } from './state.js';
 
 /**
  * A host the devnet does not run (DEVNET_EXTERNAL_HOSTS): any implementation of the host side. The
@@ -57,6 +59,14 @@ export interface DevnetOptions {
    * pruned escrow's `not found` as its closed settle window (src/gateway/escrows/pruned.ts).
    */
   pruneUnsettled?: boolean;
+  /**
+   * Names in the approved devshard versions' store (DEVNET_APPROVED_VERSIONS, comma-separated).
+   * Default: every version the gateway speaks (SUPPORTED_VERSION_NAMES); an empty list (the variable
+   * set to an empty string) lets the keeper accept any settlement version, as on the chain.
+   */
+  approvedVersions?: string[] | string;
+  /** Cosmos authz grants at genesis (warm keys; default none). */
+  warmKeyGrants?: AuthzGrant[];
   /** fastify request logging (default false). */
   logRequests?: boolean;
   env?: NodeJS.ProcessEnv;
@@ -87,6 +97,9 @@ export interface DevnetConfig {
   startHeight: number;
   autoBlocks: boolean;
   pruneUnsettled: boolean;
+  /** The approved devshard versions' names at genesis; empty = any version. */
+  approvedVersions: string[];
+  warmKeyGrants: AuthzGrant[];
   logRequests: boolean;
 }
 
@@ -196,6 +209,20 @@ export function parseHostKeys(value: (string | undefined)[] | string | undefined
   return keys;
 }
 
+/**
+ * DEVNET_APPROVED_VERSIONS: unset = every version the gateway speaks; set, its comma-separated names
+ * (spaces trimmed, empty entries ignored), so an empty string is the empty list (any version).
+ */
+export function parseApprovedVersions(value: string[] | string | undefined, name = 'DEVNET_APPROVED_VERSIONS'): string[] {
+  if (value === undefined) return [...SUPPORTED_VERSION_NAMES];
+  const names = (typeof value === 'string' ? value.split(',') : value).map((s) => s.trim()).filter((s) => s !== '');
+  for (const n of names) {
+    // The keeper refuses a settlement version longer than 128 (k/devshard_settlement.go).
+    if (n.length > 128) throw new Error(`${name}: version name ${JSON.stringify(n.slice(0, 20))}… is longer than 128 characters`);
+  }
+  return [...new Set(names)];
+}
+
 export function resolveDevnetConfig(options: DevnetOptions = {}): DevnetConfig {
   const env = options.env ?? process.env;
   const positive = (n: number, name: string): number => {
@@ -237,6 +264,9 @@ export function resolveDevnetConfig(options: DevnetOptions = {}): DevnetConfig {
     startHeight: positive(options.startHeight ?? 1, 'start height'),
     autoBlocks: options.autoBlocks ?? true,
     pruneUnsettled: options.pruneUnsettled ?? !['0', 'false', 'off', 'no'].includes((env.DEVNET_PRUNE_UNSETTLED ?? '').trim().toLowerCase()),
+    approvedVersions:
+      options.approvedVersions !== undefined ? parseApprovedVersions(options.approvedVersions, 'approvedVersions') : parseApprovedVersions(env.DEVNET_APPROVED_VERSIONS),
+    warmKeyGrants: (options.warmKeyGrants ?? []).map((g) => ({ ...g })),
     logRequests: options.logRequests ?? false,
   };
 }

@@ -13,8 +13,9 @@ import { DENOM } from '../../chain/keys.js';
 import type { MsgCreateDevshardEscrow, MsgSettleDevshardEscrow } from '../../chain/messages.js';
 import type { EscrowSlot } from '../../chain/port.js';
 import { hostStatsHash, Phase, recoverDigestAddress, sha256 as sha256Bytes, stateRoot, stateSignatureBytes } from '../../protocol/index.js';
-import { sealGraceNonces } from './params.js';
-import { ensureAccount, type ChainState, type TxEvent } from './state.js';
+import { WARM_KEY_GRANT_MARKER } from '../../chain/warm-keys.js';
+import { COMPILED_DEFAULTS, sealGraceNonces } from './params.js';
+import { ensureAccount, type AuthzGrant, type ChainState, type EscrowParamsState, type TxEvent } from './state.js';
 
 /**
  * A message the keeper refuses: a plain text (codespace `undefined`, code 1) unless a registered
@@ -67,6 +68,23 @@ function checkAllowed(state: ChainState, address: string): void {
   }
 }
 
+/**
+ * The chain params an escrow freezes at create (DevshardEscrow 15–18), each 0 (or less) in params
+ * falling back to the compiled default: validation_rate (t/devshard_escrow_consensus.go
+ * DevshardValidationRateForCreate, gonka 59b1ee7e), vote_threshold_factor
+ * (DevshardVoteThresholdFactorForCreate, gonka-ai/gonka@5f56ba68), refusal_timeout and
+ * execution_timeout (DevshardRefusalTimeoutForCreate / DevshardExecutionTimeoutForCreate, Z5 =
+ * zpoken/gonka@86cff503 msg_server_create_devshard_escrow.go).
+ */
+export function frozenAtCreate(p: EscrowParamsState) {
+  return {
+    validationRate: p.validationRate > 0 ? p.validationRate : COMPILED_DEFAULTS.validationRate,
+    voteThresholdFactor: p.voteThresholdFactor > 0 ? p.voteThresholdFactor : COMPILED_DEFAULTS.voteThresholdFactor,
+    refusalTimeout: p.refusalTimeout > 0n ? p.refusalTimeout : COMPILED_DEFAULTS.refusalTimeout,
+    executionTimeout: p.executionTimeout > 0n ? p.executionTimeout : COMPILED_DEFAULTS.executionTimeout,
+  };
+}
+
 /** k/msg_server_create_devshard_escrow.go, in its order. */
 export function createEscrow(ctx: MsgContext, msg: MsgCreateDevshardEscrow, encodeResponse: (id: bigint) => Uint8Array): MsgResult {
   const { state, epochIndex } = ctx;
@@ -102,6 +120,7 @@ export function createEscrow(ctx: MsgContext, msg: MsgCreateDevshardEscrow, enco
     inferenceSealGraceNonces: p.defaultInferenceSealGraceNonces || sealGraceNonces(ctx.slots.length),
     inferenceSealGraceSeconds: p.defaultInferenceSealGraceSeconds,
     autoSealEveryNNonces: p.defaultAutoSealEveryNNonces,
+    ...frozenAtCreate(p),
   };
   events.push({
     type: 'devshard_escrow_created',
@@ -109,6 +128,10 @@ export function createEscrow(ctx: MsgContext, msg: MsgCreateDevshardEscrow, enco
   });
   return { events, response: { typeUrl: '/inference.inference.MsgCreateDevshardEscrowResponse', value: encodeResponse(BigInt(id)) } };
 }
+
+/** `HasWarmKeyGrant(granter = the slot's address, grantee = the recovered signer)`: any grant of the marker. */
+const isWarmKey = (grants: readonly AuthzGrant[], cold: string, warm: string) =>
+  grants.some((g) => g.granter === cold && g.grantee === warm && g.msgTypeUrl === WARM_KEY_GRANT_MARKER);
 
 /**
  * `devshardAssignedUpperBoundForSlot`: how many inference ids `slots[id % n]` can have executed up
@@ -125,11 +148,12 @@ function assignedUpperBound(latest: bigint, slotCount: bigint, slotId: number): 
  * settlement shares: the state root recomputed as sha256(host_stats hash ‖ fees_be8 ‖ rest_hash ‖
  * sha256(version) ‖ 0x02) (the chain does not recompute rest_hash), every signature 65 bytes and
  * recovered over sha256(StateSignatureContent{state_root, escrow id decimal, nonce}) to its slot's
- * address (one bad signature rejects all; the devnet grants no warm keys), the quorum 2n/3+1 counted
- * per entry, then host_stats: no duplicate, missed/invalid within what was assigned to the slot,
- * Σcost + fees ≤ amount.
+ * address, or to a warm key the slot's address granted the marker (`HasWarmKeyGrant`: an authz grant
+ * of WARM_KEY_GRANT_MARKER, chain v0.2.15+); one bad signature rejects all. Then the quorum 2n/3+1
+ * counted per entry, then host_stats: no duplicate, missed/invalid within what was assigned to the
+ * slot, Σcost + fees ≤ amount.
  */
-function verifyProtocolSettlement(escrow: { id: number; amount: bigint; slots: EscrowSlot[] }, msg: MsgSettleDevshardEscrow): void {
+function verifyProtocolSettlement(escrow: { id: number; amount: bigint; slots: EscrowSlot[] }, msg: MsgSettleDevshardEscrow, grants: readonly AuthzGrant[]): void {
   const version = msg.stateRootAndProtocolVersion;
   const stats = msg.hostStats.map((h) => ({ slotId: h.slotId, missed: h.missed, invalid: h.invalid, cost: h.cost, requiredValidations: h.requiredValidations, completedValidations: h.completedValidations }));
   const expected = stateRoot(hostStatsHash(stats), msg.fees, msg.restHash, version, Phase.Settlement);
@@ -150,7 +174,7 @@ function verifyProtocolSettlement(escrow: { id: number; amount: bigint; slots: E
     } catch (err) {
       throw new MsgFailure(T.recoverFailed(sig.slotId, (err as Error).message));
     }
-    if (recovered !== expectedAddr) throw new MsgFailure(T.signatureRecovered(sig.slotId, recovered, expectedAddr));
+    if (recovered !== expectedAddr && !isWarmKey(grants, expectedAddr, recovered)) throw new MsgFailure(T.signatureRecovered(sig.slotId, recovered, expectedAddr));
     votes++;
   }
   const needed = Math.floor((2 * escrow.slots.length) / 3) + 1;
@@ -190,8 +214,10 @@ export function settleEscrow(ctx: MsgContext, msg: MsgSettleDevshardEscrow): Msg
   if (version === '') throw new MsgFailure(T.versionRequired());
   if (msg.nonce > BigInt(p.maxNonce)) throw new MsgFailure(T.nonceTooHigh(msg.nonce, p.maxNonce));
   if (version.length > 128) throw new MsgFailure(T.versionTooLong());
-  if (p.approvedVersions.length > 0 && !p.approvedVersions.some((v) => v.name === version)) throw new MsgFailure(T.versionNotApproved(version));
-  verifyProtocolSettlement(escrow, msg);
+  // The approved-versions store (chain v0.2.16); an empty store accepts any version.
+  const approved = state.approvedVersions ?? [];
+  if (approved.length > 0 && !approved.some((v) => v.name === version)) throw new MsgFailure(T.versionNotApproved(version));
+  verifyProtocolSettlement(escrow, msg, state.authzGrants ?? []);
   if (escrow.slots.length === 0) throw new MsgFailure(`escrow ${escrow.id} has no slots`);
   if (epochIndex < escrow.epochIndex || epochIndex > escrow.epochIndex + 1) throw new MsgFailure(T.wrongEpoch(epochIndex, escrow.epochIndex));
 

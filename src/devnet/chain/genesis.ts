@@ -15,7 +15,7 @@ import {
   privateKeyBytes,
 } from '../../chain/keys.js';
 import type { DevnetConfig, ExternalHost } from './config.js';
-import { devnetParams } from './params.js';
+import { approvedVersionEntries, devnetParams } from './params.js';
 import { ensureAccount, type ChainState } from './state.js';
 
 export interface FundedKey {
@@ -88,6 +88,8 @@ export function genesisState(config: DevnetConfig, ids: GenesisIdentities, now =
     txs: {},
     blocks: {},
     params: devnetParams(config, ids.creatorAddresses),
+    approvedVersions: approvedVersionEntries(config.approvedVersions),
+    authzGrants: config.warmKeyGrants.map((g) => ({ ...g })),
     models: config.models,
     feesCollected: 0n,
   };

@@ -3,11 +3,13 @@
  * node's governance model list, and the public API's epoch routes. Routes and sources: docs/chain.md.
  */
 import type { FastifyInstance } from 'fastify';
-import { fromBase64 } from '@cosmjs/encoding';
+import { fromBase64, fromBech32 } from '@cosmjs/encoding';
 import { SDK_CODES } from '../../chain/devshard-errors.js';
 import { DENOM } from '../../chain/keys.js';
+import { authzNotFoundText } from '../../chain/warm-keys.js';
 import type { DevnetChain } from './chain.js';
-import type { EscrowParamsState, EscrowState } from './state.js';
+import { LOGPROBS_MODE } from './params.js';
+import type { AuthzGrant, EscrowParamsState, EscrowState } from './state.js';
 
 /** Participant (participant.proto) in grpc-gateway JSON: every field, defaults included. */
 function participantJson(host: { address: string; url: string }) {
@@ -31,6 +33,8 @@ function participantJson(host: { address: string; url: string }) {
 
 export const REST_PATHS = {
   params: '/productscience/inference/inference/params',
+  approvedVersions: '/productscience/inference/inference/devshard_approved_versions',
+  authzGrants: '/cosmos/authz/v1beta1/grants',
   escrow: '/productscience/inference/inference/devshard_escrow/:id',
   participant: '/productscience/inference/inference/participant/:address',
   epochInfo: '/productscience/inference/inference/epoch_info',
@@ -63,10 +67,26 @@ export function escrowJson(e: EscrowState, params: EscrowParamsState) {
     inference_seal_grace_nonces: e.inferenceSealGraceNonces ?? params.defaultInferenceSealGraceNonces,
     inference_seal_grace_seconds: e.inferenceSealGraceSeconds ?? params.defaultInferenceSealGraceSeconds,
     auto_seal_every_n_nonces: e.autoSealEveryNNonces ?? params.defaultAutoSealEveryNNonces,
+    // 15–18, frozen at create (0 on an escrow of an older snapshot: a legacy row).
+    validation_rate: e.validationRate ?? 0,
+    vote_threshold_factor: e.voteThresholdFactor ?? 0,
+    refusal_timeout: (e.refusalTimeout ?? 0n).toString(),
+    execution_timeout: (e.executionTimeout ?? 0n).toString(),
   };
 }
 
-/** DevshardEscrowParams (params.proto) in grpc-gateway JSON. */
+/**
+ * The module's Params as the devnet serves them: devshard_escrow_params, and of validation_params
+ * only logprobs_mode (field 26). Other sections are not served.
+ */
+export function moduleParamsJson(p: EscrowParamsState) {
+  return { validation_params: { logprobs_mode: LOGPROBS_MODE }, devshard_escrow_params: paramsJson(p) };
+}
+
+/**
+ * DevshardEscrowParams (params.proto) in grpc-gateway JSON. approved_versions (7) is served empty
+ * (the gateway emits defaults), as on chain v0.2.16 after its upgrade moved the list out.
+ */
 export function paramsJson(p: EscrowParamsState) {
   return {
     min_amount: p.minAmount.toString(),
@@ -75,7 +95,7 @@ export function paramsJson(p: EscrowParamsState) {
     group_size: p.groupSize,
     allowed_creator_addresses: p.allowedCreatorAddresses,
     token_price: p.tokenPrice.toString(),
-    approved_versions: p.approvedVersions.map((v) => ({ name: v.name, binary: v.binary, sha256: v.sha256 })),
+    approved_versions: [],
     max_nonce: p.maxNonce,
     devshard_requests_enabled: p.devshardRequestsEnabled,
     default_inference_seal_grace_nonces: p.defaultInferenceSealGraceNonces,
@@ -117,6 +137,24 @@ function epochStages(chain: DevnetChain, i: number) {
 }
 
 const grpcNotFound = (message: string) => ({ code: 5, message, details: [] });
+
+/** authz.Grant in grpc-gateway JSON: a GenericAuthorization of one message type, expiration or null. */
+const grantJson = (g: AuthzGrant) => ({
+  authorization: { '@type': '/cosmos.authz.v1beta1.GenericAuthorization', msg: g.msgTypeUrl },
+  expiration: g.expiration ?? null,
+});
+
+/** What the SDK's bech32 address codec answers for an address it cannot decode (undefined: fine). */
+function badAddress(address: string): string | undefined {
+  if (address.trim() === '') return 'empty address string is not allowed';
+  try {
+    const { prefix } = fromBech32(address, 128);
+    if (prefix !== 'gonka') return `invalid Bech32 prefix; expected gonka, got ${prefix}`;
+  } catch (e) {
+    return `decoding bech32 failed: ${(e as Error).message}`;
+  }
+  return undefined;
+}
 
 /** A `tx_response` for a tx the node refused or took into its mempool (not yet in a block). */
 function checkTxResponse(hash: string, code: number, codespace: string, rawLog: string) {
@@ -188,7 +226,30 @@ export function registerRestRoutes(app: FastifyInstance, chain: DevnetChain): vo
   }));
 
   app.get(REST_PATHS.params, async () => {
-    return { params: { devshard_escrow_params: paramsJson(chain.state.params) } };
+    return { params: moduleParamsJson(chain.state.params) };
+  });
+
+  // Query/DevshardApprovedVersions (chain v0.2.16, zpoken/gonka@ef1a5efd query.proto): the store, by name.
+  app.get(REST_PATHS.approvedVersions, async () => ({
+    versions: (chain.state.approvedVersions ?? []).map((v) => ({ name: v.name, binary: v.binary, sha256: v.sha256 })),
+  }));
+
+  // cosmos.authz.v1beta1.Query/Grants (x/authz keeper/grpc_query.go). With msg_type_url: that one
+  // grant, or the keeper's ErrNoAuthorizationFound, which the gateway answers as gRPC Unknown (500).
+  app.get<{ Querystring: { granter?: string; grantee?: string; msg_type_url?: string } }>(REST_PATHS.authzGrants, async (request, reply) => {
+    const { granter = '', grantee = '', msg_type_url: msgTypeUrl = '' } = request.query;
+    for (const address of [granter, grantee]) {
+      const bad = badAddress(address);
+      if (bad) return reply.code(500).send({ code: 2, message: bad, details: [] });
+    }
+    const pair = (chain.state.authzGrants ?? []).filter((g) => g.granter === granter && g.grantee === grantee);
+    if (msgTypeUrl !== '') {
+      const grant = pair.find((g) => g.msgTypeUrl === msgTypeUrl);
+      if (!grant) return reply.code(500).send({ code: 2, message: authzNotFoundText(msgTypeUrl), details: [] });
+      return { grants: [grantJson(grant)], pagination: null };
+    }
+    // Without a limit the SDK's pagination counts the total.
+    return { grants: pair.map(grantJson), pagination: { next_key: null, total: String(pair.length) } };
   });
 
   app.get<{ Params: { id: string } }>(REST_PATHS.escrow, async (request, reply) => {
@@ -211,7 +272,7 @@ export function registerRestRoutes(app: FastifyInstance, chain: DevnetChain): vo
     const p = chain.epoch();
     return {
       block_height: String(p.height),
-      params: { devshard_escrow_params: paramsJson(chain.state.params) },
+      params: moduleParamsJson(chain.state.params),
       latest_epoch: { index: String(p.epochIndex), poc_start_block_height: String(p.epochIndex * chain.config.epochBlocks) },
       is_confirmation_poc_active: false,
       active_confirmation_poc_event: null,

@@ -9,7 +9,7 @@ import { DevnetChain } from './chain.js';
 import { resolveDevnetConfig, type DevnetConfig, type DevnetOptions, type ExternalHost } from './config.js';
 import { genesisIdentities, genesisState, type FundedKey } from './genesis.js';
 import { listenDevnet } from './listen.js';
-import { completeParams } from './params.js';
+import { approvedVersionEntries, completeParams } from './params.js';
 import { openHostSessionStore } from './host-sessions-store.js';
 import { openStateStore } from './persistence.js';
 import { registerRestRoutes } from './rest-routes.js';
@@ -47,6 +47,10 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
   const sessionStore = config.statePath ? openHostSessionStore(config.statePath) : undefined;
   const state = store?.load() ?? genesisState(config, ids);
   state.params = completeParams(state.params, config);
+  // Snapshots older than the approved-versions store and the grants: the configured genesis ones
+  // (not the params' old list, which named versions the gateway no longer speaks).
+  state.approvedVersions ??= approvedVersionEntries(config.approvedVersions);
+  state.authzGrants ??= config.warmKeyGrants.map((g) => ({ ...g }));
   const chain = new DevnetChain(config, ids.hosts, state, store);
 
   const app = Fastify({ logger: config.logRequests, bodyLimit: 8 * 1024 * 1024 });
@@ -56,6 +60,8 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
     chain,
     hosts: ids.hosts,
     tokenDelayMs: config.tokenDelayMs,
+    // DEVNET_HOST_VERSIONS, DEVNET_LEGACY_ROUTE: from the same environment as the rest of the devnet's settings.
+    env: options.env ?? process.env,
     ...(sessionStore ? { sessionStore } : {}),
   });
   let url: string;

@@ -34,6 +34,15 @@ export interface EscrowState {
   inferenceSealGraceNonces?: number;
   inferenceSealGraceSeconds?: number;
   autoSealEveryNNonces?: number;
+  /**
+   * Chain params frozen at creation (DevshardEscrow 15–18: validation_rate, vote_threshold_factor,
+   * refusal_timeout, execution_timeout); undefined on escrows of a snapshot older than them (served as
+   * 0, a legacy row).
+   */
+  validationRate?: number;
+  voteThresholdFactor?: number;
+  refusalTimeout?: bigint;
+  executionTimeout?: bigint;
 }
 
 export interface TxEvent {
@@ -67,13 +76,27 @@ export interface BlockRecord {
   txs: string[];
 }
 
+/** params.proto DevshardApprovedVersion{name 1, binary 2, sha256 3}. */
 export interface ApprovedVersion {
   name: string;
   binary: string;
   sha256: string;
 }
 
-/** params.proto DevshardEscrowParams, all 18 fields (field numbers in rest-routes.ts). */
+/** A cosmos authz grant (GenericAuthorization of one message type) from `granter` to `grantee`. */
+export interface AuthzGrant {
+  granter: string;
+  grantee: string;
+  msgTypeUrl: string;
+  /** RFC 3339; none = never expires. */
+  expiration?: string;
+}
+
+/**
+ * params.proto DevshardEscrowParams (field numbers in rest-routes.ts). approved_versions (7) is kept
+ * empty as on chain v0.2.16, whose upgrade moved the list into a store of its own
+ * (`ChainState.approvedVersions`).
+ */
 export interface EscrowParamsState {
   minAmount: bigint;
   maxAmount: bigint;
@@ -82,8 +105,6 @@ export interface EscrowParamsState {
   /** Empty = anyone may create and settle (k/params.go IsAllowedEscrowCreator). */
   allowedCreatorAddresses: string[];
   tokenPrice: bigint;
-  /** Empty = any settlement version tag (k/devshard_settlement.go). */
-  approvedVersions: ApprovedVersion[];
   maxNonce: number;
   devshardRequestsEnabled: boolean;
   defaultInferenceSealGraceNonces: number;
@@ -118,6 +139,13 @@ export interface ChainState {
   /** Only blocks that carried txs are kept; empty blocks are synthesized on query. */
   blocks: Record<string, BlockRecord>;
   params: EscrowParamsState;
+  /**
+   * The approved devshard versions' store (chain v0.2.16, keyed by name); empty = the keeper accepts
+   * any settlement version (k/devshard_settlement.go). Filled on restore for older snapshots.
+   */
+  approvedVersions: ApprovedVersion[];
+  /** Cosmos authz grants (warm keys: src/chain/warm-keys.ts). Filled on restore for older snapshots. */
+  authzGrants: AuthzGrant[];
   models: string[];
   /** Gas fees and protocol settlement fees collected (burnt, for the devnet). */
   feesCollected: bigint;

@@ -15,6 +15,8 @@ export interface DevnetEscrowView {
   amount?: bigint;
   /** Values frozen on the escrow at create (price, fees, seal settings); absent: the token price only. */
   session?: EscrowSessionFields;
+  /** Chain params frozen on the escrow at create (DevshardEscrow 15-18); absent on a legacy row. */
+  frozen?: ChainBindParams;
 }
 
 export interface DevnetChainView {

@@ -1,9 +1,14 @@
 /**
  * Simulated inference hosts, mounted on the devnet's fastify server: for each HostIdentity, under
- * its prefix (e.g. `/hosts/0`), the real devshard host protocol
- *   {prefix}/v1/devshard/sessions/{escrow_id}/{chat/completions, verify-timeout, diffs, mempool,
- *   signatures}                                                         (protocol/routes.ts)
- * so a host's `inference_url` is origin + prefix.
+ * its prefix (e.g. `/hosts/0`), the real devshard host protocol of each version it serves, as a
+ * real host serves it behind versiond (one devshardd per version, each with its own sessions)
+ *   {prefix}/devshard/<version>/sessions/{escrow_id}/{chat/completions, verify-timeout, diffs,
+ *   mempool, signatures}                                                 (protocol/routes.ts)
+ * a session opened there hashing `<version>` as its state-root tag; versiond's answers around them
+ * (an unserved version, health, the versionless observability GETs) and the host API's 410 for the
+ * retired `{prefix}/v1/devshard[/*]` (protocol/versiond.ts), unless the legacy route is kept: then
+ * `{prefix}/v1/devshard/sessions/…` serves v2 (tag "v2", the sessions of `/devshard/v2`).
+ * A host's `inference_url` is origin + prefix.
  * Each host is a fastify child context with its own raw-body JSON parser (the signature covers the
  * exact bytes), so the devnet's own routes and parsers are untouched. Call before `app.ready()` /
  * `listen()`.
@@ -12,8 +17,10 @@ import type { ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import type { DevnetChainView, HostIdentity } from './chain-view.js';
 import type { HostFaults } from './faults.js';
-import { HOST_ROUTE_PREFIX, protocolRoutes } from './protocol/routes.js';
-import { HostSessions, type HostSessionStore } from './protocol/session.js';
+import { SUPPORTED_VERSION_NAMES } from '../../protocol/versions.js';
+import { HOST_ROUTE_PREFIX, protocolRoutes, VERSIONED_ROUTE_ROOT } from './protocol/routes.js';
+import { HostSessions, LEGACY_SESSION_VERSION, type HostSessionStore } from './protocol/session.js';
+import { legacyRouteGone, versiondRoutes } from './protocol/versiond.js';
 
 export type { HostFaults } from './faults.js';
 export { registerSimulatedOpenAi, type SimulatedOpenAiOptions } from './openai-server.js';
@@ -31,13 +38,51 @@ export interface SimulatedHostsOptions {
   bodyLimit?: number;
   /** Where the hosts keep the diffs they apply, so their sessions survive a restart (DEVNET_STATE). */
   sessionStore?: HostSessionStore;
+  /**
+   * The versions served under `/devshard/<name>` (DEVNET_HOST_VERSIONS; default: every version the
+   * gateway speaks, SUPPORTED_VERSION_NAMES). Each must be one of those.
+   */
+  versions?: readonly string[];
+  /**
+   * Keep v2's `/v1/devshard` route (tag "v2") instead of the host API's 410, for old logs and
+   * clients (DEVNET_LEGACY_ROUTE=1; default off, as on the live network).
+   */
+  legacyRoute?: boolean;
+  /** Where DEVNET_HOST_VERSIONS and DEVNET_LEGACY_ROUTE are read when the two above are absent (default process.env). */
+  env?: NodeJS.ProcessEnv;
 }
 
 export interface SimulatedHosts {
   /** The fault switches (the object passed in, or the one created). Mutate it to inject faults. */
   faults: HostFaults;
-  /** The hosts' sessions under the real protocol (replica, mempool, signatures per host and escrow). */
+  /** The hosts' sessions under the real protocol (replica, mempool, signatures per host, version and escrow). */
   protocol: HostSessions;
+  /** The versions served under `/devshard/<name>`. */
+  versions: readonly string[];
+  /** Whether `/v1/devshard` serves v2 (else it answers 410). */
+  legacyRoute: boolean;
+}
+
+/**
+ * DEVNET_HOST_VERSIONS: version names, comma-separated (spaces trimmed, empty entries and repeats
+ * dropped); unset or empty: every version the gateway speaks. A name the gateway does not speak is
+ * refused (the hosts would hash it with v2's rules).
+ */
+export function parseHostVersions(value: string | readonly string[] | undefined, name = 'DEVNET_HOST_VERSIONS'): string[] {
+  if (value === undefined || (typeof value === 'string' && value.trim() === '')) return [...SUPPORTED_VERSION_NAMES];
+  const list = (typeof value === 'string' ? value.split(',') : [...value]).map((v) => v.trim()).filter((v) => v !== '');
+  for (const v of list) {
+    if (!SUPPORTED_VERSION_NAMES.includes(v)) throw new Error(`${name}: ${JSON.stringify(v)} is not a version the simulated hosts serve (${SUPPORTED_VERSION_NAMES.join(', ')})`);
+  }
+  return [...new Set(list)];
+}
+
+/** DEVNET_LEGACY_ROUTE: 1/true/on/yes keep `/v1/devshard`; 0/false/off/no or unset answer 410. */
+export function parseLegacyRoute(value: string | undefined, name = 'DEVNET_LEGACY_ROUTE'): boolean {
+  const v = (value ?? '').trim().toLowerCase();
+  if (['1', 'true', 'on', 'yes'].includes(v)) return true;
+  if (['', '0', 'false', 'off', 'no'].includes(v)) return false;
+  throw new Error(`${name} must be 1 or 0 (true/false, on/off, yes/no), not ${JSON.stringify(value)}`);
 }
 
 export function registerSimulatedHosts(app: FastifyInstance, opts: SimulatedHostsOptions): SimulatedHosts {
@@ -46,6 +91,9 @@ export function registerSimulatedHosts(app: FastifyInstance, opts: SimulatedHost
   const open = new Set<ServerResponse>();
   const bodyLimit = opts.bodyLimit ?? 16 * 1024 * 1024;
   const sessions = new HostSessions(opts.chain, opts.sessionStore);
+  const env = opts.env ?? process.env;
+  const versions = opts.versions !== undefined ? parseHostVersions(opts.versions, 'versions') : parseHostVersions(env.DEVNET_HOST_VERSIONS);
+  const legacyRoute = opts.legacyRoute ?? parseLegacyRoute(env.DEVNET_LEGACY_ROUTE);
 
   for (const host of opts.hosts) {
     void app.register(
@@ -58,9 +106,13 @@ export function registerSimulatedHosts(app: FastifyInstance, opts: SimulatedHost
         child.addHook('onClose', async () => {
           for (const res of open) res.destroy();
         });
-        void child.register(async (proto) => protocolRoutes(proto, { host, sessions, hosts: opts.hosts, faults, tokenDelayMs: opts.tokenDelayMs, now, open, bodyLimit }), {
-          prefix: HOST_ROUTE_PREFIX,
-        });
+        const common = { host, sessions, hosts: opts.hosts, faults, tokenDelayMs: opts.tokenDelayMs, now, open, bodyLimit };
+        for (const version of versions) {
+          void child.register(async (proto) => protocolRoutes(proto, { ...common, version }), { prefix: `${VERSIONED_ROUTE_ROOT}/${version}` });
+        }
+        void child.register(async (v) => versiondRoutes(v, { host, sessions, versions, bodyLimit }), { prefix: VERSIONED_ROUTE_ROOT });
+        if (legacyRoute) void child.register(async (proto) => protocolRoutes(proto, { ...common, version: LEGACY_SESSION_VERSION }), { prefix: HOST_ROUTE_PREFIX });
+        else void child.register(async (gone) => legacyRouteGone(gone, bodyLimit));
       },
       { prefix: host.prefix },
     );
@@ -69,5 +121,7 @@ export function registerSimulatedHosts(app: FastifyInstance, opts: SimulatedHost
   return {
     faults,
     protocol: sessions,
+    versions,
+    legacyRoute,
   };
 }

@@ -1,6 +1,8 @@
 /**
- * The real devshard host routes of one simulated host, under `{host prefix}/v1/devshard`
- * (gonka 8a35022 devshard/transport/server.go `Register`, devshard/server/routes.go):
+ * The real devshard host routes of one simulated host, under `{host prefix}/devshard/<version>`
+ * for each version it serves (and `{host prefix}/v1/devshard` for v2 with the legacy route on;
+ * mounting: ../index.ts, versiond.ts) (gonka 8a35022 devshard/transport/server.go `Register`,
+ * devshard/server/routes.go):
  *   POST sessions/:id/chat/completions   owner only; SSE receipt → output (executor) → meta
  *   POST sessions/:id/verify-timeout     owner only; {accept, signature, voter_slot}
  *   GET  sessions/:id/diffs?from=&to=    [{diff:{nonce,txs,user_sig,post_state_root}, state_hash}]
@@ -16,6 +18,7 @@ import { DevshardTxSchema, type DevshardTx } from '../../../protocol/gen/devshar
 import { MsgFinishInferenceSchema } from '../../../protocol/gen/devshard/v1/tx_pb.js';
 import { finishProposerBytes } from '../../../protocol/preimages.js';
 import { signMessage } from '../../../protocol/signatures.js';
+import { LEGACY_ROUTE_PREFIX } from '../../../protocol/versions.js';
 import type { HostIdentity } from '../chain-view.js';
 import { PlanError, planCompletion } from '../completion-plan.js';
 import { faultFor, type HostFaults } from '../faults.js';
@@ -26,12 +29,17 @@ import type { HostSession, HostSessions } from './session.js';
 import { decideTimeout, signTimeoutVote, timeoutReason } from './timeout.js';
 import { decodeTimeoutDiffs, HostHttpError, parseInferenceRequest, parseVerifyTimeout } from './wire.js';
 
-/** devshardctl's default route prefix (DEVSHARD_ROUTE_PREFIX), also the host API's. */
-export const HOST_ROUTE_PREFIX = '/v1/devshard';
+/** v2's route, the host API's in-process prefix at 8a35022 (served only with the legacy route on). */
+export const HOST_ROUTE_PREFIX = LEGACY_ROUTE_PREFIX;
+
+/** Where versiond is mounted on a real host (nginx `location /devshard/`, 59b1ee7e proxy/entrypoint.sh). */
+export const VERSIONED_ROUTE_ROOT = '/devshard';
 
 export interface ProtocolRouteContext {
   host: HostIdentity;
   sessions: HostSessions;
+  /** The version these routes serve: sessions opened here are this version's and hash its name as their tag. */
+  version: string;
   /** Every simulated host (peer lookups: the executor's mempool for execution timeouts). */
   hosts: readonly HostIdentity[];
   faults: HostFaults;
@@ -47,7 +55,8 @@ const MAX_STALL_MS = 10 * 60_000;
 
 const b64 = (b: Uint8Array): string => Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('base64');
 
-function sendHttpError(reply: FastifyReply, e: unknown): FastifyReply {
+/** An echo HTTP error answered as the host answers it, `{"message": text}` with its status; anything else is rethrown. */
+export function sendHttpError(reply: FastifyReply, e: unknown): FastifyReply {
   if (e instanceof HostHttpError) return reply.code(e.status).type('application/json').send(JSON.stringify({ message: e.message }));
   throw e;
 }
@@ -73,7 +82,7 @@ export function protocolRoutes(app: FastifyInstance, ctx: ProtocolRouteContext):
     let state: ReturnType<HostSession['signState']>;
     let fault: HostFaults | undefined;
     try {
-      session = ctx.sessions.get(ctx.host, escrowId);
+      session = ctx.sessions.get(ctx.host, escrowId, ctx.version);
       const body = bodyOf(request);
       const signer = recoverRequestSigner(request.headers, escrowId, body, nowSeconds());
       requireOwner(signer, session.escrow.creator, session.groupAddresses);
@@ -124,7 +133,7 @@ export function protocolRoutes(app: FastifyInstance, ctx: ProtocolRouteContext):
   app.post<{ Params: { escrowId: string } }>('/sessions/:escrowId/verify-timeout', async (request, reply) => {
     const { escrowId } = request.params;
     try {
-      const session = ctx.sessions.get(ctx.host, escrowId);
+      const session = ctx.sessions.get(ctx.host, escrowId, ctx.version);
       const body = bodyOf(request);
       requireOwner(recoverRequestSigner(request.headers, escrowId, body, nowSeconds()), session.escrow.creator, session.groupAddresses);
       const req = parseVerifyTimeout(body);
@@ -138,7 +147,7 @@ export function protocolRoutes(app: FastifyInstance, ctx: ProtocolRouteContext):
         reason,
         ...(req.payload ? { payload: req.payload } : {}),
         nowSeconds: nowSeconds(),
-        executorMempool: () => (executorHost ? ctx.sessions.peek(executorHost.index, escrowId)?.mempoolTxs() : undefined),
+        executorMempool: () => (executorHost ? ctx.sessions.peek(executorHost.index, escrowId, ctx.version)?.mempoolTxs() : undefined),
       });
       if (!accept) return reply.type('application/json').send('{"accept":false,"voter_slot":0}');
       const vote = signTimeoutVote(session, req.inferenceId, reason);
@@ -148,45 +157,42 @@ export function protocolRoutes(app: FastifyInstance, ctx: ProtocolRouteContext):
     }
   });
 
-  app.get<{ Params: { escrowId: string }; Querystring: Record<string, string | undefined> }>('/sessions/:escrowId/diffs', async (request, reply) => {
-    try {
-      const session = ctx.sessions.get(ctx.host, request.params.escrowId);
-      const from = parseUint(request.query.from, "invalid 'from' parameter");
-      const to = parseUint(request.query.to, "invalid 'to' parameter");
-      const out: string[] = [];
-      for (const [nonce, rec] of [...session.applied].sort((a, b) => (a[0] < b[0] ? -1 : 1))) {
-        if (nonce < from || nonce > to) continue;
-        out.push(`{"diff":${JSON.stringify(rec.diff.json)},"state_hash":"${b64(rec.stateHash)}"}`);
+  for (const kind of SESSION_GETS) {
+    app.get<{ Params: { escrowId: string }; Querystring: Record<string, string | undefined> }>(`/sessions/:escrowId/${kind}`, async (request, reply) => {
+      try {
+        const session = ctx.sessions.get(ctx.host, request.params.escrowId, ctx.version);
+        return reply.type('application/json').send(sessionGet(kind, session, request.query));
+      } catch (e) {
+        return sendHttpError(reply, e);
       }
-      return reply.type('application/json').send(`[${out.join(',')}]`);
-    } catch (e) {
-      return sendHttpError(reply, e);
-    }
-  });
+    });
+  }
+}
 
-  app.get<{ Params: { escrowId: string } }>('/sessions/:escrowId/mempool', async (request, reply) => {
-    try {
-      const session = ctx.sessions.get(ctx.host, request.params.escrowId);
-      return reply.type('application/json').send(JSON.stringify({ txs: session.mempoolWire() }));
-    } catch (e) {
-      return sendHttpError(reply, e);
-    }
-  });
+/** The unauthenticated session GETs (also served versionless under `/devshard`: versiond.ts). */
+export const SESSION_GETS = ['diffs', 'mempool', 'signatures'] as const;
+export type SessionGet = (typeof SESSION_GETS)[number];
 
-  app.get<{ Params: { escrowId: string }; Querystring: Record<string, string | undefined> }>('/sessions/:escrowId/signatures', async (request, reply) => {
-    try {
-      const session = ctx.sessions.get(ctx.host, request.params.escrowId);
-      const text = request.query.nonce;
-      if (text === undefined || text === '') throw new HostHttpError(400, "missing 'nonce' parameter");
-      const nonce = parseUint(text, "invalid 'nonce' parameter");
-      const sigs = session.signatures.get(nonce) ?? new Map<number, Uint8Array>();
-      // encoding/json writes map keys as strings, sorted.
-      const entries = [...sigs].map(([slot, sig]) => [String(slot), b64(sig)] as const).sort((a, b) => (a[0] < b[0] ? -1 : 1));
-      return reply.type('application/json').send(JSON.stringify({ signatures: Object.fromEntries(entries) }));
-    } catch (e) {
-      return sendHttpError(reply, e);
+/** The JSON body of GET diffs / mempool / signatures of `session` (HostHttpError for a bad query). */
+export function sessionGet(kind: SessionGet, session: HostSession, query: Record<string, string | undefined>): string {
+  if (kind === 'diffs') {
+    const from = parseUint(query.from, "invalid 'from' parameter");
+    const to = parseUint(query.to, "invalid 'to' parameter");
+    const out: string[] = [];
+    for (const [nonce, rec] of [...session.applied].sort((a, b) => (a[0] < b[0] ? -1 : 1))) {
+      if (nonce < from || nonce > to) continue;
+      out.push(`{"diff":${JSON.stringify(rec.diff.json)},"state_hash":"${b64(rec.stateHash)}"}`);
     }
-  });
+    return `[${out.join(',')}]`;
+  }
+  if (kind === 'mempool') return JSON.stringify({ txs: session.mempoolWire() });
+  const text = query.nonce;
+  if (text === undefined || text === '') throw new HostHttpError(400, "missing 'nonce' parameter");
+  const nonce = parseUint(text, "invalid 'nonce' parameter");
+  const sigs = session.signatures.get(nonce) ?? new Map<number, Uint8Array>();
+  // encoding/json writes map keys as strings, sorted.
+  const entries = [...sigs].map(([slot, sig]) => [String(slot), b64(sig)] as const).sort((a, b) => (a[0] < b[0] ? -1 : 1));
+  return JSON.stringify({ signatures: Object.fromEntries(entries) });
 }
 
 /** strconv.ParseUint(s, 10, 64). */

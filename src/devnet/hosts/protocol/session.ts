@@ -3,28 +3,41 @@
  * host.go `Host`, mempool.go): its replica of the state machine, the diffs it applied (with the
  * root after each), the state signatures it made, its mempool and the inferences it executes.
  * Node runs each request's synchronous part without interleaving, so no lock is needed.
+ *
+ * A session belongs to one protocol version: a real host runs one devshardd per version behind
+ * versiond, each stamped with its version and with storage of its own (59b1ee7e
+ * versioned/internal/process/manager.go: `--data-dir <DataDir>/<version name>` per child;
+ * decentralized-api/cmd/devshardd/main.go binds its runtime version at start), so sessions are keyed
+ * by (version, escrow) and the replica hashes the version's name as its state-root tag (Z5
+ * types/domain.go: the tag is the route's version).
  */
 import { toBinary } from '@bufbuild/protobuf';
 import { sha256, toHex } from '../../../protocol/bytes.js';
 import { DevshardError } from '../../../protocol/errors.js';
 import { DevshardTxSchema, type DevshardTx } from '../../../protocol/gen/devshard/v1/diff_pb.js';
 import { stateSignatureBytes } from '../../../protocol/preimages.js';
-import { Replica } from '../../../protocol/replica.js';
-import { applyChainBindParams, sessionConfigFromEscrow } from '../../../protocol/session-config.js';
+import { Replica, STATE_ROOT_VERSION } from '../../../protocol/replica.js';
+import { PROTOCOL_VERSIONS } from '../../../protocol/versions.js';
+import { applyChainBindParams, bindParamsAtBind, sessionConfigFromEscrow } from '../../../protocol/session-config.js';
 import { signMessage } from '../../../protocol/signatures.js';
 import type { DevnetChainView, DevnetEscrowView, HostIdentity } from '../chain-view.js';
 import { decodeTimeoutDiffs, HostHttpError, type ReceivedDiff } from './wire.js';
 
 /**
  * Where hosts keep the diffs they applied (the devnet's DEVNET_STATE file), as a real host keeps its
- * storage: keyed by the host's address and the escrow, each diff as its wire JSON.
+ * storage: keyed by the host's address, the protocol version (each version's devshardd has its own
+ * storage) and the escrow, each diff as its wire JSON. `version` omitted is "v2", the only version
+ * before versions were kept (the legacy `/v1/devshard` route's sessions).
  */
 export interface HostSessionStore {
-  /** The diffs `host` applied in `escrowId`, ascending by nonce. */
-  load(host: string, escrowId: string): ReceivedDiff['json'][];
+  /** The diffs `host` applied in `escrowId` under `version`, ascending by nonce. */
+  load(host: string, escrowId: string, version?: string): ReceivedDiff['json'][];
   /** Called once per diff applied, before the host answers the request that carried it. */
-  save(host: string, escrowId: string, diff: ReceivedDiff['json']): void;
+  save(host: string, escrowId: string, diff: ReceivedDiff['json'], version?: string): void;
 }
+
+/** The version of the legacy route's sessions (`/v1/devshard`, tag "v2"), and of stored rows without one. */
+export const LEGACY_SESSION_VERSION = STATE_ROOT_VERSION;
 
 interface MempoolEntry {
   tx: DevshardTx;
@@ -57,12 +70,14 @@ export class HostSession {
     readonly host: HostIdentity,
     readonly escrow: DevnetEscrowView,
     chain: DevnetChainView,
+    /** The protocol version it is served under; its name is the state-root tag. */
+    readonly version: string = LEGACY_SESSION_VERSION,
   ) {
     if (escrow.amount === undefined) throw new HostHttpError(500, `escrow ${escrow.id}: amount unknown to the simulated host`);
     const slots = escrow.slots.map((s) => s.host);
     const n = slots.length;
-    const config = applyChainBindParams(sessionConfigFromEscrow(n, escrow.session ?? { tokenPrice: chain.tokenPrice() }), n, chain.sessionBindParams?.() ?? {});
-    this.replica = Replica.create({ escrowId: escrow.id, slots, amount: escrow.amount, userAddress: escrow.creator, config });
+    const config = applyChainBindParams(sessionConfigFromEscrow(n, escrow.session ?? { tokenPrice: chain.tokenPrice() }), n, bindParamsAtBind(escrow.frozen, chain.sessionBindParams?.()) ?? {});
+    this.replica = Replica.create({ escrowId: escrow.id, slots, amount: escrow.amount, userAddress: escrow.creator, config, version });
     this.ownSlots = escrow.slots.flatMap((s, i) => (s.host === host.address ? [i] : []));
     if (this.ownSlots.length === 0) throw new HostHttpError(500, `host not in group: ${host.address}`);
   }
@@ -156,27 +171,34 @@ export class HostSession {
   }
 }
 
-/** Sessions of every simulated host, created on first use from the chain's escrow. */
+const sessionKey = (hostIndex: number, version: string, escrowId: string): string => `${hostIndex}/${version}/${escrowId}`;
+
+/** Sessions of every simulated host, per (version, escrow), created on first use from the chain's escrow. */
 export class HostSessions {
   private readonly map = new Map<string, HostSession>();
   /** Sees every diff any host is sent (tests: the wire as the hosts saw it). */
-  observer: ((host: HostIdentity, escrowId: string, diff: ReceivedDiff, outcome: 'applied' | 'known' | 'refused', why?: string) => void) | undefined;
+  observer:
+    | ((host: HostIdentity, escrowId: string, diff: ReceivedDiff, outcome: 'applied' | 'known' | 'refused', why: string | undefined, version: string) => void)
+    | undefined;
 
   constructor(
     private readonly chain: DevnetChainView,
     private readonly store?: HostSessionStore,
   ) {}
 
-  /** The session, or 500 (the real resolver's errors are 500 too: server/routes.go sessionHTTPError). */
-  get(host: HostIdentity, escrowId: string): HostSession {
-    const key = `${host.index}/${escrowId}`;
+  /**
+   * The session under `version` (the route's version; "v2" for the legacy route), or 500 (the real
+   * resolver's errors are 500 too: server/routes.go sessionHTTPError).
+   */
+  get(host: HostIdentity, escrowId: string, version: string = LEGACY_SESSION_VERSION): HostSession {
+    const key = sessionKey(host.index, version, escrowId);
     let s = this.map.get(key);
     if (!s) {
       const escrow = this.chain.escrow(escrowId);
       if (!escrow) throw new HostHttpError(500, `escrow ${escrowId} not found`);
-      s = new HostSession(host, escrow, this.chain);
+      s = new HostSession(host, escrow, this.chain, version);
       if (this.store) this.resume(s, this.store);
-      s.observe = (d, o, why) => this.observer?.(host, escrowId, d, o, why);
+      s.observe = (d, o, why) => this.observer?.(host, escrowId, d, o, why, version);
       this.map.set(key, s);
     }
     return s;
@@ -190,7 +212,7 @@ export class HostSessions {
    * when the host next answers at its latest nonce) and completed answers.
    */
   private resume(s: HostSession, store: HostSessionStore): void {
-    const stored = store.load(s.host.address, s.escrowId);
+    const stored = store.load(s.host.address, s.escrowId, s.version);
     if (stored.length > 0) {
       try {
         s.applyDiffs(decodeTimeoutDiffs(stored));
@@ -198,11 +220,22 @@ export class HostSessions {
         if (!(e instanceof HostHttpError)) throw e;
       }
     }
-    s.onApplied = (diff) => store.save(s.host.address, s.escrowId, diff.json);
+    s.onApplied = (diff) => store.save(s.host.address, s.escrowId, diff.json, s.version);
   }
 
-  /** An existing session (no creation), for peer lookups. */
-  peek(hostIndex: number, escrowId: string): HostSession | undefined {
-    return this.map.get(`${hostIndex}/${escrowId}`);
+  /**
+   * An existing session (no creation), for peer lookups and tests: the one under `version`, or
+   * without it the escrow's session under the newest version that has one on that host.
+   */
+  peek(hostIndex: number, escrowId: string, version?: string): HostSession | undefined {
+    if (version !== undefined) return this.map.get(sessionKey(hostIndex, version, escrowId));
+    return this.versionsOf(hostIndex, escrowId).map((v) => this.map.get(sessionKey(hostIndex, v, escrowId))!)[0];
+  }
+
+  /** The versions under which `hostIndex` has a session of `escrowId`, newest first (known versions first, then any other). */
+  versionsOf(hostIndex: number, escrowId: string): string[] {
+    const order = (v: string): number => PROTOCOL_VERSIONS.findIndex((p) => p.name === v);
+    const found = [...this.map.values()].filter((s) => s.host.index === hostIndex && s.escrowId === escrowId).map((s) => s.version);
+    return found.sort((a, b) => order(b) - order(a));
   }
 }
