@@ -8,7 +8,7 @@
  * The edge sits beside the gateway: gateway (and what stands above it) may use network, chain
  * and protocol; network and chain stand on protocol; protocol is pure and stands on nothing.
  * devnet (the network's twin) stands on protocol, chain and network, and only cli, main, tests
- * and benchmarks may use it. config is a leaf every layer may use.
+ * and benchmarks may use it. config is a leaf every layer may use (it reads the pure version table of protocol).
  */
 
 /** Folders of src/ each layer may import, besides its own folder and config. */
@@ -26,7 +26,9 @@ const MAY_IMPORT = {
   chain: ['protocol'],
   protocol: [],
   devnet: ['protocol', 'chain', 'network'],
-  config: [],
+  // The version table (src/protocol/versions.ts) checks DEVSHARD_PROTOCOL_VERSION and
+  // DEVSHARD_ROUTE_PREFIX at load: pure data, and protocol may not import config, so no circle.
+  config: ['protocol'],
 };
 
 /** Layers that may not even use config (pure). */

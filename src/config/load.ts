@@ -9,6 +9,7 @@ import { isPrivateKeyHex, PRIVATE_KEY_RULE } from './private-key.js';
 import { readEnvFile } from './env-file.js';
 import { ConfigError, type ConfigIssue } from './errors.js';
 import { SECRET_VARIABLES, VARIABLES } from './variables.js';
+import { parseProtocolVersion, SUPPORTED_VERSION_NAMES, versionOfRoute } from '../protocol/versions.js';
 
 /** One initial escrow of pool mode (from DEVSHARDS_JSON). */
 export interface InitialEscrow {
@@ -96,8 +97,13 @@ export interface GatewayConfig {
   network: {
     upstreamUrl: string | undefined;
     upstreamKey: string | undefined;
-    /** Route prefix of the devshard host protocol. */
-    routePrefix: string;
+    /**
+     * The protocol an escrow speaks when its create / register / import names none (versions.ts
+     * `chooseProtocol`): DEVSHARD_PROTOCOL_VERSION, DEVSHARD_ROUTE_PREFIX (an explicit override of
+     * every escrow's route), DEVSHARD_STATE_ROOT_VERSION. Unset: the newest version we speak that the
+     * chain approves, its own route, its name as the tag.
+     */
+    protocol: { version?: string; routePrefix?: string; stateRootVersion?: string };
   };
   /**
    * The merged environment (file + process), for the devnet's own resolver
@@ -277,12 +283,36 @@ export function loadConfig(options: LoadConfigOptions = {}): GatewayConfig {
   } else if (hostProtocolRaw !== 'devshard' && hostProtocolRaw !== 'v2') {
     fail('DEVSHARD_HOST_PROTOCOL', `must be devshard (the only host protocol)${shown('DEVSHARD_HOST_PROTOCOL', hostProtocolRaw)}`);
   }
-  const routePrefixRaw = get('DEVSHARD_ROUTE_PREFIX') ?? '/v1/devshard';
-  if (!/^\/[A-Za-z0-9._~\/-]*$/.test(routePrefixRaw)) fail('DEVSHARD_ROUTE_PREFIX', `must be a path starting with /${shown('DEVSHARD_ROUTE_PREFIX', routePrefixRaw)}`);
+  const protocol: GatewayConfig['network']['protocol'] = {};
+  const versionRaw = get('DEVSHARD_PROTOCOL_VERSION');
+  if (versionRaw !== undefined && versionRaw.trim() !== '') {
+    try {
+      protocol.version = parseProtocolVersion(versionRaw);
+    } catch (err) {
+      fail('DEVSHARD_PROTOCOL_VERSION', (err as Error).message);
+    }
+  }
+  const routePrefixRaw = get('DEVSHARD_ROUTE_PREFIX');
+  if (routePrefixRaw !== undefined && routePrefixRaw.trim() !== '') {
+    // devshardctl's ResolveRoutePrefix: /devshard/<name> only; /v1/devshard stays for v2 escrows.
+    try {
+      const v = versionOfRoute(routePrefixRaw);
+      if (v === undefined) fail('DEVSHARD_ROUTE_PREFIX', `${JSON.stringify(routePrefixRaw)} names a version this gateway does not speak (${SUPPORTED_VERSION_NAMES.join(', ')})`);
+      else if (protocol.version !== undefined && v !== protocol.version) fail('DEVSHARD_ROUTE_PREFIX', `${JSON.stringify(routePrefixRaw)} serves ${v}, but DEVSHARD_PROTOCOL_VERSION is ${protocol.version}: hosts serve each version under /devshard/<version> (v2 under /v1/devshard); set one of them, or both alike`);
+      else protocol.routePrefix = routePrefixRaw.trim().replace(/\/+$/, '');
+    } catch (err) {
+      fail('DEVSHARD_ROUTE_PREFIX', (err as Error).message);
+    }
+  }
+  const tagRaw = get('DEVSHARD_STATE_ROOT_VERSION');
+  if (tagRaw !== undefined && tagRaw.trim() !== '') {
+    if (tagRaw.trim().length > 128) fail('DEVSHARD_STATE_ROOT_VERSION', 'must be at most 128 characters (the keeper\'s limit on a settlement\'s version)');
+    else protocol.stateRootVersion = tagRaw.trim();
+  }
   const network = {
     upstreamUrl: url('NETWORK_UPSTREAM_URL'),
     upstreamKey: get('NETWORK_UPSTREAM_KEY'),
-    routePrefix: routePrefixRaw.replace(/\/+$/, ''),
+    protocol,
   };
 
   if (issues.length > 0) throw new ConfigError(issues);

@@ -75,7 +75,9 @@ export const VARIABLES: readonly VariableSpec[] = [
   { name: 'NETWORK_UPSTREAM_URL', group: 'network', meaning: 'Send chat to this OpenAI-compatible base URL instead of devshard hosts (escrow accounting still applies).' },
   { name: 'NETWORK_UPSTREAM_KEY', group: 'network', secret: true, meaning: 'Bearer key for NETWORK_UPSTREAM_URL.' },
   { name: 'DEVSHARD_HOST_PROTOCOL', group: 'network', default: 'devshard', meaning: 'How chat reaches the hosts: devshard, the real devshard host protocol (per-escrow replica, signed diffs with catch-up, receipts checked against our state root, host txs from mempools; docs/protocol.md), the only one. `legacy` (an invented protocol no real host served) was removed and is refused. Ignored with NETWORK_UPSTREAM_URL.' },
-  { name: 'DEVSHARD_ROUTE_PREFIX', group: 'network', default: '/v1/devshard', meaning: 'Route prefix of the devshard host protocol under each host\'s inference URL (as devshardctl\'s).' },
+  { name: 'DEVSHARD_PROTOCOL_VERSION', group: 'network', meaning: 'Devshard protocol version of an escrow whose create, register or import names none (`protocol_version`): v2, v3, v4 or v4.1 (4.1 and V4.1 read alike). Unset: the newest of these the chain approves (the newest when it approves any). Escrows already in the log keep theirs.' },
+  { name: 'DEVSHARD_ROUTE_PREFIX', group: 'network', meaning: 'Route prefix of the devshard host protocol under each host\'s inference URL, for escrows that name none (`route_prefix`): /devshard/<version> as devshardctl\'s ResolveRoutePrefix accepts it, or /v1/devshard for v2 escrows. Unset: the version\'s own route. It implies the version when DEVSHARD_PROTOCOL_VERSION is unset.' },
+  { name: 'DEVSHARD_STATE_ROOT_VERSION', group: 'network', meaning: 'State-root tag for escrows that name none (`state_root_version`): the stamp the hosts\' build hashes into every root. Unset: the version\'s name (v4.1 hosts hash "v4.1"). Set it only when your hosts were built with another stamp (59b1ee7e builds stamp "v2" by default).' },
   // devnet (read by the embedded devnet; listed here so they are documented in one place)
   { name: 'DEVNET_PORT', group: 'devnet', default: '26657', meaning: 'Port of the devnet node (`shardgate devnet`); 0 = ephemeral.' },
   { name: 'DEVNET_BLOCK_TIME_MS', group: 'devnet', default: '1000', meaning: 'Devnet block time.' },
@@ -85,6 +87,8 @@ export const VARIABLES: readonly VariableSpec[] = [
   { name: 'DEVNET_EXTERNAL_HOSTS', group: 'devnet', meaning: 'Hosts the devnet does not run, as gonka1address@inference_url entries, comma-separated: listed as participants and given the escrow slots after the simulated hosts, in this order; the keeper checks their settlement signatures against their address (docs/devnet.md).' },
   { name: 'DEVNET_HOST_KEYS', group: 'devnet', secret: true, meaning: 'Private keys of the simulated hosts, 64 hex characters each, comma-separated: host i uses entry i (an empty entry or a missing one: the generated test key), so a process elsewhere holding that key can act as that slot. Never printed.' },
   { name: 'DEVNET_TOKEN_DELAY_MS', group: 'devnet', default: '5', meaning: 'Delay between streamed tokens of the simulated hosts.' },
+  { name: 'DEVNET_HOST_VERSIONS', group: 'devnet', meaning: 'Devshard versions the simulated hosts serve, comma-separated, each under {inference_url}/devshard/<version> with that name as its sessions\' state-root tag (one session store per version, as behind versiond); another version\'s route answers 404 `version "<name>" not found`. Unset: every version the gateway speaks (v2, v3, v4, v4.1).' },
+  { name: 'DEVNET_LEGACY_ROUTE', group: 'devnet', default: 'off', meaning: 'Keep v2\'s /v1/devshard route on the simulated hosts (tag "v2", the sessions of /devshard/v2), for old logs (on: 1/true/on/yes). Off: it answers 410 `{"error":"deprecated",…}` as the live hosts\' API does.' },
   { name: 'DEVNET_CREATORS', group: 'devnet', meaning: 'Creator keys or addresses allowlisted and funded at devnet genesis, comma-separated (DEVSHARD_PRIVATE_KEY is added by serve).' },
   { name: 'DEVNET_CREATOR_FUNDS', group: 'devnet', default: '10000000000000', meaning: 'Genesis funds per devnet creator, smallest coin unit.' },
   { name: 'DEVNET_MIN_AMOUNT', group: 'devnet', default: '1000000000', meaning: 'Devnet min_amount of an escrow deposit.' },
@@ -95,6 +99,7 @@ export const VARIABLES: readonly VariableSpec[] = [
   { name: 'DEVNET_TOKEN_PRICE', group: 'devnet', default: '1000', meaning: 'Devnet price of one token, smallest coin unit.' },
   { name: 'DEVNET_MODELS', group: 'devnet', meaning: 'Models the devnet serves, comma-separated. Default: DEVSHARD_MODEL.' },
   { name: 'DEVNET_STATE', group: 'devnet', meaning: 'File for the devnet state snapshot, with the simulated hosts\' applied diffs per escrow (a restart resumes their sessions); unset = memory only.' },
+  { name: 'DEVNET_APPROVED_VERSIONS', group: 'devnet', meaning: "Names of the devnet chain's approved devshard versions (the store chain v0.2.16 serves at /productscience/inference/inference/devshard_approved_versions), comma-separated; the keeper refuses a settlement whose version is not listed. Unset: every version this gateway speaks. Set to an empty string: an empty list, which accepts any version, as on the chain." },
   // deployment only
   { name: 'DEVSHARD_STORAGE_HOST_DIR', group: 'deployment', default: '.devshardctl', meaning: 'Container deployments: host directory mounted at DEVSHARD_STORAGE_DIR. Not read by the process.' },
 ];

@@ -12,7 +12,8 @@
  *  - `rotation-<model>`      rotation decisions and depletion replacements of one model.
  *  - `devshard-session-<chainId>`  the diffs sent over the real devshard host protocol
  *                            (DevshardDiffSent), the devshard protocol's diffs, the host txs taken
- *                            from answers (DevshardHostTxsReceived) and the facts each run bound the
+ *                            from answers (DevshardHostTxsReceived), how far each host applied them
+ *                            and what it refused (DevshardHostAcknowledged, DevshardHostRefused), the facts each run bound the
  *                            session to (DevshardSessionOpened).
  *
  * Amounts are decimal strings (see catalog/common.ts). Data of an older schema version is brought
@@ -30,6 +31,7 @@ export type * from './catalog/rotation.js';
 export type * from './catalog/devshard.js';
 export type { AccessMode, GatewaySettings, MaxTokensDefaults, RotationModelSettings, SettingsPatch } from './catalog/settings.js';
 export { DEFAULT_SETTINGS } from './catalog/settings.js';
+export { settlementTag } from './catalog/common.js';
 
 /** Event type → data shape, for every catalog event. */
 export interface EventDataMap extends EscrowEventData, SettingsEventData, RotationEventData, DevshardEventData {}
@@ -78,6 +80,8 @@ export const SCHEMA_VERSIONS: { readonly [K in EventType]: number } = {
   DevshardSessionOpened: 1,
   DevshardDiffSent: 1,
   DevshardHostTxsReceived: 1,
+  DevshardHostAcknowledged: 1,
+  DevshardHostRefused: 1,
 };
 
 /** All catalog event types, in catalog order. */

@@ -32,6 +32,8 @@ export interface GatewayContext {
   afterRequest(escrowId: string): void;
   /** Over the devshard protocol: matches the log's bill of each inference with its host's charge. */
   billing?: ProtocolBilling;
+  /** Over the protocol: writes what the hosts acknowledged so far (devshard-host-acks.ts) before a settlement is recorded. */
+  hostAcks?: { flush(): Promise<unknown> };
   /** Called after a settings change is durable (rotation reconfigures itself). */
   onSettingsChanged?: () => void;
 }

@@ -24,14 +24,13 @@ import type { VerifyCheck } from '../events/verify.js';
 import type { DevshardTx } from '../protocol/gen/devshard/v1/diff_pb.js';
 import { TimeoutReason } from '../protocol/gen/devshard/v1/tx_pb.js';
 import {
-  applyChainBindParams,
   buildSettlement,
   diffSignedBytes,
   DevshardError,
   Phase,
   recoverAddress,
   Replica,
-  sessionConfigFromEscrow,
+  LEGACY_PROTOCOL,
   settlementSignatureValid,
   STATUS_NAMES,
   toHex,
@@ -40,12 +39,14 @@ import {
   type Settlement,
 } from '../protocol/index.js';
 import { recordedDiffOf, sessionEscrowOf } from './devshard-diffs.js';
+import { replicaParamsOf } from '../network/devshard/session.js';
 
 const SESSION_PREFIX = 'devshard-session-';
 const ESCROW_PREFIX = 'escrow-';
 
 export type AuditRule =
   | 'nonce-contiguous'
+  | 'host-ack'
   | 'diff-decode'
   | 'user-signature'
   | 'state-machine'
@@ -105,11 +106,27 @@ export interface EscrowAudit {
   lastNonce: number;
   /** 'recorded': DevshardSessionOpened in the log; 'missing': a log older than it (roots not recomputed). */
   facts: 'recorded' | 'missing';
+  /** The protocol the session was opened with (with the facts). */
+  protocol?: { version: string; route: string; tag: string };
   /** The rebuilt replica's state after the last diff it accepted (absent without facts). */
   replica?: { nonce: number; phase: string; balance: string; fees: string; finalizeNonce: number; root: string };
   /** The protocol settlements (EscrowFinalized v2) checked against the replica. */
   settlements: { nonce: number; position: number; signatures: number; valid: number; matches: boolean }[];
+  /**
+   * What each host did with the diffs, as recorded (DevshardHostAcknowledged, DevshardHostRefused):
+   * the last nonce it applied (its receipt's state_hash equal to our root there) and its latest
+   * refusal since. Diffs above `applied` were composed by us and not (yet) acknowledged by that host.
+   */
+  hosts: HostAudit[];
   failures: AuditFailure[];
+}
+
+export interface HostAudit {
+  host: string;
+  /** The last nonce the host acknowledged (0: none recorded). */
+  applied: number;
+  /** Its latest refusal after that acknowledgement, if any. */
+  refused?: { status: number; message: string; rule?: string; position: number };
 }
 
 export const PHASE_NAMES: Record<Phase, string> = { [Phase.Active]: 'Active', [Phase.Finalizing]: 'Finalizing', [Phase.Settlement]: 'Settlement' };
@@ -131,6 +148,9 @@ interface EscrowState {
   /** The replica's settlement at each nonce that left it in the Settlement phase. */
   settlementsAt: Map<number, Settlement>;
   checked: EscrowAudit['settlements'];
+  /** Our recorded root at each nonce (hex), to check what the hosts acknowledged. */
+  roots: Map<number, string>;
+  hosts: Map<string, HostAudit>;
   failures: AuditFailure[];
 }
 
@@ -149,7 +169,7 @@ export class DevshardLogAudit {
   private escrow(id: string): EscrowState {
     let e = this.escrows.get(id);
     if (!e) {
-      e = { escrowId: id, diffs: 0, lastNonce: 0, stopped: false, settlementsAt: new Map(), checked: [], failures: [] };
+      e = { escrowId: id, diffs: 0, lastNonce: 0, stopped: false, settlementsAt: new Map(), checked: [], roots: new Map(), hosts: new Map(), failures: [] };
       this.escrows.set(id, e);
     }
     return e;
@@ -181,9 +201,31 @@ export class DevshardLogAudit {
         return undefined;
       case 'DevshardDiffSent':
         return this.diff(r.data, r.position);
+      case 'DevshardHostAcknowledged': {
+        const e = this.escrow(r.data.escrowId);
+        const h = this.host(e, r.data.host);
+        const ours = e.roots.get(r.data.nonce);
+        if (ours === undefined || ours !== r.data.stateHash.toLowerCase()) {
+          this.fail(e, { nonce: r.data.nonce, position: r.position, rule: 'host-ack', message: `host ${r.data.host} acknowledged nonce ${r.data.nonce} with state_hash ${r.data.stateHash}, but ${ours === undefined ? 'no diff of that nonce precedes it in the log' : `our diff's root there is ${ours}`}` });
+        }
+        if (r.data.nonce > h.applied) h.applied = r.data.nonce;
+        delete h.refused;
+        return undefined;
+      }
+      case 'DevshardHostRefused': {
+        const e = this.escrow(r.data.escrowId);
+        this.host(e, r.data.host).refused = { status: r.data.status, message: r.data.message, ...(r.data.rule ? { rule: r.data.rule } : {}), position: r.position };
+        return undefined;
+      }
       default:
         return undefined;
     }
+  }
+
+  private host(e: EscrowState, host: string): HostAudit {
+    let h = e.hosts.get(host);
+    if (!h) e.hosts.set(host, (h = { host, applied: 0 }));
+    return h;
   }
 
   private fail(e: EscrowState, f: Omit<AuditFailure, 'escrowId'>): AuditFailure {
@@ -202,17 +244,14 @@ export class DevshardLogAudit {
     }
     if (e.opened === undefined && e.diffs === 0) {
       e.opened = d;
-      const s = sessionEscrowOf(d);
-      const n = s.slots.length;
-      const config = applyChainBindParams(sessionConfigFromEscrow(n, s.session), n, s.bind ?? {});
       try {
-        e.replica = Replica.create({ escrowId: s.escrowId, slots: s.slots.map((x) => x.host), amount: s.amount, userAddress: s.creator, config });
+        e.replica = Replica.create(replicaParamsOf(sessionEscrowOf(d)));
       } catch (err) {
         this.fail(e, { position, rule: 'session-facts', message: `the replica cannot be created from the recorded facts: ${String(err instanceof Error ? err.message : err)}` });
         e.stopped = true;
       }
-    } else if (e.opened !== undefined && (d.amount !== e.opened.amount || JSON.stringify(d.session) !== JSON.stringify(e.opened.session) || JSON.stringify(d.bind ?? null) !== JSON.stringify(e.opened.bind ?? null))) {
-      this.fail(e, { position, rule: 'session-facts', message: 'the session was reopened with other facts (amount, session fields or bind params) than it was bound to' });
+    } else if (e.opened !== undefined && (d.amount !== e.opened.amount || JSON.stringify(d.session) !== JSON.stringify(e.opened.session) || JSON.stringify(d.bind ?? null) !== JSON.stringify(e.opened.bind ?? null) || JSON.stringify(d.protocol ?? null) !== JSON.stringify(e.opened.protocol ?? null))) {
+      this.fail(e, { position, rule: 'session-facts', message: 'the session was reopened with other facts (amount, session fields, bind params or protocol) than it was bound to' });
     }
   }
 
@@ -232,6 +271,7 @@ export class DevshardLogAudit {
       return line;
     }
     line.txs = d.txs.map((tx) => describeTx(tx));
+    e.roots.set(nonce, line.root);
     if (e.stopped) return line;
     if (nonce !== expected) {
       line.failure = this.fail(e, { nonce, position, rule: 'nonce-contiguous', message: nonce < expected ? `nonce ${nonce} again after ${expected - 1} (reused)` : `expected nonce ${expected}, got ${nonce} (skipped ${expected}${nonce - 1 > expected ? `..${nonce - 1}` : ''})` });
@@ -342,7 +382,7 @@ export class DevshardLogAudit {
   result(): EscrowAudit[] {
     const out: EscrowAudit[] = [];
     for (const e of this.escrows.values()) {
-      if (e.diffs === 0 && e.opened === undefined && e.checked.length === 0) continue;
+      if (e.diffs === 0 && e.opened === undefined && e.checked.length === 0 && e.hosts.size === 0) continue;
       const failures = [...e.failures];
       if (e.diffs > 0 && e.opened === undefined) {
         failures.push({ escrowId: e.escrowId, position: 0, rule: 'session-facts', message: 'no DevshardSessionOpened before the diffs (a log older than it): nonces and signatures checked, roots not recomputed' });
@@ -353,10 +393,12 @@ export class DevshardLogAudit {
         diffs: e.diffs,
         lastNonce: e.lastNonce,
         facts: e.opened ? 'recorded' : 'missing',
+        ...(e.opened ? { protocol: { ...(e.opened.protocol ?? LEGACY_PROTOCOL) } } : {}),
         ...(r
           ? { replica: { nonce: Number(r.latestNonce), phase: PHASE_NAMES[r.phase], balance: r.balance.toString(), fees: r.fees.toString(), finalizeNonce: Number(r.finalizeNonce), root: toHex(r.stateRoot()) } }
           : {}),
         settlements: e.checked,
+        hosts: [...e.hosts.values()].map((h) => ({ ...h, ...(h.refused ? { refused: { ...h.refused } } : {}) })),
         failures,
       });
     }
@@ -417,7 +459,7 @@ export function formatTxs(txs: readonly TxLine[]): string {
 export const failureText = (f: AuditFailure): string => `devshard escrow ${f.escrowId}${f.nonce !== undefined ? `, nonce ${f.nonce}` : ''}: ${f.rule}: ${f.message}`;
 
 /** The event types the audit reads (everything else is skipped before its JSON is parsed). */
-export const AUDITED_TYPES = ['EscrowCreated', 'EscrowImported', 'EscrowFinalized', 'DevshardSessionOpened', 'DevshardDiffSent'] as const;
+export const AUDITED_TYPES = ['EscrowCreated', 'EscrowImported', 'EscrowFinalized', 'DevshardSessionOpened', 'DevshardDiffSent', 'DevshardHostAcknowledged', 'DevshardHostRefused'] as const;
 
 /** Audits every devshard session of an iterable of records. */
 export function auditDevshardLog(records: Iterable<RecordedEvent>, opts: AuditOptions = {}): { audit: DevshardLogAudit; escrows: EscrowAudit[] } {

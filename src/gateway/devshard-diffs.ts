@@ -8,7 +8,8 @@ import { fromBinary, toBinary } from '@bufbuild/protobuf';
 import { devshardSessionStream, newEvent, type EventDataMap } from '../events/catalog.js';
 import type { RecordedEvent } from '../events/envelope.js';
 import { DevshardTxSchema, DiffContentSchema, type DevshardTx } from '../protocol/gen/devshard/v1/diff_pb.js';
-import type { ChainBindParams, EscrowSessionFields, RecordedDiff } from '../protocol/index.js';
+import { LEGACY_PROTOCOL, type ChainBindParams, type EscrowSessionFields, type RecordedDiff } from '../protocol/index.js';
+import { isLegacyProtocol, protocolData } from './escrow-protocol.js';
 import type { SessionEscrow } from '../network/devshard/session.js';
 import { wireTxs } from '../network/devshard/request-body.js';
 import { canonicalJson } from '../events/canonical-json.js';
@@ -76,6 +77,8 @@ export function sessionOpenedData(e: SessionEscrow): OpenedData {
     ...(b
       ? { bind: dropUndefined({ refusalTimeout: str(b.refusalTimeout), executionTimeout: str(b.executionTimeout), validationRate: b.validationRate, voteThresholdFactor: b.voteThresholdFactor }) }
       : {}),
+    // Left out for v2 on the legacy route, what a session without it speaks (older logs stay as they were).
+    ...(e.protocol && !isLegacyProtocol(e.protocol) ? { protocol: protocolData(e.protocol) } : {}),
   };
 }
 
@@ -93,7 +96,7 @@ export function sessionEscrowOf(d: OpenedData): SessionEscrow {
   const bind: ChainBindParams | undefined = d.bind
     ? dropUndefined({ refusalTimeout: big(d.bind.refusalTimeout), executionTimeout: big(d.bind.executionTimeout), validationRate: d.bind.validationRate, voteThresholdFactor: d.bind.voteThresholdFactor })
     : undefined;
-  return { escrowId: d.escrowId, creator: d.creator, amount: BigInt(d.amount), slots: d.slots.map((s) => ({ ...s })), session, ...(bind ? { bind } : {}) };
+  return { escrowId: d.escrowId, creator: d.creator, amount: BigInt(d.amount), slots: d.slots.map((s) => ({ ...s })), session, ...(bind ? { bind } : {}), protocol: d.protocol ? { ...d.protocol } : LEGACY_PROTOCOL };
 }
 
 /**

@@ -17,9 +17,10 @@ import type { ChainEscrow } from '../chain/port.js';
 import { devshardSessionStream, newEvent, type EventDataMap } from '../events/catalog.js';
 import type { EventMetadata } from '../events/envelope.js';
 import { canonicalJson } from '../events/canonical-json.js';
-import type { SessionEscrow } from '../network/devshard/session.js';
+import { replicaParamsOf, type SessionEscrow } from '../network/devshard/session.js';
 import { DevshardTxSchema, type DevshardTx } from '../protocol/gen/devshard/v1/diff_pb.js';
-import { applyChainBindParams, Replica, sessionConfigFromEscrow, type RecordedDiff } from '../protocol/index.js';
+import { bindParamsAtBind, Replica, type EscrowProtocol, type RecordedDiff } from '../protocol/index.js';
+import { escrowProtocol } from './escrow-protocol.js';
 import type { GatewayContext } from './context.js';
 import { diffEventData, recordedDiffOf, sessionOpenedData } from './devshard-diffs.js';
 import { refuse } from './errors.js';
@@ -40,6 +41,8 @@ export async function boundSessionEscrow(
   escrowId: string,
   recorded: { creator: string; amount: bigint; slots: readonly { host: string; url: string }[] },
   onChain?: ChainEscrow | null,
+  /** What the session speaks; default: what the escrow recorded (an import names the one it brings). */
+  protocol: EscrowProtocol = escrowProtocol(ctx.engine, escrowId),
 ): Promise<SessionEscrow> {
   const [chainEscrow, params] = await Promise.all([onChain !== undefined ? onChain : ctx.chain.escrow(escrowId), ctx.chain.params()]);
   return {
@@ -50,15 +53,10 @@ export async function boundSessionEscrow(
     // called at its new URL by a session opened after the refresh.
     slots: recorded.slots.map((s) => ({ host: s.host, url: hostUrlOf(ctx, s) })),
     session: chainEscrow?.session ?? { tokenPrice: ctx.chainInfo.tokenPrice },
-    ...(params.bind ? { bind: params.bind } : {}),
+    protocol,
+    // The chain params frozen on the escrow win over the live ones (session-config.ts bindParamsAtBind).
+    ...((bind) => (bind ? { bind } : {}))(bindParamsAtBind(chainEscrow?.frozen, params.bind)),
   };
-}
-
-/** The replica parameters a session of `escrow` is created with (as DevshardSession builds them). */
-function replicaParams(escrow: SessionEscrow, version?: string) {
-  const n = escrow.slots.length;
-  const config = applyChainBindParams(sessionConfigFromEscrow(n, escrow.session), n, escrow.bind ?? {});
-  return { escrowId: escrow.escrowId, slots: escrow.slots.map((s) => s.host), amount: escrow.amount, userAddress: escrow.creator, config, ...(version ? { version } : {}) };
 }
 
 export interface ReplayRefusal {
@@ -77,8 +75,8 @@ export interface ReplayRefusal {
  * with the bindings applying them made (what the log records). Throws a 400 naming the first nonce
  * that does not replay (signature, sequence, a tx the hosts' rules refuse, or a root that differs).
  */
-export function replayAgainstFacts(escrow: SessionEscrow, diffs: readonly RecordedDiff[], how: ReplayRefusal, version?: string): { replica: Replica; diffs: RecordedDiff[] } {
-  const params = replicaParams(escrow, version);
+export function replayAgainstFacts(escrow: SessionEscrow, diffs: readonly RecordedDiff[], how: ReplayRefusal): { replica: Replica; diffs: RecordedDiff[] } {
+  const params = replicaParamsOf(escrow);
   const replica = Replica.create(params);
   const made: RecordedDiff[] = [];
   for (const [i, d] of diffs.entries()) {

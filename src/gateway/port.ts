@@ -15,6 +15,7 @@ import { refuse, type GatewayError } from './errors.js';
 import { createEscrowForOperator, type OperatorCreate, type OperatorCreateOutcome } from './escrows/operator-create.js';
 import { operatorTxFee, type OperatorTxOptions } from './escrows/tx-options.js';
 import { deactivateEscrow, devshardView, escrowOr404, finalizeEscrow, finalizedDocument, operatorSettleAnswer, registerEscrow, removeEscrow, settleEscrow } from './escrows/lifecycle.js';
+import type { ProtocolChoice } from '../protocol/versions.js';
 import { DEFAULT_KEY_ENV, holdRequestKey, oneKeyOf, operatorCreateKey } from './escrows/operator-key.js';
 import { importFromDevshardctl, type DevshardctlImportBody } from './escrows/devshardctl-import.js';
 import { activateEscrow, exportEscrow, importEscrow, type ImportBody } from './escrows/transfer.js';
@@ -56,7 +57,7 @@ export interface GatewayPort {
   devshards(): DevshardView[];
   devshard(id: string): DevshardView;
   /** Registers an on-chain escrow, or re-activates a deactivated one (devshardctl's POST /v1/admin/devshards). */
-  registerEscrow(id: string, metadata: EventMetadata, expectedModel?: string, key?: OperatorKey): Promise<Answer<typeof registerEscrow>>;
+  registerEscrow(id: string, metadata: EventMetadata, expectedModel?: string, key?: OperatorKey, protocol?: ProtocolChoice): Promise<Answer<typeof registerEscrow>>;
   importEscrow(id: string, body: ImportBody, metadata: EventMetadata): Promise<Answer<typeof importEscrow>>;
   /** Migration: adopt an escrow from devshardctl's state store (its import body). */
   importFromDevshardctl(id: string, body: DevshardctlImportBody, metadata: EventMetadata): Promise<Answer<typeof importFromDevshardctl>>;
@@ -124,7 +125,7 @@ export function gatewayPort(ctx: GatewayContext): GatewayPort {
       escrowOr404(ctx, id);
       return devshardView(ctx, id);
     },
-    registerEscrow: (id, metadata, expectedModel, key = {}) =>
+    registerEscrow: (id, metadata, expectedModel, key = {}, protocol = {}) =>
       perEscrow(id, async () => {
         oneKeyOf(key.privateKey, key.keyEnv);
         const known = ctx.engine.escrow(id);
@@ -136,7 +137,7 @@ export function gatewayPort(ctx: GatewayContext): GatewayPort {
           if (key.keyEnv !== undefined) await ctx.keyring.fromEnv(key.keyEnv);
           return activateEscrow(ctx, id, metadata);
         }
-        return registerEscrow(ctx, id, metadata, expectedModel, key.keyEnv, key.privateKey);
+        return registerEscrow(ctx, id, metadata, expectedModel, key.keyEnv, key.privateKey, protocol);
       }),
     importEscrow: (id, body, metadata) => perEscrow(id, () => importEscrow(ctx, id, body, metadata)),
     importFromDevshardctl: (id, body, metadata) => perEscrow(id, () => importFromDevshardctl(ctx, id, body, metadata)),

@@ -10,7 +10,7 @@ import { devshardView } from './escrows/lifecycle.js';
 import { pruneInfo, type PruneInfo } from './prune-watch.js';
 import { pocBlock } from './poc-gate.js';
 import { knownEpoch } from './prune-watch.js';
-import { STATE_ROOT_VERSION } from '../protocol/replica.js';
+import { escrowProtocol } from './escrow-protocol.js';
 import { applyChainBindParams, sessionConfigFromEscrow } from '../protocol/session-config.js';
 
 /**
@@ -56,6 +56,21 @@ function sessionConfig(ctx: GatewayContext, groupSize: number) {
  * loaded, also that runtime's own top-level fields (proxy.go handleStatus, statusResponse:
  * escrow_id, nonce, phase, balance, requests_blocked, block_reason, config).
  */
+/** An escrow's protocol as operators see it, and a host's refusal of it (host-refusals.ts) while it stands. */
+function protocolFields(ctx: GatewayContext, escrowId: string) {
+  const p = escrowProtocol(ctx.engine, escrowId);
+  const refused = ctx.network.routeRefusal?.(escrowId);
+  const applied = ctx.network.acknowledged?.(escrowId);
+  return {
+    protocol_version: p.version,
+    route_prefix: p.route,
+    state_root_version: p.tag,
+    // How far each host applied the diffs we composed (this run's receipts); absent before the session opens.
+    ...(applied ? { hosts_applied: applied.map((a) => ({ host: a.host, nonce: a.nonce })) } : {}),
+    ...(refused ? { protocol_error: { rule: refused.rule, host: refused.host, status: refused.status, message: refused.message, at: new Date(refused.at).toISOString() } } : {}),
+  };
+}
+
 export function statusDocument(ctx: GatewayContext) {
   const price = ctx.chainInfo.tokenPrice;
   const snapshot = ctx.projections.status.snapshot(price);
@@ -63,14 +78,14 @@ export function statusDocument(ctx: GatewayContext) {
   // DEVSHARD_POC_REQUEST_MODE=off during PoC: every devshard's chat is blocked (poc-gate.ts).
   const poc = pocBlock(ctx);
   const chain = chainPhase(ctx);
-  // runtimeStatus's protocol_version (the state machine's state-root tag) and chain phase fields,
-  // beside the projection's fields; protocol_version once the escrow is a session (it has a phase).
+  // runtimeStatus's protocol_version and chain phase fields beside the projection's fields; with
+  // the version, its route and state-root tag, and the latest refusal of them by a host.
   const doc = {
     ...snapshot,
     devshards: snapshot.devshards.map((d) =>
       withPrune(ctx, {
         ...d,
-        ...(d.phase ? { protocol_version: STATE_ROOT_VERSION } : {}),
+        ...protocolFields(ctx, d.id),
         ...chain,
         ...(poc && !d.requests_blocked ? { requests_blocked: true, block_reason: poc.reason } : {}),
       }),
@@ -152,8 +167,8 @@ export function devshardListDocument(ctx: GatewayContext) {
         model: e.model,
         // Where its state is kept: every escrow's events are in the gateway's one event log.
         storage_path: storagePath,
-        // RuntimeConfig.protocol_version: the state-root tag this gateway's sessions use.
-        protocol_version: STATE_ROOT_VERSION,
+        // RuntimeConfig.protocol_version: the escrow's version; beside it its route and state-root tag.
+        ...protocolFields(ctx, e.escrowId),
         active: e.state === 'active',
         rotation_role: e.role,
         ...(c && c.epoch !== undefined && c.epoch !== null ? { rotation_epoch: c.epoch } : {}),

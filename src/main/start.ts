@@ -32,6 +32,8 @@ import { Limiter } from '../gateway/limiter.js';
 import { NonceLeases } from '../gateway/nonce-lease.js';
 import { gatewayPort } from '../gateway/port.js';
 import { boundSessionEscrow } from '../gateway/devshard-session-import.js';
+import { HostAckRecorder } from '../gateway/devshard-host-acks.js';
+import { escrowProtocol, isLegacyProtocol } from '../gateway/escrow-protocol.js';
 import { recordDiff, recordedDiffs, recordedHostTxs, recordHostTxs, recordSessionOpened } from '../gateway/devshard-diffs.js';
 import { ProtocolBilling } from '../gateway/protocol-billing.js';
 import { createDrainReactor, type DrainTask } from '../gateway/reactors.js';
@@ -102,8 +104,12 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
     let nodeBase = config.chain.nodeBase;
     // No chain endpoint: the embedded devnet (the CLI only gets here with `serve --devnet`).
     if (!rest) {
+      // An older log's escrows speak v2 on /v1/devshard, which the simulated hosts answer 410 like the
+      // live ones: the embedded devnet keeps that route for them unless DEVNET_LEGACY_ROUTE says otherwise.
+      const legacy = config.env.DEVNET_LEGACY_ROUTE === undefined ? projections.pool.all().filter((e) => e.state !== 'removed' && e.state !== 'settled' && isLegacyProtocol(escrowProtocol(engine, e.escrowId))) : [];
+      if (legacy.length > 0) logger.info({ escrows: legacy.map((e) => e.escrowId) }, 'the log holds v2 escrows on /v1/devshard (recorded before protocol versions): the embedded devnet keeps that route for them (DEVNET_LEGACY_ROUTE=1)');
       devnet = await startDevnet({
-        env: config.env,
+        env: legacy.length > 0 ? { ...config.env, DEVNET_LEGACY_ROUTE: '1' } : config.env,
         chainId: config.chain.chainId,
         creators: config.keys.creatorPrivateKey ? [config.keys.creatorPrivateKey] : undefined,
         statePath: config.env.DEVNET_STATE ?? `${config.server.storageDir}/devnet.sqlite`,
@@ -137,11 +143,11 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
   // The devshard protocol transport reads each escrow's chain facts from the engine's decided state.
   let ctxRef: GatewayContext | undefined;
   let billing: ProtocolBilling | undefined;
+  const hostAcks = new HostAckRecorder(engine, logger);
   const protocol: ProtocolTransport | undefined =
     !options.network && !config.network.upstreamUrl
       ? createProtocolTransport({
             escrowOf: (id) => (ctxRef ? protocolEscrow(ctxRef, id) : undefined),
-            routePrefix: config.network.routePrefix,
             // Each diff is in the log before a request carries it; a restart rebuilds the session from them.
             // The Finishes and Timeouts it applies are what the inferences cost (protocol-billing.ts).
             onDiff: (escrowId, d) => {
@@ -158,6 +164,11 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
             recordedHostTxs: (escrowId) => recordedHostTxs(engine, escrowId),
             // The log's bills are matched against the recorded charges again (protocol-billing.ts).
             onSessionOpened: (escrowId, s) => billing?.restore(escrowId, s.recordedCharges),
+            // Logged once per escrow, rule and host; /v1/status shows the latest (protocol_error).
+            onRouteRefused: (r) => logger.error({ escrow_id: r.escrowId, host: r.host, status: r.status, rule: r.rule }, r.message),
+            // How far each host applied the diffs, and what it refused (devshard-host-acks.ts).
+            onHostAck: (escrowId, host, nonce, stateHash) => hostAcks.ack(escrowId, host, nonce, stateHash),
+            onHostRefused: (escrowId, host, status, message, rule) => hostAcks.refused(escrowId, host, status, message, rule),
             stallTimeoutMs: config.limits.stallTimeoutMs,
             timeoutMs: config.limits.requestTimeoutMs,
           })
@@ -174,7 +185,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
     config,
     engine,
     nonces: new NonceLeases({ engine, projections, logger }),
-    ...(protocol ? { billing: (billing = new ProtocolBilling({ engine, logger })) } : {}),
+    ...(protocol ? { billing: (billing = new ProtocolBilling({ engine, logger })), hostAcks } : {}),
     projections,
     chain,
     chainInfo,
@@ -229,6 +240,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
       pruneWatch.stop();
       await drainTask.stop();
       await drain.idle();
+      await hostAcks.close();
       // Nothing in flight: no reserved nonce beyond the last start can have been used.
       if (limiter.counts().active_requests === 0) {
         await releaseUnusedNonces(ctx).catch((err: unknown) => logger.warn({ err }, 'could not record the unused nonce reservations; the next start skips them'));

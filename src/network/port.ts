@@ -122,4 +122,8 @@ export interface InferencePort {
    * no hosts, and an escrow cannot be finalized.
    */
   finalize?(escrowId: string, signer: RequestSigner, o?: { signatureWaitMs?: number }): Promise<FinalizedSession>;
+  /** The latest host answer refusing the escrow's route or state-root tag (the protocol transport only). */
+  routeRefusal?(escrowId: string): { rule: string; host: string; status: number; message: string; at: number } | undefined;
+  /** Per host of an open session, the last nonce it acknowledged (the protocol transport only). */
+  acknowledged?(escrowId: string): { host: string; nonce: number }[] | undefined;
 }

@@ -7,7 +7,7 @@ import type { EventStore } from '../../events/store.js';
 import { explainRotation, formatExplain } from '../../gateway/rotation/explain.js';
 import { devshardSessionStream, escrowStream, type SettlementData } from '../../events/catalog.js';
 import { eachRequestEvent } from '../../events/request-data.js';
-import { auditDevshardLog, failureText, formatTxs, type InferenceTrail } from '../../gateway/devshard-audit.js';
+import { auditDevshardLog, failureText, formatTxs, type HostAudit, type InferenceTrail } from '../../gateway/devshard-audit.js';
 
 export interface ExplainRotationOptions {
   model?: string;
@@ -29,7 +29,7 @@ export interface RequestExplanation {
   /** The gateway's records of the request (InferenceStarted / Finished / Failed data). */
   gateway: { type: string; position: number; data: Record<string, unknown> }[];
   /** The diffs that carried a tx for this inference (its MsgStartInference first), absent on the legacy path. */
-  devshard?: InferenceTrail & { executor?: string; failures: string[] };
+  devshard?: InferenceTrail & { executor?: string; failures: string[]; hosts: HostAudit[] };
   /** The protocol settlement of the escrow, if finalized: the executor slot's billed cost in it. */
   settlement?: { nonce: number; slotId: number; slotCost: string; signatures: number };
 }
@@ -77,7 +77,7 @@ export function explainRequest(store: Pick<EventStore, 'readAll'>, id: string): 
   const trail = audit.trail(escrowId, nonce);
   const e = escrows.find((x) => x.escrowId === escrowId);
   const devshard = trail
-    ? { ...trail, ...(slots.length ? { executor: slots[nonce % slots.length] } : {}), failures: (e?.failures ?? []).map(failureText) }
+    ? { ...trail, ...(slots.length ? { executor: slots[nonce % slots.length] } : {}), failures: (e?.failures ?? []).map(failureText), hosts: e?.hosts ?? [] }
     : undefined;
   return { requestId, escrowId, nonce, gateway, ...(devshard ? { devshard } : {}), ...(settlement ? { settlement } : {}) };
 }
@@ -103,6 +103,12 @@ export function formatRequestExplanation(x: RequestExplanation): string {
     lines.push(
       `  replica: ${r.status}, executor slot ${r.executorSlot}${t.executor ? ` (${t.executor})` : ''}, tokens in ${r.inputTokens} out ${r.outputTokens}, reserved ${r.reservedCost}, charged ${r.actualCost}${t.sealedAt !== undefined ? ` (sealed at nonce ${t.sealedAt})` : ''}`,
     );
+  }
+  // Composed by us is not applied by the hosts: what each host acknowledged, as recorded.
+  if (t.hosts.length === 0) lines.push('  applied by the hosts: no acknowledgement recorded');
+  for (const h of t.hosts) {
+    const started = h.applied >= x.nonce ? `its start (nonce ${x.nonce}) applied` : `its start (nonce ${x.nonce}) not acknowledged`;
+    lines.push(`  host ${h.host}: applied through nonce ${h.applied}, ${started}${h.refused ? `; then refused (${h.refused.status}${h.refused.rule ? ` ${h.refused.rule}` : ''}: ${h.refused.message.slice(0, 160)})` : ''}`);
   }
   if (x.settlement) lines.push(`  settlement at nonce ${x.settlement.nonce}: slot ${x.settlement.slotId} is paid ${x.settlement.slotCost} in all (host_stats cost), this inference's ${r?.actualCost ?? '?'} included; ${x.settlement.signatures} signatures`);
   for (const f of t.failures) lines.push(`  FAILED: ${f}`);

@@ -9,8 +9,20 @@ export function devshardSummary(escrows: readonly EscrowAudit[]): string[] {
   return escrows.map((e) => {
     const r = e.replica ? `replica nonce ${e.replica.nonce} ${e.replica.phase}, root ${e.replica.root.slice(0, 16)}…` : 'replica not rebuilt (session facts not in the log)';
     const s = e.settlements.map((x) => `settlement at nonce ${x.nonce} ${x.matches ? 'equals the replica' : 'DIFFERS'}, ${x.valid}/${x.signatures} signatures recover to their slots`).join('; ');
-    return `devshard escrow ${e.escrowId}: ${e.diffs} diffs, nonces 1..${e.lastNonce}, ${r}${s ? `; ${s}` : ''}`;
+    const p = e.protocol ? ` (${e.protocol.version} on ${e.protocol.route}, tag ${JSON.stringify(e.protocol.tag)})` : '';
+    return `devshard escrow ${e.escrowId}${p}: composed ${e.diffs} diffs, nonces 1..${e.lastNonce}, ${r}; ${hostsSummary(e)}${s ? `; ${s}` : ''}`;
   });
+}
+
+/** What the hosts applied, as the log recorded it: "applied by the hosts: h1 to nonce 5, h2 refused (410 …)". */
+function hostsSummary(e: EscrowAudit): string {
+  if (e.hosts.length === 0) return 'applied by the hosts: none recorded';
+  const parts = e.hosts.map((h) => {
+    const applied = h.applied > 0 ? `to nonce ${h.applied}` : 'nothing';
+    const refused = h.refused ? `, then refused (${h.refused.status}${h.refused.rule ? ` ${h.refused.rule}` : ''}: ${h.refused.message.slice(0, 120)})` : '';
+    return `${h.host} ${applied}${refused}`;
+  });
+  return `applied by the hosts: ${parts.join(', ')}`;
 }
 
 /** Verifies the log at `file`, writing the summary or the failures; answers the exit code. */

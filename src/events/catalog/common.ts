@@ -56,5 +56,28 @@ export interface SettlementData {
   hostStats: { slotId: number; missed: number; invalid: number; cost: Amount; requests: number }[];
   signatures: { slotId: number; signature: string }[];
   fees: Amount;
+  /** The settlement encoding (2: the devshard protocol's). */
   version: number;
+  /**
+   * The session's state-root tag, hashed into the root and sent as `state_root_and_protocol_version`.
+   * Absent in settlements recorded before versions were recorded: then it is `v${version}` ("v2").
+   */
+  stateRootVersion?: string;
+}
+
+/** The settlement's state-root tag (an older record has none: "v2"). */
+export const settlementTag = (s: Pick<SettlementData, 'version' | 'stateRootVersion'>): string => s.stateRootVersion ?? `v${s.version}`;
+
+/**
+ * The devshard protocol an escrow's session speaks (src/protocol/versions.ts `EscrowProtocol`):
+ * recorded when the escrow is created, registered or imported. Absent in escrows recorded before
+ * versions were: those speak v2 on `/v1/devshard` with the tag "v2".
+ */
+export interface ProtocolData {
+  /** The approved-version name ("v4.1"). */
+  version: string;
+  /** The host route prefix (`/devshard/v4.1`, `/v1/devshard`). */
+  route: string;
+  /** The state-root tag. */
+  tag: string;
 }

@@ -9,7 +9,7 @@
  * bound to (creator, amount, slots, the escrow's frozen session fields, the chain's bind params), so
  * `shardgate verify` / `replay` / `explain` rebuild the replica from the log with no chain at hand.
  */
-import type { Amount } from './common.js';
+import type { Amount, ProtocolData } from './common.js';
 
 /** A warm key bound to a slot while a diff was applied (gonka 8a35022 devshard/user/session.go WarmKeyDelta). */
 export interface WarmKeyBindingData {
@@ -50,6 +50,8 @@ export interface DevshardEventData {
     session: DevshardSessionFieldsData;
     /** Absent: the protocol defaults (as the devnet uses). */
     bind?: DevshardBindParamsData;
+    /** The version, route and state-root tag of the session; absent: v2 on `/v1/devshard`, tag "v2". */
+    protocol?: ProtocolData;
   };
   /**
    * Host txs the gateway took from a host's answer (`devshard_meta.mempool`: the executor's
@@ -63,6 +65,32 @@ export interface DevshardEventData {
     /** The host's inference URL. */
     host: string;
     txs: string[];
+  };
+  /**
+   * How far a host has applied the escrow's diffs: the nonce and state_hash of its latest receipt
+   * (equal to our root at that nonce, or the answer was refused). Recorded as the host's
+   * acknowledged nonce moves, at most once a second per host, and at the end of a run, so
+   * `verify` and `/v1/status` tell the diffs we composed from the diffs the hosts applied.
+   */
+  DevshardHostAcknowledged: {
+    escrowId: string;
+    /** The host's inference URL. */
+    host: string;
+    nonce: number;
+    /** Hex. */
+    stateHash: string;
+  };
+  /**
+   * A host refused a session request (a non-200 answer): its status and text, and the rule when it
+   * refuses the escrow's protocol (route retired or unsupported, state-root tag). Recorded when it
+   * differs from the host's previous refusal, so a host that refuses every request is one event.
+   */
+  DevshardHostRefused: {
+    escrowId: string;
+    host: string;
+    status: number;
+    message: string;
+    rule?: string;
   };
   /**
    * One diff as sent to the hosts (durable before the request that carries it first leaves).

@@ -26,6 +26,7 @@ function shape(properties: Record<string, object>, optional: readonly string[] =
 }
 
 const slots = { type: 'array', items: shape({ slotId: count, host: text, url: text }) } as const;
+const protocol = shape({ version: text, route: text, tag: text });
 const usage = shape({ promptTokens: count, completionTokens: count, totalTokens: count });
 const keySource = { type: 'object', required: ['kind'], properties: { kind: { type: 'string', enum: ['env', 'request'] }, name: text } } as const;
 const chainError = shape({ kind: text, message: text, code: { type: 'integer' }, codespace: text, rawLog: text, txHash: text }, ['code', 'codespace', 'rawLog', 'txHash']);
@@ -38,7 +39,8 @@ const settlement = shape({
   signatures: { type: 'array', items: shape({ slotId: count, signature: text }) },
   fees: amountDataSchema,
   version: count,
-});
+  stateRootVersion: text,
+}, ['stateRootVersion']);
 
 /** The data of one request's start or end (alone, or as an entry of InferencesRecorded). */
 const REQUEST_DATA = {
@@ -49,8 +51,8 @@ const REQUEST_DATA = {
 
 export const ESCROW_STREAM_DATA_SCHEMAS: { readonly [K in EscrowStreamEventType]: object } = {
   EscrowCreated: shape(
-    { escrowId: text, intentId: text, txHash: text, height: count, epoch: count, creator: text, amount: amountDataSchema, model: text, role, slots },
-    ['intentId'],
+    { escrowId: text, intentId: text, txHash: text, height: count, epoch: count, creator: text, amount: amountDataSchema, model: text, role, slots, protocol },
+    ['intentId', 'protocol'],
   ),
   EscrowRegistered: shape({ escrowId: text, model: text }),
   EscrowImported: shape(
@@ -79,8 +81,9 @@ export const ESCROW_STREAM_DATA_SCHEMAS: { readonly [K in EscrowStreamEventType]
         sessionStatus: text,
         openInferences: count,
       }),
+      protocol,
     },
-    ['hostStats', 'provenance', 'adopted'],
+    ['hostStats', 'provenance', 'adopted', 'protocol'],
   ),
   EscrowActivated: shape({ escrowId: text }),
   NoncesReserved: shape({ upTo: count }),

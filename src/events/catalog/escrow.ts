@@ -2,7 +2,7 @@
  * Escrow lifecycle events. Creation intents live in `escrow-create-<uuid>` until the chain names the
  * escrow; from EscrowCreated / EscrowImported on, everything about one escrow is in `escrow-<id>`.
  */
-import type { Amount, ChainErrorInfo, EscrowRole, KeySource, SettlementData, SlotInfo, SlotTally, TokenUsage } from './common.js';
+import type { Amount, ChainErrorInfo, EscrowRole, KeySource, ProtocolData, SettlementData, SlotInfo, SlotTally, TokenUsage } from './common.js';
 import type { ReplacementReason } from './rotation.js';
 
 /** Why a create was asked for; lets `explain` tell admin creates from rotation ones. */
@@ -58,6 +58,8 @@ export interface EscrowEventData {
     txHash: string;
     /** Base64 signed tx, so a restart can re-broadcast by hash instead of signing anew. */
     txBytes?: string;
+    /** The protocol the escrow will speak (copied to its EscrowCreated). */
+    protocol?: ProtocolData;
   };
   /** First event of `escrow-<escrowId>`. */
   EscrowCreated: {
@@ -71,6 +73,8 @@ export interface EscrowEventData {
     model: string;
     role: EscrowRole;
     slots: SlotInfo[];
+    /** The protocol its session speaks; absent: v2 on the legacy route (a log older than versions). */
+    protocol?: ProtocolData;
   };
   /** Last event of a failed intent stream. */
   EscrowCreateFailed: {
@@ -102,6 +106,8 @@ export interface EscrowEventData {
     provenance?: ImportProvenance;
     /** An escrow adopted from devshardctl's state store (POST /v1/admin/devshards/import with storage_path). */
     adopted?: AdoptedFromDevshardctl;
+    /** The protocol its session speaks; absent: v2 on the legacy route (a log older than versions). */
+    protocol?: ProtocolData;
   };
   EscrowActivated: { escrowId: string };
   /**

@@ -27,9 +27,12 @@ export function chainErrorInfo(err: unknown): ChainErrorInfo {
 }
 
 export function chainRefusal(err: unknown, what: string): GatewayError {
+  // The gateway's own refusal before anything reached the chain (e.g. a protocol version it does not speak).
+  if (err instanceof GatewayError) return err;
   if (err instanceof ChainError && err.detail.precheck) {
     // Refused by the gateway's pre-check: nothing was signed or sent, no fee spent.
-    const param = err.kind === 'not_allowlisted' ? 'private_key' : err.kind === 'amount_out_of_range' || err.kind === 'insufficient_funds' ? 'amount' : null;
+    const param =
+      err.kind === 'not_allowlisted' ? 'private_key' : err.kind === 'amount_out_of_range' || err.kind === 'insufficient_funds' ? 'amount' : err.kind === 'version_not_approved' && /creat/i.test(what) ? 'protocol_version' : null;
     return new GatewayError(err.kind === 'not_allowlisted' ? 'forbidden' : 'invalid', err.kind, `${what} refused before any transaction was sent (no fee spent): ${err.message}`, { param, cause: err });
   }
   const info = chainErrorInfo(err);

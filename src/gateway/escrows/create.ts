@@ -4,15 +4,17 @@
  * asking the chain for the hash (reconcile.ts), never by guessing.
  */
 import { randomUUID } from 'node:crypto';
-import { createIntentStream, newEvent, type CreateOrigin, type EscrowRole, type KeySource, type SlotInfo } from '../../events/catalog.js';
+import { createIntentStream, newEvent, type CreateOrigin, type EscrowRole, type KeySource, type ProtocolData, type SlotInfo } from '../../events/catalog.js';
 import type { EventMetadata } from '../../events/envelope.js';
 import type { ChainEscrow, TxFeeOverride, TxOutcome } from '../../chain/port.js';
 import type { GatewayContext } from '../context.js';
 import { DENOM } from '../../chain/keys.js';
-import { createRefusal, feeRefusal } from '../../chain/prechecks.js';
+import { createRefusal, feeRefusal, versionRefusal } from '../../chain/prechecks.js';
 import { broadcastByHash } from './broadcast.js';
 import { chainErrorInfo, outcomeUnknown } from './chain-errors.js';
 import { recordedTxOutcome } from './broadcast.js';
+import { chooseEscrowProtocol, protocolData } from '../escrow-protocol.js';
+import type { ProtocolChoice } from '../../protocol/versions.js';
 
 export interface CreateEscrowCommand {
   privateKeyHex: string;
@@ -29,6 +31,8 @@ export interface CreateEscrowCommand {
   epoch?: number;
   /** This tx's fee and gas instead of the configured ones (the admin body's fee_denom, fee_amount, gas_limit). */
   txFee?: TxFeeOverride;
+  /** The body's protocol_version / route_prefix / state_root_version; unnamed: the settings, then the chain (escrow-protocol.ts). */
+  protocol?: ProtocolChoice;
 }
 
 export type CreateEscrowOutcome =
@@ -40,9 +44,15 @@ export async function createEscrow(ctx: GatewayContext, cmd: CreateEscrowCommand
   const intentId = cmd.intentId ?? randomUUID();
   const epoch = cmd.epoch ?? (await ctx.chain.epoch()).epochIndex;
   let prepared;
+  let protocol;
   try {
     // The chain's own rules first, so no fee is spent on a tx it must refuse.
     const [params, balance] = await Promise.all([ctx.chain.params(), ctx.chain.balance(creator)]);
+    // The version the escrow will speak, and the tag its settlement will name: both must be listed
+    // (the keeper refuses a settlement whose tag is not), or the deposit could never be settled.
+    protocol = chooseEscrowProtocol(ctx, cmd.protocol ?? {}, params.approvedVersions);
+    const unlisted = versionRefusal(params.approvedVersions, protocol.version) ?? versionRefusal(params.approvedVersions, protocol.tag);
+    if (unlisted) throw unlisted;
     const fee = ctx.chain.txFee?.(cmd.txFee);
     const refusal = createRefusal(params, { creator, amount: cmd.amount, balance, fee, denom: DENOM });
     if (refusal) throw refusal;
@@ -70,6 +80,7 @@ export async function createEscrow(ctx: GatewayContext, cmd: CreateEscrowCommand
         origin: cmd.origin,
         txHash: prepared.txHash,
         txBytes: prepared.txBytes,
+        protocol: protocolData(protocol),
       },
       cmd.metadata,
     ),
@@ -109,6 +120,7 @@ export async function resolveCreate(ctx: GatewayContext, intentId: string, outco
       model: escrow.modelId,
       role: intent.role,
       slots,
+      ...intentProtocol(ctx, intentId),
     },
     metadata,
   );
@@ -122,6 +134,13 @@ export async function resolveCreate(ctx: GatewayContext, intentId: string, outco
 function registerWanted(ctx: GatewayContext, intentId: string): boolean {
   const first = ctx.engine.readStream(`escrow-create-${intentId}`)[0];
   return first?.type === 'EscrowCreateRequested' ? first.data.register : true;
+}
+
+/** The protocol the intent chose (absent in an intent recorded before versions were: v2, legacy). */
+function intentProtocol(ctx: GatewayContext, intentId: string): { protocol?: ProtocolData } {
+  const first = ctx.engine.readStream(`escrow-create-${intentId}`)[0];
+  const p = first?.type === 'EscrowCreateRequested' ? first.data.protocol : undefined;
+  return p ? { protocol: { ...p } } : {};
 }
 
 /** Records a create intent's failure with the chain's reason. */

@@ -14,7 +14,8 @@ import { toHex } from '../../protocol/bytes.js';
 import { InferenceStatus } from '../../protocol/inference-record.js';
 import { Phase } from '../../protocol/hashes.js';
 import { boundSessionEscrow, recordImportedSession, replayAgainstFacts } from '../devshard-session-import.js';
-import { STATE_ROOT_VERSION } from '../../protocol/replica.js';
+import { parseProtocolVersion } from '../../protocol/versions.js';
+import { chooseEscrowProtocol, protocolChoiceOf, protocolData } from '../escrow-protocol.js';
 import { holdRequestKey } from './operator-key.js';
 import { stateName } from '../../machines/index.js';
 import type { GatewayContext } from '../context.js';
@@ -32,6 +33,8 @@ export interface DevshardctlImportBody {
   private_key?: string;
   model?: string;
   protocol_version?: string;
+  route_prefix?: string;
+  state_root_version?: string;
   active?: boolean;
   perf_path?: string;
 }
@@ -77,11 +80,25 @@ export async function importFromDevshardctl(ctx: GatewayContext, escrowId: strin
     throw refuse.invalid(`The key given is for ${address}, not escrow ${escrowId}'s creator ${onChain.creator}.`, body.private_key !== undefined ? 'private_key' : 'private_key_env', 'wrong_creator_key');
   }
 
-  const protocolVersion = body.protocol_version?.trim() || STATE_ROOT_VERSION;
+  // The protocol: the body's, else the store's session version (devshardctl binds each session to
+  // its version), else the gateway's settings and the chain's approved versions.
+  const params = await ctx.chain.params().catch((err) => {
+    throw chainRefusal(err, 'Reading the chain params');
+  });
+  const choice = protocolChoiceOf(body);
+  if (choice.version === undefined && choice.route === undefined && session.version) {
+    try {
+      choice.version = parseProtocolVersion(session.version);
+    } catch {
+      // Not a version name we read: the settings decide.
+    }
+  }
+  const protocol = chooseEscrowProtocol(ctx, choice, params.approvedVersions);
+  const protocolVersion = protocol.tag;
   const slotInfo: SlotInfo[] = onChain.slots.map((s) => ({ slotId: s.slotId, host: s.host, url: s.url }));
   // Replayed against the chain's facts, the ones our session binds (and the hosts bound): what is
   // recorded below is then exactly what the session rebuilds when the escrow is first used here.
-  const facts = await boundSessionEscrow(ctx, escrowId, { creator: onChain.creator, amount: onChain.amount, slots: slotInfo }, onChain).catch((err) => {
+  const facts = await boundSessionEscrow(ctx, escrowId, { creator: onChain.creator, amount: onChain.amount, slots: slotInfo }, onChain, protocol).catch((err) => {
     throw chainRefusal(err, 'Reading the chain params');
   });
   const { replica, diffs } = replayAgainstFacts(
@@ -90,13 +107,9 @@ export async function importFromDevshardctl(ctx: GatewayContext, escrowId: strin
     {
       whose: "devshardctl's",
       param: () => 'protocol_version',
-      hint: `The store does not rebuild the state the hosts signed (a different protocol_version, now '${clip(protocolVersion, 64)}', a session config other than the chain's, or a corrupt store).`,
+      hint: `The store does not rebuild the state the hosts signed (a different protocol version or state-root tag, now ${protocol.version} with the tag '${clip(protocolVersion, 64)}': set protocol_version / state_root_version; a session config other than the chain's; or a corrupt store).`,
     },
-    protocolVersion,
   );
-  if (protocolVersion !== STATE_ROOT_VERSION) {
-    throw refuse.invalid(`devshardctl's diffs of escrow ${escrowId} replay with state-root tag '${clip(protocolVersion, 64)}', but this gateway's sessions sign '${STATE_ROOT_VERSION}' roots: it cannot continue this session.`, 'protocol_version', 'unsupported_protocol_version');
-  }
   if (replica.phase !== Phase.Active) {
     throw refuse.conflict(`Escrow ${escrowId} was finalized by devshardctl (its last diff leaves it in phase ${Phase[replica.phase]}); settle it with devshardctl.`, 'settle_under_way');
   }
@@ -130,6 +143,7 @@ export async function importFromDevshardctl(ctx: GatewayContext, escrowId: strin
           slots: slotInfo,
           active: false,
           hostStats,
+          protocol: protocolData(protocol),
           adopted: {
             from: 'devshardctl',
             storagePath: store.dir,
@@ -165,7 +179,9 @@ export async function importFromDevshardctl(ctx: GatewayContext, escrowId: strin
       state_root: toHex(replica.stateRoot()),
       balance: replica.balance.toString(),
       fees: replica.fees.toString(),
-      protocol_version: protocolVersion,
+      protocol_version: protocol.version,
+      state_root_version: protocol.tag,
+      route_prefix: protocol.route,
       open_inferences: open,
     },
     ...view,

@@ -3,8 +3,10 @@
  * requests are in flight, completed when they drain), deactivate, remove. Each asks the escrow
  * statechart first; a refusal is a 409 naming the state.
  */
-import { feeRefusal, settleRefusal } from '../../chain/prechecks.js';
-import { newEvent, type CreateOrigin, type KeySource, type SlotInfo } from '../../events/catalog.js';
+import { feeRefusal, settleRefusal, versionRefusal } from '../../chain/prechecks.js';
+import type { ProtocolChoice } from '../../protocol/versions.js';
+import { chooseEscrowProtocol, escrowProtocol, protocolData } from '../escrow-protocol.js';
+import { newEvent, settlementTag, type CreateOrigin, type KeySource, type SlotInfo } from '../../events/catalog.js';
 import type { EventMetadata } from '../../events/envelope.js';
 import { clip, refuse } from '../errors.js';
 import type { ChainError, TxFeeOverride, TxOutcome } from '../../chain/port.js';
@@ -42,7 +44,7 @@ export async function decided<T>(f: () => Promise<T>): Promise<T> {
  * `expectedModel` (the register body's optional model_id), an escrow serving another model on chain
  * is refused before anything is recorded (it used to be registered, routed, and only logged).
  */
-export async function registerEscrow(ctx: GatewayContext, escrowId: string, metadata: EventMetadata, expectedModel?: string, keyEnv?: string, privateKey?: string) {
+export async function registerEscrow(ctx: GatewayContext, escrowId: string, metadata: EventMetadata, expectedModel?: string, keyEnv?: string, privateKey?: string, choice: ProtocolChoice = {}) {
   const known = ctx.engine.escrow(escrowId);
   // devshardctl's 409 (gateway.go handleAdminAddDevshard); a deactivated one is re-activated (port.ts).
   if (known?.value === 'active') throw refuse.conflict(`devshard already active: devshard ${escrowId} is already registered and routable here.`, 'already_active');
@@ -65,13 +67,26 @@ export async function registerEscrow(ctx: GatewayContext, escrowId: string, meta
     throw refuse.invalid(`Escrow ${escrowId} was created by ${onChain.creator}, whose key this gateway does not hold; set DEVSHARD_PRIVATE_KEY (or the variable named by private_key_env) to that creator's key.`, null, 'creator_key_unavailable');
   }
   const registered = newEvent('EscrowRegistered', { escrowId, model: onChain.modelId }, metadata);
+  // The protocol: an escrow already recorded keeps its own; a new one is chosen as a create's is.
+  const params = await ctx.chain.params().catch((err) => {
+    throw chainRefusal(err, 'Reading the chain params');
+  });
+  const protocol = known ? escrowProtocol(ctx.engine, escrowId) : chooseEscrowProtocol(ctx, choice, params.approvedVersions);
+  if (known && Object.keys(choice).length > 0) {
+    const asked = chooseEscrowProtocol(ctx, choice, params.approvedVersions);
+    if (asked.version !== protocol.version || asked.route !== protocol.route || asked.tag !== protocol.tag) {
+      throw refuse.invalid(`Devshard ${escrowId} already speaks ${protocol.version} on ${protocol.route} (tag ${JSON.stringify(protocol.tag)}), recorded when it was created; its session cannot change version. Register it without protocol_version/route_prefix/state_root_version.`, 'protocol_version', 'protocol_version_fixed');
+    }
+  }
+  const unlisted = versionRefusal(params.approvedVersions, protocol.version) ?? versionRefusal(params.approvedVersions, protocol.tag);
+  if (unlisted) throw chainRefusal(unlisted, 'Registering the escrow');
   if (known) {
     await decided(() => ctx.engine.decideEscrow('escrow', escrowId, [registered]));
   } else {
     const slots: SlotInfo[] = onChain.slots.map((s) => ({ slotId: s.slotId, host: s.host, url: s.url }));
     const created = newEvent(
       'EscrowCreated',
-      { escrowId, txHash: '', height: 0, epoch: onChain.epochIndex, creator: onChain.creator, amount: onChain.amount.toString(), model: onChain.modelId, role: 'regular', slots },
+      { escrowId, txHash: '', height: 0, epoch: onChain.epochIndex, creator: onChain.creator, amount: onChain.amount.toString(), model: onChain.modelId, role: 'regular', slots, protocol: protocolData(protocol) },
       metadata,
     );
     await decided(() => ctx.engine.decideEscrow('escrow', escrowId, [created, registered]));
@@ -93,6 +108,8 @@ export async function finalizeEscrow(ctx: GatewayContext, escrowId: string, meta
       ctx.logger.warn({ escrow_id: escrowId, in_flight: hold.stillInFlight }, 'finalizing with requests still in flight: what they cost is billed by the log but not in the settlement');
     }
     built = await buildSettlement(ctx, escrowId);
+    // How far each host applied the diffs goes into the log before the settlement it signed.
+    await ctx.hostAcks?.flush();
     await decided(() => ctx.engine.decideEscrow('escrow', escrowId, [newEvent('EscrowFinalized', { settlement: built.settlement }, metadata)]));
   } finally {
     hold.release();
@@ -251,7 +268,7 @@ async function broadcastSettle(ctx: GatewayContext, escrowId: string, key: strin
   try {
     const settlement = toChainSettlement(c.settlement!);
     // The chain checks the settler's allowlist and the version tag; check them before any fee is spent.
-    const refusal = settleRefusal(await ctx.chain.params(), { settler: c.creator ?? '', version: `v${settlement.version}` });
+    const refusal = settleRefusal(await ctx.chain.params(), { settler: c.creator ?? '', version: settlementTag(settlement) });
     if (refusal) throw refusal;
     // The keeper's proof checks too (root, signatures, quorum), on what the log holds.
     const proof = protocolSettlementRefusal(c.settlement!, c.slots);
@@ -385,6 +402,12 @@ export async function removeEscrow(ctx: GatewayContext, escrowId: string, metada
 }
 
 /** One devshard as the admin API shows it. */
+/** The escrow's protocol in its view: version, host route and state-root tag. */
+function viewProtocol(ctx: GatewayContext, escrowId: string) {
+  const p = escrowProtocol(ctx.engine, escrowId);
+  return { protocol_version: p.version, route_prefix: p.route, state_root_version: p.tag };
+}
+
 export function devshardView(ctx: GatewayContext, escrowId: string) {
   const s = ctx.engine.escrow(escrowId)!;
   const c = s.context;
@@ -405,6 +428,7 @@ export function devshardView(ctx: GatewayContext, escrowId: string) {
     in_flight: c.inFlight,
     settled: c.settled,
     slots: c.slots.map((x) => ({ slot_id: x.slotId, host: x.host, url: x.url })),
+    ...viewProtocol(ctx, escrowId),
     last_error: c.lastError,
     // A drained settle whose last attempt failed transiently: tried again from that height (reactors.ts).
     settle_retry: s.value === 'settleDeferred' && c.settleRetry ? { failed_attempts: c.settleRetry.attempt, retry_at_height: c.settleRetry.retryAtHeight } : null,

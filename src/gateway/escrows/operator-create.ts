@@ -9,6 +9,7 @@ import { isPrivateKeyHex, PRIVATE_KEY_RULE } from '../../config/private-key.js';
 import type { KeySource } from '../../events/catalog.js';
 import type { EventMetadata } from '../../events/envelope.js';
 import type { GatewayContext } from '../context.js';
+import type { ProtocolChoice } from '../../protocol/versions.js';
 import { refuse } from '../errors.js';
 import { chainRefusal } from './chain-errors.js';
 import { createEscrow, type CreateEscrowOutcome } from './create.js';
@@ -25,6 +26,8 @@ export interface OperatorCreate {
   /** This tx's fee and gas (devshardctl's fee_denom, fee_amount, gas_limit); default the configured ones. */
   fee?: Omit<OperatorTxOptions, 'chainId'>;
   register: boolean;
+  /** The body's protocol_version / route_prefix / state_root_version (escrow-protocol.ts). */
+  protocol?: ProtocolChoice;
   metadata: EventMetadata;
 }
 
@@ -46,6 +49,7 @@ export async function createEscrowForOperator(ctx: GatewayContext, cmd: Operator
     register: cmd.register,
     origin: 'admin',
     metadata: cmd.metadata,
+    ...(cmd.protocol ? { protocol: cmd.protocol } : {}),
     ...(txFee ? { txFee } : {}),
   });
   if (r.ok) return r;

@@ -1,16 +1,18 @@
 /**
- * Settlement data of an escrow, over the devshard protocol (version 2, "v2"): the transport's
+ * Settlement data of an escrow, over the devshard protocol (any version we speak; the root hashes the
+ * escrow's state-root tag, src/protocol/versions.ts): the transport's
  * `finalize` (MsgFinalizeRound, N diffs, `signatures?nonce=F`) and the replica's BuildSettlement,
  * as the chain's keeper verifies it (gonka 8a35022 k/devshard_settlement.go).
  */
 import { ChainError, type Settlement } from '../../chain/port.js';
-import { escrowStream, type SettlementData, type SlotInfo, type SlotTally } from '../../events/catalog.js';
+import { escrowStream, settlementTag, type SettlementData, type SlotInfo, type SlotTally } from '../../events/catalog.js';
+import { escrowProtocol } from '../escrow-protocol.js';
 import { eachRequestEvent } from '../../events/request-data.js';
 import { Phase, hostStatsHash, settlementSignatureValid, stateRoot as protocolStateRoot, type Settlement as ProtocolSettlement } from '../../protocol/index.js';
 import { refuse } from '../errors.js';
 import type { GatewayContext } from '../context.js';
 
-/** The devshard protocol's settlement: the session's version tag is `v${PROTOCOL_SETTLEMENT_VERSION}` = "v2". */
+/** The settlement encoding of the devshard protocol (SettlementData.version); its tag is the session's (`stateRootVersion`). */
 export const PROTOCOL_SETTLEMENT_VERSION = 2;
 
 const hex = (b: Uint8Array): string => Buffer.from(b).toString('hex');
@@ -47,11 +49,12 @@ async function buildProtocolSettlement(ctx: GatewayContext, escrowId: string): P
     throw refuse.upstream(`Finalizing devshard ${escrowId} over the devshard protocol failed: ${err instanceof Error ? err.message : String(err)}`, 'finalize_failed');
   }
   const s = f.settlement;
-  if (s.version !== `v${PROTOCOL_SETTLEMENT_VERSION}`) throw refuse.upstream(`Devshard ${escrowId}'s session has version tag ${JSON.stringify(s.version)}; this gateway settles "v2" only.`, 'finalize_failed');
+  const tag = escrowProtocol(ctx.engine, escrowId).tag;
+  if (s.version !== tag) throw refuse.upstream(`Devshard ${escrowId}'s session has the state-root tag ${JSON.stringify(s.version)}, but the escrow recorded ${JSON.stringify(tag)}.`, 'finalize_failed');
   const requests = new Map(slotTally(ctx.engine.readStream(escrowStream(escrowId)), c.slots).map((t) => [t.slotId, t.requests]));
   for (const h of s.hostStats) {
-    // v2 leaves them 0; the recorded data (and the chain message made from it) carries none.
-    if (h.requiredValidations !== 0 || h.completedValidations !== 0) throw refuse.upstream(`Devshard ${escrowId}'s settlement counts validations for slot ${h.slotId}; protocol v2 does not.`, 'finalize_failed');
+    // v2's rules leave them 0; the recorded data (and the chain message made from it) carries none.
+    if (h.requiredValidations !== 0 || h.completedValidations !== 0) throw refuse.upstream(`Devshard ${escrowId}'s settlement counts validations for slot ${h.slotId}; the v2 rules do not.`, 'finalize_failed');
   }
   const settlement: SettlementData = {
     escrowId,
@@ -62,6 +65,8 @@ async function buildProtocolSettlement(ctx: GatewayContext, escrowId: string): P
     signatures: f.signatures.map((x) => ({ slotId: x.slotId, signature: b64(x.signature) })),
     fees: s.fees.toString(),
     version: PROTOCOL_SETTLEMENT_VERSION,
+    // Recorded unless it is what an older record without it means ("v2").
+    ...(tag !== `v${PROTOCOL_SETTLEMENT_VERSION}` ? { stateRootVersion: tag } : {}),
   };
   const failures = f.failures.map((message) => ({ slotId: -1, url: '', message }));
   return { settlement, failures, required: Math.floor((2 * c.slots.length) / 3) + 1 };
@@ -71,7 +76,7 @@ async function buildProtocolSettlement(ctx: GatewayContext, escrowId: string): P
 function protocolSettlementOf(s: SettlementData): ProtocolSettlement {
   const hostStats = s.hostStats.map((h) => ({ slotId: h.slotId, missed: h.missed, invalid: h.invalid, cost: BigInt(h.cost), requiredValidations: 0, completedValidations: 0 }));
   const restHash = new Uint8Array(Buffer.from(s.restHash, 'hex'));
-  const version = `v${s.version}`;
+  const version = settlementTag(s);
   const fees = BigInt(s.fees);
   return { escrowId: s.escrowId, version, nonce: BigInt(s.nonce), fees, restHash, hostStats, stateRoot: protocolStateRoot(hostStatsHash(hostStats), fees, restHash, version, Phase.Settlement) };
 }
@@ -111,7 +116,7 @@ export function settlementFile(s: SettlementData) {
   };
   return {
     escrow_id: s.escrowId,
-    version: `v${s.version}`,
+    version: settlementTag(s),
     state_root: Buffer.from(s.stateRoot, 'hex').toString('base64'),
     nonce: s.nonce,
     fees: n(s.fees, 'fees'),

@@ -11,7 +11,9 @@
  * nothing: take it once the source's active_requests is 0, and stop (or deactivate) the source
  * before activating the import.
  */
-import { escrowStream, newEvent, type EventDataMap, type SlotInfo } from '../../events/catalog.js';
+import { escrowStream, newEvent, type EventDataMap, type ProtocolData, type SlotInfo } from '../../events/catalog.js';
+import { LEGACY_PROTOCOL, rulesOf } from '../../protocol/versions.js';
+import { protocolData } from '../escrow-protocol.js';
 import type { EventMetadata } from '../../events/envelope.js';
 import { refuse } from '../errors.js';
 import { stateName } from '../../machines/index.js';
@@ -93,7 +95,16 @@ export async function importEscrow(ctx: GatewayContext, escrowId: string, body: 
       'devshard_session_missing',
     );
   }
-  const facts = await boundSessionEscrow(ctx, escrowId, { creator: onChain.creator, amount: onChain.amount, slots }, onChain).catch((err) => {
+  // The protocol the source's session speaks, from its first event (none recorded: v2, legacy route).
+  const first = body.events[0]!;
+  const brought = (first.data as { protocol?: ProtocolData }).protocol;
+  const protocol = brought ? { ...brought } : LEGACY_PROTOCOL;
+  try {
+    rulesOf(protocol);
+  } catch (err) {
+    throw refuse.invalid(`events[0].data.protocol: ${(err as Error).message}; import it into a gateway that speaks ${protocol.version}.`, 'events[0].data.protocol', 'unsupported_protocol_version');
+  }
+  const facts = await boundSessionEscrow(ctx, escrowId, { creator: onChain.creator, amount: onChain.amount, slots }, onChain, protocol).catch((err) => {
     throw chainRefusal(err, 'Reading the chain params');
   });
   const replayed = replayAgainstFacts(facts, diffs, { whose: "The export's", param: (i) => `devshard_session.diffs[${i}]`, hint: 'Export again from the source gateway, unedited.' });
@@ -119,6 +130,7 @@ export async function importEscrow(ctx: GatewayContext, escrowId: string, body: 
           active: false,
           hostStats,
           provenance,
+          ...(brought ? { protocol: protocolData(protocol) } : {}),
         },
         metadata,
       ),

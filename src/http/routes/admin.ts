@@ -6,6 +6,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { EventMetadata } from '../../events/envelope.js';
 import type { DevshardctlImportBody, GatewayPort, ImportBody } from '../../gateway/port.js';
 import type { Authenticator } from '../auth.js';
+import { protocolChoiceOf } from '../../gateway/escrow-protocol.js';
 import { ApiError } from '../api-error.js';
 import { sendEmptyNotFound } from '../errors.js';
 import { doc } from '../openapi.js';
@@ -46,6 +47,7 @@ export function registerAdminRoutes(app: FastifyInstance, gateway: GatewayPort, 
       chainId,
       fee,
       register,
+      protocol: protocolChoiceOf(body),
       metadata: meta(request),
     });
     if (r.ok) {
@@ -89,7 +91,7 @@ export function registerAdminRoutes(app: FastifyInstance, gateway: GatewayPort, 
     if (body.escrow_id !== undefined && body.id !== undefined && parseEscrowId(body.id, 'id') !== id) {
       throw new ApiError(400, "Invalid value for 'id': it differs from escrow_id; give one of them.", { param: 'id', code: 'invalid_value' });
     }
-    const view = await gateway.registerEscrow(id, meta(request), body.model_id ?? body.model, { privateKey: body.private_key, keyEnv: body.private_key_env });
+    const view = await gateway.registerEscrow(id, meta(request), body.model_id ?? body.model, { privateKey: body.private_key, keyEnv: body.private_key_env }, protocolChoiceOf(body));
     // devshardctl's {id, active, model, storage_path} (gateway.go handleAdminAddDevshard) beside our view.
     return { id, active: view.state === 'active', model: view.model_id, storage_path: gateway.storagePath(), ...view };
   });

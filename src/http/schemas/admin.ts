@@ -68,9 +68,11 @@ export const escrowIdParamsSchema = {
 /**
  * POST /v1/admin/escrows, devshardctl's body (gateway.go adminCreateEscrowRequest): chain_id
  * defaults to CHAIN_ID, `register` to true, the fee and gas of the create tx to the configured ones; the key is `private_key` or the env variable named by
- * `private_key_env` (DEVSHARD_PRIVATE_KEY when neither is given and it is set). `storage_path` and
- * `protocol_version` are accepted for devshardctl's scripts: every escrow is kept in our one event
- * log, and we speak the protocol version the chain gives the escrow.
+ * `private_key_env` (DEVSHARD_PRIVATE_KEY when neither is given and it is set). `storage_path` is
+ * accepted for devshardctl's scripts (every escrow is kept in our one event log). `protocol_version`
+ * (v2, v3, v4, v4.1; "4.1" reads as "v4.1"), devshardctl's `route_prefix` (`/devshard/<version>`)
+ * and `state_root_version` (the hosts' build stamp, default the version's name) choose the
+ * escrow's protocol; unnamed, DEVSHARD_PROTOCOL_VERSION, else the newest the chain approves.
  */
 export const createEscrowBodySchema = {
   type: 'object',
@@ -85,6 +87,8 @@ export const createEscrowBodySchema = {
     register: { type: 'boolean' },
     storage_path: { type: 'string', maxLength: 4096 },
     protocol_version: { type: 'string', maxLength: 64 },
+    route_prefix: { type: 'string', maxLength: 256 },
+    state_root_version: { type: 'string', minLength: 1, maxLength: 128 },
   },
 } as const;
 
@@ -96,6 +100,8 @@ export interface CreateEscrowBody extends TxOptionsBody {
   register?: boolean;
   storage_path?: string;
   protocol_version?: string;
+  route_prefix?: string;
+  state_root_version?: string;
 }
 
 const rotationModelSchema = {
@@ -208,6 +214,8 @@ export const registerBodySchema = {
     private_key_env: { type: 'string', pattern: ENV_NAME_PATTERN },
     storage_path: { type: 'string', maxLength: 4096 },
     protocol_version: { type: 'string', maxLength: 64 },
+    route_prefix: { type: 'string', maxLength: 256 },
+    state_root_version: { type: 'string', minLength: 1, maxLength: 128 },
   },
 } as const;
 
@@ -220,6 +228,8 @@ export interface RegisterBody {
   private_key_env?: string;
   storage_path?: string;
   protocol_version?: string;
+  route_prefix?: string;
+  state_root_version?: string;
 }
 
 /** Decimal string or safe integer -> bigint; anything else is a 400 naming `param`. */

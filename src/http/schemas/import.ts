@@ -52,6 +52,10 @@ const exportedEscrowSchema = {
       properties: { failed_attempts: { type: 'integer', minimum: 1 }, retry_at_height: { type: 'integer', minimum: 0 } },
     },
     active: { type: 'boolean', const: false },
+    // The escrow's protocol as the source shows it; the import takes it from the events (events[0].data.protocol).
+    protocol_version: { type: 'string', maxLength: 64 },
+    route_prefix: { type: 'string', maxLength: 256 },
+    state_root_version: { type: 'string', maxLength: 128 },
   },
 } as const;
 
@@ -125,7 +129,8 @@ const exportedSessionSchema = {
 /**
  * devshardctl's import body (gateway.go adminImportDevshardRequest): the id, the `storage_path` of
  * its escrow state store, the creator key (`private_key_env` or `private_key`), and optionally the
- * model, the state-root `protocol_version`, `active` (default false) and `perf_path` (accepted; its
+ * model, the `protocol_version` (with devshardctl's `route_prefix` and our `state_root_version`:
+ * escrow-protocol.ts), `active` (default false) and `perf_path` (accepted; its
  * accounting records are not imported).
  */
 export const devshardctlImportBodySchema = {
@@ -139,6 +144,8 @@ export const devshardctlImportBodySchema = {
     private_key: { type: 'string', pattern: '^[0-9a-fA-F]{64}$' },
     model: { type: 'string', minLength: 1, maxLength: 256 },
     protocol_version: { type: 'string', minLength: 1, maxLength: 64 },
+    route_prefix: { type: 'string', maxLength: 256 },
+    state_root_version: { type: 'string', minLength: 1, maxLength: 128 },
     active: { type: 'boolean' },
     perf_path: { type: 'string', maxLength: 4096 },
   },

@@ -2,7 +2,8 @@
  * The InferencePort over the real devshard host protocol (opt-in: DEVSHARD_HOST_PROTOCOL=devshard).
  * Per call: the escrow's DevshardSession (session.ts) composes, applies and signs the nonce's diff
  * with its MsgStartInference; the request `InferenceRequest{diffs: catch-up + new, nonce, payload}`
- * goes to the executor slots[nonce % n] at `{inference_url}{prefix}/sessions/{escrow_id}/chat/completions`
+ * goes to the executor slots[nonce % n] at `{inference_url}{route}/sessions/{escrow_id}/chat/completions`
+ * (the escrow's route: `/devshard/<version>`, or `/v1/devshard` for a v2 escrow; src/protocol/versions.ts)
  * with `X-Devshard-Signature` (hex, 65 bytes over sha256(sha256(escrow_id‖body‖ts_be8))) and
  * `X-Devshard-Timestamp`; the SSE answer is read (host-events.ts): the receipt's state_hash must
  * equal our root (else a host error, `bad_response`), the model's output goes to the client without
@@ -25,17 +26,16 @@ import { SseParser, type SseEvent } from '../sse.js';
 import { countCompletionTokens, countPromptTokens } from '../tokens.js';
 import { chunksForClient, clientAsk, completionForClient } from './client-output.js';
 import { HostEventError, readHostEvent, type HostReceipt } from './host-events.js';
-import { DEFAULT_ROUTE_PREFIX, sessionUrl, verifyTimeoutJson } from './request-body.js';
+import { sessionUrl, verifyTimeoutJson } from './request-body.js';
 import { buildSettlement, settlementFileJson, settlementSignatureValid, type RecordedDiff, type Settlement } from '../../protocol/index.js';
 import type { DevshardTx } from '../../protocol/gen/devshard/v1/diff_pb.js';
 import { DevshardSession, ReceiptMismatch, type SentDiff, type SessionEscrow } from './session.js';
+import { routeRefusalOf, type RouteRefusal } from './host-refusals.js';
 
 export interface ProtocolTransportOptions extends AgentOptions {
   /** The escrow's chain facts for its session (creator, amount, slots, session fields). */
   /** The escrow's session facts; may read the chain (once per escrow: the session is kept). */
   escrowOf(escrowId: string): SessionEscrow | undefined | Promise<SessionEscrow | undefined>;
-  /** devshardctl's DEVSHARD_ROUTE_PREFIX; default `/v1/devshard`. */
-  routePrefix?: string;
   /** A stream with no event for this long fails with 'stalled'. Default 30 s. */
   stallTimeoutMs?: number;
   /** A non-stream call without its whole answer after this long fails with 'timeout'. Default 300 s. */
@@ -58,6 +58,12 @@ export interface ProtocolTransportOptions extends AgentOptions {
   recordedHostTxs?: (escrowId: string) => readonly DevshardTx[];
   /** Every exchange with a host, when it ends (traffic capture). */
   onExchange?: (x: Exchange) => void;
+  /** A host refused an escrow's route or tag (host-refusals.ts): called once per escrow, rule and host. */
+  onRouteRefused?: (r: RouteRefusal) => void;
+  /** A host answered a session request with a non-200 status (the log's hook; not awaited). */
+  onHostRefused?: (escrowId: string, host: string, status: number, message: string, rule?: string) => void;
+  /** A host's acknowledged nonce moved (the log's hook; not awaited). */
+  onHostAck?: (escrowId: string, host: string, nonce: bigint, stateHash: Uint8Array) => void;
   /** Period of the timeout sweep (sweepTimeouts), ms; 0 = only when called. Default 15 s. */
   timeoutSweepMs?: number;
 }
@@ -93,6 +99,8 @@ export interface ProtocolTransport extends InferencePort {
    * `inferenced tx inference settle-devshard-escrow` reads.
    */
   finalize(escrowId: string, signer: RequestSigner, o?: { signatureWaitMs?: number }): Promise<FinalizedSession>;
+  /** The latest answer of a host that refused the escrow's route or state-root tag, if any. */
+  routeRefusal(escrowId: string): RouteRefusal | undefined;
   /** Replaces the traffic listener (ProtocolTransportOptions.onExchange); undefined stops it. */
   setExchangeListener(fn: ((x: Exchange) => void) | undefined): void;
   close(): Promise<void>;
@@ -182,7 +190,6 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
   const timeoutMs = opts.timeoutMs ?? 300_000;
   const orderWaitMs = opts.orderWaitMs ?? 2_000;
   const drainMs = opts.drainMs ?? 30_000;
-  const prefix = opts.routePrefix ?? DEFAULT_ROUTE_PREFIX;
   const now = opts.now ?? Date.now;
   const sessions = new Map<string, DevshardSession>();
   const turns = new Map<string, Turns>();
@@ -190,6 +197,19 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
   let onExchange = opts.onExchange;
 
   const opening = new Map<string, Promise<DevshardSession>>();
+  /** Escrow → the latest answer that says its protocol, not a request, is wrong (host-refusals.ts). */
+  const routeRefusals = new Map<string, RouteRefusal>();
+
+  /** A host's non-200 answer as the error the call fails with; a protocol refusal is kept and reported. */
+  function refused(s: DevshardSession, url: string, status: number, text: string, label: string): HostError {
+    const r = routeRefusalOf({ escrowId: s.escrow.escrowId, host: url, status, text, protocol: s.protocol, firstDiff: s.ackedNonce(url) === 0n, at: now() });
+    opts.onHostRefused?.(s.escrow.escrowId, url, status, messageOf(text), r?.rule);
+    if (!r) return new HostError('rejected', `${label} answered ${status}: ${messageOf(text)}`, status);
+    const before = routeRefusals.get(r.escrowId);
+    routeRefusals.set(r.escrowId, r);
+    if (!before || before.rule !== r.rule || before.host !== r.host) opts.onRouteRefused?.(r);
+    return new HostError('rejected', r.message, status);
+  }
   /** Chunked catch-ups under way, by escrow and host (one at a time per host). */
   const catchingUp = new Map<string, Promise<void>>();
 
@@ -218,6 +238,10 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
     if (opts.onHostTxs) {
       const onHostTxs = opts.onHostTxs;
       s.onHostTxs = (url, txs) => onHostTxs(call.escrowId, url, txs);
+    }
+    if (opts.onHostAck) {
+      const onHostAck = opts.onHostAck;
+      s.onAck = (url, nonce, stateHash) => onHostAck(call.escrowId, url, nonce, stateHash);
     }
     opts.onSessionOpened?.(call.escrowId, s);
     sessions.set(call.escrowId, s);
@@ -248,7 +272,7 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
     const { body: bytes, upTo } = s.syncBody(url, maxDiffs);
     const body = Buffer.from(bytes);
     const ts = BigInt(Math.floor(now() / 1000));
-    const target = new URL(sessionUrl(url, s.escrow.escrowId, 'chat/completions', prefix));
+    const target = new URL(sessionUrl(url, s.escrow.escrowId, 'chat/completions', s.protocol.route));
     const headers = { 'content-type': 'application/json', accept: 'text/event-stream', 'x-devshard-signature': s.headerSignature(body, ts), 'x-devshard-timestamp': String(ts) };
     let status: number;
     let text: string;
@@ -260,7 +284,7 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
       throw new HostError('unreachable', `host ${url} unreachable: ${(err as Error)?.message ?? String(err)}`);
     }
     onExchange?.({ url: target.href, headers, body: body.toString('utf8'), status, response: text, at: now() });
-    if (status !== 200) throw new HostError('rejected', `host ${url} answered ${status}: ${messageOf(text)}`, status);
+    if (status !== 200) throw refused(s, url, status, text, `host ${url}`);
     const events: SseEvent[] = [];
     const parser = new SseParser();
     parser.push(Buffer.from(text, 'utf8'), events);
@@ -305,7 +329,7 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
     for (;;) {
       for (const url of s.hosts()) {
         try {
-          const target = new URL(`${sessionUrl(url, escrowId, 'signatures', prefix)}?nonce=${settlement.nonce}`);
+          const target = new URL(`${sessionUrl(url, escrowId, 'signatures', s.protocol.route)}?nonce=${settlement.nonce}`);
           const res = await agent.request({ origin: target.origin, path: target.pathname + target.search, method: 'GET', signal: AbortSignal.timeout(stallTimeoutMs) });
           const text = await res.body.text();
           if (res.statusCode !== 200) {
@@ -412,7 +436,7 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
   async function vote(s: DevshardSession, url: string, nonce: bigint, reason: 'refused' | 'execution', payload: Parameters<typeof verifyTimeoutJson>[3]) {
     const body = Buffer.from(verifyTimeoutJson(s.catchUp(url), nonce, reason, reason === 'refused' ? payload : undefined), 'utf8');
     const ts = BigInt(Math.floor(now() / 1000));
-    const target = new URL(sessionUrl(url, s.escrow.escrowId, 'verify-timeout', prefix));
+    const target = new URL(sessionUrl(url, s.escrow.escrowId, 'verify-timeout', s.protocol.route));
     const headers = { 'content-type': 'application/json', 'x-devshard-signature': s.headerSignature(body, ts), 'x-devshard-timestamp': String(ts) };
     try {
       const res = await agent.request({ origin: target.origin, path: target.pathname, method: 'POST', headers, body, signal: AbortSignal.timeout(stallTimeoutMs) });
@@ -450,6 +474,11 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
 
   return {
     session: (id) => sessions.get(id),
+    routeRefusal: (id) => routeRefusals.get(id),
+    acknowledged: (id) => {
+      const s = sessions.get(id);
+      return s ? s.hosts().map((host) => ({ host, nonce: Number(s.ackedNonce(host)) })) : undefined;
+    },
     sweepTimeouts,
     finalize,
     setExchangeListener(fn) {
@@ -496,7 +525,7 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
           throw new NotRecorded(`the diffs of nonce ${nonce} could not be recorded; not sent: ${err instanceof Error ? err.message : String(err)}`);
         }
       }
-      const url = new URL(sessionUrl(hostUrl, call.escrowId, 'chat/completions', prefix));
+      const url = new URL(sessionUrl(hostUrl, call.escrowId, 'chat/completions', s.protocol.route));
       const ts = BigInt(Math.floor(now() / 1000));
       const sig = call.signer.signProtocol!(s.headerMessage(prepared.body, ts));
       const stream = call.body.stream === true;
@@ -535,7 +564,7 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
           /* best effort */
         }
         exchanged(res.statusCode, text);
-        throw new HostError('rejected', `${label} answered ${res.statusCode}: ${messageOf(text)}`, res.statusCode);
+        throw refused(s, hostUrl, res.statusCode, text, label);
       }
 
       const pump = new EventPump(res.body, capture !== undefined);

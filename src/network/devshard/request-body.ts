@@ -11,8 +11,7 @@
 import type { DevshardTx } from '../../protocol/gen/devshard/v1/diff_pb.js';
 import { diffWireBytes } from '../../protocol/preimages.js';
 
-/** devshardctl's default route prefix for protocol_version "1" (DEVSHARD_ROUTE_PREFIX overrides it). */
-export const DEFAULT_ROUTE_PREFIX = '/v1/devshard';
+import { LEGACY_ROUTE_PREFIX } from '../../protocol/versions.js';
 
 /** A signed diff. Not changed once made: its JSON is cached per object (a diff rides along as catch-up in several requests). */
 export interface SignedDiff {
@@ -84,6 +83,6 @@ export function verifyTimeoutJson(diffs: readonly SignedDiff[], inferenceId: big
 }
 
 /** `{prefix}/sessions/{escrow_id}/{route}` under a host's inference_url. */
-export function sessionUrl(inferenceUrl: string, escrowId: string, route: string, prefix = DEFAULT_ROUTE_PREFIX): string {
+export function sessionUrl(inferenceUrl: string, escrowId: string, route: string, prefix = LEGACY_ROUTE_PREFIX): string {
   return `${inferenceUrl.replace(/\/+$/, '')}${prefix}/sessions/${encodeURIComponent(escrowId)}/${route}`;
 }

@@ -35,6 +35,10 @@ import {
   type Diff,
   type EscrowSessionFields,
   type WarmKeyBinding,
+  type EscrowProtocol,
+  type ReplicaParams,
+  LEGACY_PROTOCOL,
+  rulesOf,
 } from '../../protocol/index.js';
 import { DevshardTxSchema, type DevshardTx } from '../../protocol/gen/devshard/v1/diff_pb.js';
 import { MsgConfirmStartSchema, MsgFinalizeRoundSchema, MsgStartInferenceSchema, MsgTimeoutInferenceSchema, TimeoutReason, TimeoutVoteSchema } from '../../protocol/gen/devshard/v1/tx_pb.js';
@@ -54,6 +58,21 @@ export interface SessionEscrow {
   session: EscrowSessionFields;
   /** The chain's session params read at bind (absent: the protocol defaults). */
   bind?: ChainBindParams;
+  /** The version, route and state-root tag the escrow speaks (absent: v2 on `/v1/devshard`, an older log's). */
+  protocol?: EscrowProtocol;
+}
+
+/**
+ * The replica a session of `escrow` binds, as a host binds it: the config from the escrow's frozen
+ * fields and the chain's bind params, the state-root tag of the escrow's protocol. One reading for
+ * the live session, an import's replay and the log's audit, so they cannot drift apart.
+ */
+export function replicaParamsOf(escrow: SessionEscrow): ReplicaParams {
+  const n = escrow.slots.length;
+  const config = applyChainBindParams(sessionConfigFromEscrow(n, escrow.session), n, escrow.bind ?? {});
+  const protocol = escrow.protocol ?? LEGACY_PROTOCOL;
+  rulesOf(protocol); // a version we do not speak cannot open a session
+  return { escrowId: escrow.escrowId, slots: escrow.slots.map((s) => s.host), amount: escrow.amount, userAddress: escrow.creator, config, version: protocol.tag };
 }
 
 /** Signs sha256(message), 65 bytes R‖S‖V (the creator's key, held by the signer). */
@@ -89,6 +108,8 @@ const txKey = (tx: DevshardTx): string => {
 
 export class DevshardSession {
   readonly replica: Replica;
+  /** What the session speaks: its route under each host's inference URL and its state-root tag. */
+  readonly protocol: EscrowProtocol;
   /** Inference → what the diffs of an earlier run (the log) charged it: its Finish's cost, or 0 timed out. */
   readonly recordedCharges = new Map<bigint, Charge>();
   /** Diffs not yet acknowledged by every host, ascending. */
@@ -111,6 +132,8 @@ export class DevshardSession {
   onDiff: ((d: SentDiff) => unknown) | undefined;
   /** Called with the host txs of a host's answer not seen before (the log's hook; not awaited). */
   onHostTxs: ((url: string, txs: DevshardTx[]) => void) | undefined;
+  /** Called when a host's acknowledged nonce moves, with its receipt's state_hash (equal to our root). */
+  onAck: ((url: string, nonce: bigint, stateHash: Uint8Array) => void) | undefined;
   private recording: Promise<unknown>[] = [];
 
   /**
@@ -124,9 +147,8 @@ export class DevshardSession {
     /** Host txs an earlier run took (the log): those no recorded diff carried are pending again. */
     recordedHostTxs: readonly DevshardTx[] = [],
   ) {
-    const n = escrow.slots.length;
-    const config = applyChainBindParams(sessionConfigFromEscrow(n, escrow.session), n, escrow.bind ?? {});
-    const params = { escrowId: escrow.escrowId, slots: escrow.slots.map((s) => s.host), amount: escrow.amount, userAddress: escrow.creator, config };
+    this.protocol = escrow.protocol ?? LEGACY_PROTOCOL;
+    const params = replicaParamsOf(escrow);
     // What the recorded diffs charged each inference (the log's bill is matched against it).
     const charges = this.recordedCharges;
     this.replica = recorded.length > 0 ? replay(params, recorded, { onApplied: (d, r) => { for (const c of chargesOf(d.txs, r)) charges.set(c.inferenceId, c); } }) : Replica.create(params);
@@ -266,6 +288,11 @@ export class DevshardSession {
   }
 
   /** How many diffs host `url` has not acknowledged (without building the list). */
+  /** The latest nonce host `url` acknowledged with a receipt (0: none yet). */
+  ackedNonce(url: string): bigint {
+    return this.acked.get(url) ?? 0n;
+  }
+
   catchUpCount(url: string): number {
     const from = this.acked.get(url) ?? 0n;
     let n = 0;
@@ -310,7 +337,10 @@ export class DevshardSession {
       const theirs = r.stateHash ? toHex(r.stateHash) : '(none)';
       throw new ReceiptMismatch(`host ${url} state_hash at nonce ${r.nonce} is ${theirs}, ours is ${toHex(ours)}`);
     }
-    if ((this.acked.get(url) ?? 0n) < r.nonce) this.acked.set(url, r.nonce);
+    if ((this.acked.get(url) ?? 0n) < r.nonce) {
+      this.acked.set(url, r.nonce);
+      this.onAck?.(url, r.nonce, r.stateHash);
+    }
     if (r.receipt && r.receipt.length > 0) {
       const confirm = create(DevshardTxSchema, { tx: { case: 'confirmStart', value: create(MsgConfirmStartSchema, { inferenceId, executorSig: r.receipt, confirmedAt: r.confirmedAt ?? 0n }) } });
       if (this.take(confirm)) this.onHostTxs?.(url, [confirm]);
