@@ -144,7 +144,7 @@ class Finalize implements fc.AsyncCommand<Model, Real> {
     else if (e.settled) expect(r.status, r.text).toBe(409);
     else {
       expect(r.status, r.text).toBe(200);
-      expect(r.json).toMatchObject({ escrow_id: e.id, version: 'v2', fees: expect.any(Number) });
+      expect(r.json).toMatchObject({ escrow_id: e.id, version: 'v4.1', fees: expect.any(Number) });
       e.state = 'finalized';
     }
     await check(gw, m);
