@@ -236,7 +236,7 @@ describe("devshardctl admin: private_key in register and settle bodies (gateway.
 
   it("GET /v1/admin/devshards: private_key_env null and the reason when the creator's key is not held; never the key", async () => {
     const d = await entry();
-    expect(d).toMatchObject({ id, private_key_env: null, private_key_source: 'not_held', protocol_version: 'v2', active: false });
+    expect(d).toMatchObject({ id, private_key_env: null, private_key_source: 'not_held', protocol_version: 'v4.1', route_prefix: '/devshard/v4.1', state_root_version: 'v4.1', active: false });
     expect(d.private_key).toBeUndefined();
   });
 
@@ -312,11 +312,13 @@ describe('devshardctl admin: the create and settle body fields (gateway.go admin
   it('a devshardctl script\'s full create and settle bodies: 200 with devshardctl\'s fields', async () => {
     const chainId = gw.devnet!.chainId;
     const tx = { chain_id: chainId, fee_denom: 'ngonka', fee_amount: 1_000_000, gas_limit: 500_000 };
-    const create = { private_key_env: 'DEVSHARD_PRIVATE_KEY', amount: 10_000_000_000, model_id: MODEL, register: true, storage_path: '/data/devshards/x', protocol_version: 'v2', ...tx };
+    const create = { private_key_env: 'DEVSHARD_PRIVATE_KEY', amount: 10_000_000_000, model_id: MODEL, register: true, storage_path: '/data/devshards/x', protocol_version: '4.1', ...tx };
     expect(Object.keys(create).sort()).toEqual(CREATE_FIELDS.filter((f) => f !== 'private_key').sort());
     const c = await gw.call('/v1/admin/escrows', { body: create });
     expect(c.status, c.text).toBe(200);
     expect(c.json).toMatchObject({ escrow_id: expect.any(Number), tx_hash: expect.stringMatching(/^[0-9A-F]{64}$/), registered: true, model: MODEL });
+    // devshardctl's ParseProtocolVersion form: "4.1" is v4.1, on its route, with its tag.
+    expect((await gw.call(`/v1/admin/devshards/${c.json.id}`)).json).toMatchObject({ protocol_version: 'v4.1', route_prefix: '/devshard/v4.1', state_root_version: 'v4.1' });
     const settle = { private_key_env: 'DEVSHARD_PRIVATE_KEY', ...tx };
     expect(Object.keys(settle).sort()).toEqual(SETTLE_FIELDS.filter((f) => f !== 'private_key').sort());
     const s = await gw.call(`/v1/admin/devshards/${c.json.id}/settle`, { body: settle });

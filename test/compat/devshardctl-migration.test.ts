@@ -5,6 +5,12 @@
  * (devshard/storage/sqlite.go), written here by our fixture generator (devshardctl-store.ts) for an
  * escrow that exists on the devnet. Its diffs are replayed by the protocol replica: the balance and
  * the state root are exact, the next request uses the next nonce. Refusals are clear 4xx bodies.
+ *
+ * The main scenario is a modern store: devshardctl bound the session at v4.1 (sessions.version
+ * 'v4.1', roots hashed with the tag "v4.1"), imported without protocol_version, so the version is
+ * the store's; the devnet's hosts serve /devshard/v4.1 and answer the legacy /v1/devshard with 410.
+ * A v2-era store (body protocol_version 'v2') still imports and serves where the hosts keep the
+ * legacy route (DEVNET_LEGACY_ROUTE=1).
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -41,6 +47,8 @@ describe('migration from devshardctl: import from its escrow state store', () =>
       keyOf: (a) => hostKeys.get(a)!,
       requests: 6,
       closeLast: true,
+      // devshardctl bound the session at v4.1: its sessions.version column and its roots' tag.
+      version: 'v4.1',
     };
   };
   const importBody = (id: string, dir: string, extra: Record<string, unknown> = {}) => ({
@@ -48,7 +56,7 @@ describe('migration from devshardctl: import from its escrow state store', () =>
     storage_path: dir,
     private_key_env: 'DEVSHARD_PRIVATE_KEY',
     model: MODEL,
-    protocol_version: 'v2',
+    // No protocol_version: the store's sessions.version column names it.
     active: false,
     ...extra,
   });
@@ -106,13 +114,27 @@ describe('migration from devshardctl: import from its escrow state store', () =>
     expect(gapped.json.error.code).toBe('nonce_gap');
     expect(gapped.json.error.message).toContain('nonce 3 is missing');
 
-    // The right store with the wrong protocol_version: the replay diverges at the first root.
+    // The right store with a protocol_version this gateway does not speak: refused before the replay.
     const good = join(root, 'wrong-version');
     writeDevshardctlStore({ ...spec, dir: good });
-    const diverged = await importCall(importBody(escrowId, good, { protocol_version: 'v9' }));
+    const unknown = await importCall(importBody(escrowId, good, { protocol_version: 'v9' }));
+    expect(unknown.status).toBe(400);
+    expect(unknown.json.error).toMatchObject({ code: 'unsupported_protocol_version', param: 'protocol_version' });
+    expect(unknown.json.error.message).toContain('v4.1');
+    // The right store with the wrong protocol_version (its tag "v3", not the store's "v4.1"): the
+    // replay diverges at the first root.
+    const diverged = await importCall(importBody(escrowId, good, { protocol_version: 'v3' }));
     expect(diverged.status).toBe(400);
-    expect(diverged.json.error.code).toBe('replay_diverged');
-    expect(diverged.json.error.param).toBe('protocol_version');
+    expect(diverged.json.error).toMatchObject({ code: 'replay_diverged', param: 'protocol_version' });
+    expect(diverged.json.error.message).toMatch(/diff of nonce 1 .*now v3 with the tag 'v3'/);
+    // Without protocol_version the store's sessions.version column is read: a store whose column
+    // says v3 over roots tagged "v4.1" diverges the same way (the default, v4.1, would replay).
+    const column = join(root, 'column-v3');
+    writeDevshardctlStore({ ...spec, dir: column, sessionVersion: 'v3' });
+    const byColumn = await importCall(importBody(escrowId, column));
+    expect(byColumn.status).toBe(400);
+    expect(byColumn.json.error).toMatchObject({ code: 'replay_diverged', param: 'protocol_version' });
+    expect(byColumn.json.error.message).toContain("now v3 with the tag 'v3'");
     // A store made under another session config than the chain's (the hosts bound the chain's): its
     // own roots are consistent, but our session could not continue it; the first nonce is named.
     const otherConfig = join(root, 'other-config');
@@ -143,10 +165,17 @@ describe('migration from devshardctl: import from its escrow state store', () =>
     // gateway.go handleAdminImportDevshard: id, active, model, storage_path, perf_path, accounting counts.
     expect(r.json).toMatchObject({ id: escrowId, active: false, model: MODEL, storage_path: dir, accounting_records_imported: 0 });
     expect(r.json.adopted).toMatchObject({ diffs: written.diffs, last_nonce: written.lastNonce, next_nonce: written.lastNonce + 1, state_root: written.stateRoot, balance: written.balance.toString(), open_inferences: 0 });
-    // Ours: the devshard view, with the balance exact.
+    // The protocol is the store's (no protocol_version in the body): v4.1, its route and tag.
+    expect(r.json.adopted).toMatchObject({ protocol_version: 'v4.1', state_root_version: 'v4.1', route_prefix: '/devshard/v4.1' });
+    // Ours: the devshard view, with the balance exact and the escrow's protocol.
     expect(r.json).toMatchObject({ escrow_id: escrowId, state: 'imported', nonce: written.lastNonce, balance: written.balance.toString() });
-    const imported = gw.store.readStream(`escrow-${escrowId}`).find((e) => e.type === 'EscrowImported')!;
-    expect((imported.data as any).adopted).toMatchObject({ from: 'devshardctl', storagePath: dir, lastNonce: written.lastNonce, stateRoot: written.stateRoot, balance: written.balance.toString(), protocolVersion: 'v2' });
+    expect(r.json).toMatchObject({ protocol_version: 'v4.1', route_prefix: '/devshard/v4.1', state_root_version: 'v4.1' });
+    const escrowEvents = gw.store.readStream(`escrow-${escrowId}`);
+    // The EscrowImported is the escrow's first event: it records the protocol the escrow speaks.
+    expect(escrowEvents[0]!.type).toBe('EscrowImported');
+    const imported = escrowEvents[0]!;
+    expect((imported.data as any).protocol).toEqual({ version: 'v4.1', route: '/devshard/v4.1', tag: 'v4.1' });
+    expect((imported.data as any).adopted).toMatchObject({ from: 'devshardctl', storagePath: dir, lastNonce: written.lastNonce, stateRoot: written.stateRoot, balance: written.balance.toString(), protocolVersion: 'v4.1' });
     // The session continues devshardctl's: its diffs recorded as ours (after the chain's facts they
     // were replayed against), before the EscrowImported.
     const session = gw.store.readStream(devshardSessionStream(escrowId));
@@ -158,7 +187,7 @@ describe('migration from devshardctl: import from its escrow state store', () =>
     expect(tally.reduce((n, h) => n + h.requests, 0)).toBe(spec.requests);
     expect(JSON.stringify([...gw.store.readAll()])).not.toContain(keys.privateKey);
     // Not routable until activated; a second import is refused.
-    expect((await gw.call('/v1/status', { key: 'none' })).json.devshards.find((d: any) => d.id === escrowId)).toMatchObject({ active: false });
+    expect((await gw.call('/v1/status', { key: 'none' })).json.devshards.find((d: any) => d.id === escrowId)).toMatchObject({ active: false, protocol_version: 'v4.1', route_prefix: '/devshard/v4.1', state_root_version: 'v4.1' });
     const again = await importCall(importBody(escrowId, dir));
     expect(again.status).toBe(409);
   });
@@ -170,7 +199,7 @@ describe('migration from devshardctl: import from its escrow state store', () =>
     const r = await importCall(importBody(id, dir, { active: true }));
     expect(r.status, r.text).toBe(200);
     expect(r.json).toMatchObject({ id, active: true, state: 'active', nonce: 3, balance: w.balance.toString() });
-    expect(r.json.adopted).toMatchObject({ last_nonce: 3, next_nonce: 4, open_inferences: 1, state_root: w.stateRoot });
+    expect(r.json.adopted).toMatchObject({ last_nonce: 3, next_nonce: 4, open_inferences: 1, state_root: w.stateRoot, protocol_version: 'v4.1' });
     await gw.call(`/v1/admin/devshards/${id}/deactivate`, { method: 'POST' });
   });
 
@@ -189,6 +218,13 @@ describe('migration from devshardctl: import from its escrow state store', () =>
     // (which never saw devshardctl's diffs: the fixture only wrote the store) took them as catch-up.
     const diffs = gw.store.readStream(devshardSessionStream(escrowId)).filter((e) => e.type === 'DevshardDiffSent');
     expect(diffs.map((e) => Number((e.data as any).nonce))).toEqual(Array.from({ length: written.lastNonce + 1 }, (_, i) => i + 1));
+    // Served on /devshard/v4.1 (the devnet answers /v1/devshard with 410): the status names the
+    // protocol and how far the hosts applied the diffs; the host that served the request applied
+    // devshardctl's diffs and ours.
+    const entry = (await gw.call('/v1/status', { key: 'none' })).json.devshards.find((d: any) => d.id === escrowId);
+    expect(entry).toMatchObject({ protocol_version: 'v4.1', route_prefix: '/devshard/v4.1', state_root_version: 'v4.1' });
+    expect(entry.protocol_error).toBeUndefined();
+    expect(entry.hosts_applied).toEqual(expect.arrayContaining([{ host: expect.any(String), nonce: written.lastNonce + 1 }]));
     gw.ctx.projections.checkpoint(gw.store);
     expect(await verifyLog(`${gw.storageDir}/events.sqlite`, [projectionsCheck()])).toMatchObject({ ok: true });
   });
@@ -211,7 +247,69 @@ describe('migration from devshardctl: import from its escrow state store', () =>
     let err = '';
     const code = await runVerify(`${gw.storageDir}/events.sqlite`, (x) => void (out += x), (x) => void (err += x));
     expect(code, out + err).toBe(0);
-    expect(out).toContain(`devshard escrow ${escrowId}: ${f.json.nonce} diffs, nonces 1..${f.json.nonce}`);
+    expect(out).toContain(`devshard escrow ${escrowId} (v4.1 on /devshard/v4.1, tag "v4.1"): composed ${f.json.nonce} diffs, nonces 1..${f.json.nonce}`);
+    expect(out).toMatch(new RegExp(`devshard escrow ${escrowId} .*; applied by the hosts: .*to nonce \\d+`));
     expect(out).toMatch(new RegExp(`settlement at nonce ${f.json.nonce} equals the replica, ${spec.slots.length}/${spec.slots.length} signatures recover to their slots`));
+  });
+});
+
+describe('migration from devshardctl: a v2-era store, where the hosts keep the legacy route', () => {
+  const keys = generateKeys();
+  const root = mkdtempSync(join(tmpdir(), 'shardgate-migrate-v2-'));
+  let devnet: Devnet;
+  let source: TestGateway;
+  let gw: TestGateway;
+
+  beforeAll(async () => {
+    // DEVNET_LEGACY_ROUTE=1: the simulated hosts still serve v2 on /v1/devshard (tag "v2").
+    devnet = await startDevnet({ env: { DEVNET_BLOCK_TIME_MS: '50', DEVNET_TOKEN_DELAY_MS: '0', DEVNET_LEGACY_ROUTE: '1' }, creators: [keys.privateKey], statePath: join(root, 'devnet.sqlite'), port: 0 });
+    const chainEnv = { NODE_RPC: devnet.rpcUrl, NODE_CHAIN_API: devnet.url, NODE_BASE: devnet.url };
+    source = await startTestGateway({ keys, env: { ...chainEnv, DEVSHARD_INSTANCE_NAME: 'devshardctl-stand-in' } });
+    gw = await startTestGateway({ keys, env: chainEnv });
+  });
+  afterAll(async () => {
+    await disposeTestGateway(source);
+    await disposeTestGateway(gw);
+    await devnet?.close();
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  it("imports it with protocol_version 'v2' (v2 on /v1/devshard, tag \"v2\") and serves the next request on the legacy route", async () => {
+    const created = await source.call('/v1/admin/escrows', { body: { amount: '10000000000', model_id: MODEL, private_key: keys.privateKey, chain_id: 'shardgate-devnet', register: false, protocol_version: 'v2' } });
+    expect(created.status, created.text).toBe(200);
+    const id = created.json.id as string;
+    const escrow = (await gw.ctx.chain.escrow(id))!;
+    const hostKeys = new Map(devnet.hosts.map((h) => [h.address, h.privateKey]));
+    const dir = join(root, 'v2-store');
+    // devshardctl at 8a35022: roots tagged "v2", its sessions.version column its v2-era stamp "v1".
+    const w = writeDevshardctlStore({
+      dir,
+      escrowId: id,
+      epochId: escrow.epochIndex,
+      creator: escrow.creator,
+      creatorPrivateKeyHex: keys.privateKey,
+      amount: escrow.amount,
+      slots: escrow.slots.map((s) => s.host),
+      keyOf: (a) => hostKeys.get(a)!,
+      requests: 4,
+      closeLast: true,
+      version: 'v2',
+    });
+    const r = await gw.call('/v1/admin/devshards/import', { body: { id, storage_path: dir, private_key_env: 'DEVSHARD_PRIVATE_KEY', model: MODEL, protocol_version: 'v2', active: true } });
+    expect(r.status, r.text).toBe(200);
+    expect(r.json.adopted).toMatchObject({ last_nonce: w.lastNonce, state_root: w.stateRoot, balance: w.balance.toString(), protocol_version: 'v2', route_prefix: '/v1/devshard', state_root_version: 'v2' });
+    expect(r.json).toMatchObject({ id, active: true, state: 'active', protocol_version: 'v2', route_prefix: '/v1/devshard', state_root_version: 'v2' });
+    const imported = gw.store.readStream(`escrow-${id}`)[0]!;
+    expect(imported.type).toBe('EscrowImported');
+    expect((imported.data as any).protocol).toEqual({ version: 'v2', route: '/v1/devshard', tag: 'v2' });
+
+    const chat = await gw.call('/v1/chat/completions', { body: { model: MODEL, messages: [{ role: 'user', content: 'after a v2 migration' }], max_tokens: 8 } });
+    expect(chat.status, chat.text).toBe(200);
+    expect(chat.headers.get('x-devshard-escrow-id')).toBe(id);
+    expect(chat.headers.get('x-devshard-nonce')).toBe(String(w.lastNonce + 1));
+    const entry = (await gw.call('/v1/status', { key: 'none' })).json.devshards.find((d: any) => d.id === id);
+    expect(entry).toMatchObject({ protocol_version: 'v2', route_prefix: '/v1/devshard', state_root_version: 'v2' });
+    expect(entry.protocol_error).toBeUndefined();
+    expect(entry.hosts_applied).toEqual(expect.arrayContaining([{ host: expect.any(String), nonce: w.lastNonce + 1 }]));
   });
 });

@@ -6,6 +6,9 @@
  * confirm and finish of inference k-1 (a finish rides on a later diff); with `closeLast` a last
  * diff without a start carries the last finish. Roots come from the protocol replica, the user
  * signatures from the creator key, the receipts and finishes from the devnet hosts' keys.
+ * `version` is the state-root tag the roots are hashed with (the hosts' build stamp); the sessions
+ * table's version column is what devshardctl bound the session to (`sessionVersion`: by default the
+ * version itself, and devshardctl's v2-era stamp "v1" for a v2 store).
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -37,7 +40,10 @@ export interface StoreSpec {
   dropNonce?: number;
   /** Write no _meta.db (devshardctl repairs it from the epoch files; so do we). */
   noMeta?: boolean;
+  /** The state-root tag the roots are hashed with (default 'v2', a store of devshardctl at 8a35022). */
   version?: string;
+  /** The sessions.version column; default `version` ('v1', devshardctl's v2-era stamp, for 'v2'). */
+  sessionVersion?: string;
 }
 
 export interface WrittenStore {
@@ -120,7 +126,7 @@ export function writeDevshardctlStore(spec: StoreSpec): WrittenStore {
   const group = JSON.stringify(spec.slots.map((a, i) => ({ SlotID: i, ValidatorAddress: a })));
   db.prepare('INSERT INTO sessions (escrow_id, version, creator_addr, config_json, group_json, initial_balance, latest_nonce) VALUES (?, ?, ?, ?, ?, ?, ?)').run(
     spec.escrowId,
-    'v1',
+    spec.sessionVersion ?? (version === 'v2' ? 'v1' : version),
     spec.creator,
     goConfigJson(config),
     group,

@@ -49,10 +49,13 @@ describe('devshardctl shapes: two devshards (pooled)', () => {
       expect(isUint(d.nonce)).toBe(true);
       expect(isUint(d.balance)).toBe(true);
       expect(d.block_reason).toBeUndefined(); // omitempty
-      // runtimeStatus.ProtocolVersion (sm.ProtocolVersion(), the state-root tag) and the phase gate's
-      // ChainPhaseSnapshot fields (phase_gate.go): chain_phase the epoch phase, confirmation_poc_phase
-      // the confirmation PoC phase name (strings).
-      expect(d.protocol_version).toBe('v2');
+      // runtimeStatus.ProtocolVersion and the phase gate's ChainPhaseSnapshot fields (phase_gate.go):
+      // chain_phase the epoch phase, confirmation_poc_phase the confirmation PoC phase name (strings).
+      // protocol_version is the escrow's version: a new escrow speaks the newest we speak that the
+      // chain approves (v4.1 on the devnet), on its route, with its state-root tag beside.
+      expect(d.protocol_version).toBe('v4.1');
+      expect(d.route_prefix).toBe('/devshard/v4.1');
+      expect(d.state_root_version).toBe('v4.1');
       expect(d.chain_phase).toBe('Inference');
       expect(d.confirmation_poc_phase).toBe('CONFIRMATION_POC_INACTIVE');
       // Ours beside: the exact balance as a decimal string.
@@ -110,10 +113,11 @@ describe('devshardctl shapes: two devshards (pooled)', () => {
       expect(d.runtime).toMatchObject({ id: d.id, model: MODEL, active: true, active_requests: 0 });
       expect(d.private_key).toBeUndefined();
       // RuntimeConfig.private_key_env (gateway.go): the variable the creator's key comes from, a
-      // string; ours beside: where it comes from. protocol_version a string (the state-root tag).
+      // string; ours beside: where it comes from. protocol_version a string (the escrow's version),
+      // beside it its route and state-root tag.
       expect(d.private_key_env).toBe('DEVSHARD_PRIVATE_KEY');
       expect(d.private_key_source).toBe('env');
-      expect(d.protocol_version).toBe('v2');
+      expect(d).toMatchObject({ protocol_version: 'v4.1', route_prefix: '/devshard/v4.1', state_root_version: 'v4.1' });
       // The runtime carries runtimeStatus's fields, protocol_version and chain_phase among them.
       expect(typeof d.runtime.protocol_version).toBe('string');
       expect(typeof d.runtime.chain_phase).toBe('string');
@@ -169,7 +173,10 @@ describe('devshardctl shapes: one devshard (the single-runtime fields on top)', 
     expect(typeof s.escrow_id).toBe('string');
     expect(s.chain_phase).toBe('Inference');
     expect(s.confirmation_poc_phase).toBe('CONFIRMATION_POC_INACTIVE');
-    expect(s.devshards[0]).toMatchObject({ protocol_version: 'v2', chain_phase: 'Inference' });
+    expect(s.devshards[0]).toMatchObject({ protocol_version: 'v4.1', route_prefix: '/devshard/v4.1', state_root_version: 'v4.1', chain_phase: 'Inference' });
+    // The live session: how far each host applied the diffs; the request's host applied nonce 1.
+    expect(s.devshards[0].hosts_applied).toEqual(expect.arrayContaining([{ host: expect.any(String), nonce: 1 }]));
+    expect(s.devshards[0].protocol_error).toBeUndefined();
     expect(s.nonce).toBe(1);
     expect(s.phase).toBe('active');
     expect(s.balance).toBe(s.devshards[0].balance);
