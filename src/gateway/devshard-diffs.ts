@@ -99,6 +99,15 @@ export function sessionEscrowOf(d: OpenedData): SessionEscrow {
   return { escrowId: d.escrowId, creator: d.creator, amount: BigInt(d.amount), slots: d.slots.map((s) => ({ ...s })), session, ...(bind ? { bind } : {}), protocol: d.protocol ? { ...d.protocol } : LEGACY_PROTOCOL };
 }
 
+/** The facts the escrow's session was last opened with (its latest DevshardSessionOpened), if any. */
+export function boundSessionFacts(engine: Engine, escrowId: string): SessionEscrow | undefined {
+  const last = engine
+    .readStream(devshardSessionStream(escrowId))
+    .filter((r) => r.type === 'DevshardSessionOpened')
+    .at(-1);
+  return last ? sessionEscrowOf(last.data as OpenedData) : undefined;
+}
+
 /**
  * Records the facts a session opens with (once per escrow and run, off the request path: the
  * transport asks for them when it opens the session), unless the stream's latest

@@ -34,7 +34,8 @@ import { gatewayPort } from '../gateway/port.js';
 import { boundSessionEscrow } from '../gateway/devshard-session-import.js';
 import { HostAckRecorder } from '../gateway/devshard-host-acks.js';
 import { escrowProtocol, isLegacyProtocol } from '../gateway/escrow-protocol.js';
-import { recordDiff, recordedDiffs, recordedHostTxs, recordHostTxs, recordSessionOpened } from '../gateway/devshard-diffs.js';
+import { boundSessionFacts, recordDiff, recordedDiffs, recordedHostTxs, recordHostTxs, recordSessionOpened } from '../gateway/devshard-diffs.js';
+import { hostUrlOf } from '../gateway/host-urls.js';
 import { ProtocolBilling } from '../gateway/protocol-billing.js';
 import { createDrainReactor, type DrainTask } from '../gateway/reactors.js';
 import { reconcile, releaseUnusedNonces, startIntentReconciler } from '../gateway/reconcile.js';
@@ -266,7 +267,13 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
 async function protocolEscrow(ctx: GatewayContext, escrowId: string): Promise<SessionEscrow | undefined> {
   const c = ctx.engine.escrow(escrowId)?.context;
   if (!c || !c.creator || c.slots.length === 0) return undefined;
-  const escrow = await boundSessionEscrow(ctx, escrowId, { creator: c.creator, amount: BigInt(c.deposit), slots: c.slots });
+  // A session binds once, as a host does: a later run keeps the facts it was bound to (chain params
+  // that changed since, or a chain that now serves fields it did not, must not change its config),
+  // and only follows hosts that moved.
+  const bound = boundSessionFacts(ctx.engine, escrowId);
+  const escrow = bound
+    ? { ...bound, slots: c.slots.map((s) => ({ host: s.host, url: hostUrlOf(ctx, s) })) }
+    : await boundSessionEscrow(ctx, escrowId, { creator: c.creator, amount: BigInt(c.deposit), slots: c.slots });
   // In the log before the session's first diff of this run: verify / replay / explain rebuild the replica from it.
   await recordSessionOpened(ctx.engine, escrow);
   return escrow;
