@@ -68,6 +68,28 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ env: { DEVSHARDS_JSON: '[]', DEVSHARD_HOST_PROTOCOL: 'v1' } })).toThrow(/must be devshard/);
   });
 
+  it('reads the protocol defaults, refusing at start a route devshardctl would refuse (ResolveRoutePrefix\'s words)', () => {
+    const env = { DEVSHARDS_JSON: '[]' };
+    const issue = (extra: Record<string, string>) => {
+      try {
+        loadConfig({ env: { ...env, ...extra } });
+      } catch (e) {
+        expect(e).toBeInstanceOf(ConfigError);
+        return (e as ConfigError).message;
+      }
+      return '';
+    };
+    expect(loadConfig({ env }).network.protocol).toEqual({});
+    expect(loadConfig({ env: { ...env, DEVSHARD_PROTOCOL_VERSION: '4.1' } }).network.protocol).toEqual({ version: 'v4.1' });
+    expect(loadConfig({ env: { ...env, DEVSHARD_ROUTE_PREFIX: '/devshard/v3/', DEVSHARD_STATE_ROOT_VERSION: 'v2' } }).network.protocol).toEqual({ routePrefix: '/devshard/v3', stateRootVersion: 'v2' });
+    // /v1/devshard only for v2 escrows
+    expect(loadConfig({ env: { ...env, DEVSHARD_ROUTE_PREFIX: '/v1/devshard' } }).network.protocol).toEqual({ routePrefix: '/v1/devshard' });
+    expect(issue({ DEVSHARD_ROUTE_PREFIX: '/v1/devshard', DEVSHARD_PROTOCOL_VERSION: 'v4.1' })).toContain('DEVSHARD_ROUTE_PREFIX "/v1/devshard" serves v2, but DEVSHARD_PROTOCOL_VERSION is v4.1');
+    expect(issue({ DEVSHARD_ROUTE_PREFIX: '/api/devshard' })).toContain('DEVSHARD_ROUTE_PREFIX unsupported devshard route prefix "/api/devshard"');
+    expect(issue({ DEVSHARD_ROUTE_PREFIX: '/devshard/v9' })).toContain('names a version this gateway does not speak (v2, v3, v4, v4.1)');
+    expect(issue({ DEVSHARD_PROTOCOL_VERSION: 'v9' })).toContain('DEVSHARD_PROTOCOL_VERSION protocol version "v9" is not one this gateway speaks');
+  });
+
   it('single-escrow mode needs DEVSHARD_ESCROW_ID and says how to fix it', () => {
     let err: unknown;
     try {
