@@ -81,8 +81,11 @@ describe('an external host in an escrow slot, end to end over the devshard proto
       expect(r.status, r.text).toBe(200);
     }
     await gw.ctx.engine.idle();
-    const executed = ext.paths.filter((p) => p === `POST /external/v1/devshard/sessions/${escrowId}/chat/completions`);
+    // the escrow speaks v4.1 (the newest the devnet approves): its route under the host's URL, never the retired /v1/devshard
+    const executed = ext.paths.filter((p) => p === `POST /external/devshard/v4.1/sessions/${escrowId}/chat/completions`);
     expect(executed.length).toBeGreaterThan(0);
+    expect(ext.paths.filter((p) => p.includes('/v1/devshard'))).toEqual([]);
+    expect(ext.hosts.protocol.versionsOf(0, escrowId)).toEqual(['v4.1']);
     const session = ext.hosts.protocol.peek(0, escrowId)!;
     expect(session.ownSlots).toEqual([2]);
 
@@ -90,7 +93,7 @@ describe('an external host in an escrow slot, end to end over the devshard proto
     expect(f.status, f.text).toBe(200);
     const file = f.json;
     expect(file.signatures.map((x: any) => x.slot_id)).toEqual([0, 1, 2]);
-    expect(ext.paths.some((p) => p === `GET /external/v1/devshard/sessions/${escrowId}/signatures`)).toBe(true);
+    expect(ext.paths.some((p) => p === `GET /external/devshard/v4.1/sessions/${escrowId}/signatures`)).toBe(true);
     const extStat = file.host_stats.find((h: any) => h.slot_id === 2);
     expect(extStat.cost).toBeGreaterThan(0); // it executed (and its Finish was applied)
 

@@ -27,14 +27,21 @@ describe('the simulated hosts resume their sessions after a devnet restart (DEVN
     expect(before.every((s) => s !== undefined)).toBe(true);
     const seen = before.map((s) => ({ nonce: s!.latestNonce, root: Buffer.from(s!.replica.stateRoot()).toString('hex'), applied: [...s!.applied.keys()] }));
 
+    // the sessions are the escrow's version's: v4.1, the newest the devnet approves
+    expect(gw.devnet!.hosts.map((h) => gw.devnet!.simulatedHosts.protocol.versionsOf(h.index, escrowId))).toEqual(gw.devnet!.hosts.map(() => ['v4.1']));
+
     gw = await gw.restart();
-    // GET diffs opens each host's session: replayed from the state file
+    // GET diffs on the escrow's route opens each host's session: replayed from the state file
     for (const [i, h] of gw.devnet!.hosts.entries()) {
-      const res = await fetch(`${gw.devnet!.url}${h.prefix}/v1/devshard/sessions/${escrowId}/diffs?from=0&to=100`);
+      const res = await fetch(`${gw.devnet!.url}${h.prefix}/devshard/v4.1/sessions/${escrowId}/diffs?from=0&to=100`);
       expect(res.status).toBe(200);
       const diffs = (await res.json()) as { diff: { nonce: number } }[];
       expect(diffs.map((d) => BigInt(d.diff.nonce))).toEqual(seen[i]!.applied);
-      const s = gw.devnet!.simulatedHosts.protocol.peek(h.index, escrowId)!;
+      // once open, the versionless read answers the same from it
+      const versionless = await fetch(`${gw.devnet!.url}${h.prefix}/devshard/sessions/${escrowId}/diffs?from=0&to=100`);
+      expect(versionless.status).toBe(200);
+      expect(((await versionless.json()) as { diff: { nonce: number } }[]).map((d) => BigInt(d.diff.nonce))).toEqual(seen[i]!.applied);
+      const s = gw.devnet!.simulatedHosts.protocol.peek(h.index, escrowId, 'v4.1')!;
       expect({ nonce: s.latestNonce, root: Buffer.from(s.replica.stateRoot()).toString('hex'), applied: [...s.applied.keys()] }).toEqual(seen[i]);
     }
 

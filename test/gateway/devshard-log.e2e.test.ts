@@ -115,9 +115,10 @@ describe('the devshard protocol log read back offline: verify, replay, explain',
     try {
       const types = store.readStream(devshardSessionStream(escrowId)).map((r) => r.type);
       expect(types[0]).toBe('DevshardSessionOpened');
-      // the diffs 1..8, with the host txs taken from answers (ConfirmStart, Finish) between them
+      // the diffs 1..8, with the host txs taken from answers (ConfirmStart, Finish) between them, and
+      // how far each host applied them (its latest receipt)
       expect(types.filter((t) => t === 'DevshardDiffSent')).toHaveLength(8);
-      expect(new Set(types.slice(1))).toEqual(new Set(['DevshardDiffSent', 'DevshardHostTxsReceived']));
+      expect(new Set(types.slice(1))).toEqual(new Set(['DevshardDiffSent', 'DevshardHostTxsReceived', 'DevshardHostAcknowledged']));
       const opened = store.readStream(devshardSessionStream(escrowId))[0]!.data as { creator: string; slots: unknown[]; amount: string };
       expect(opened.slots).toHaveLength(3);
       expect(opened.creator).toMatch(/^gonka1/);
@@ -129,8 +130,15 @@ describe('the devshard protocol log read back offline: verify, replay, explain',
   it('verify rebuilds the replica: every nonce, user signature and root, the settlement and its 3 signatures', async () => {
     const r = await run((out, err) => runVerify(file, out, err));
     expect(r.code, r.out + r.err).toBe(0);
-    expect(r.out).toContain(`devshard escrow ${escrowId}: 8 diffs, nonces 1..8, replica nonce 8 Settlement`);
-    expect(r.out).toContain('settlement at nonce 8 equals the replica, 3/3 signatures recover to their slots');
+    // the escrow's protocol (the newest the devnet approves), the diffs we composed, what each host applied
+    expect(r.out).toMatch(
+      new RegExp(
+        `devshard escrow ${escrowId} \\(v4\\.1 on /devshard/v4\\.1, tag "v4\\.1"\\): composed 8 diffs, nonces 1\\.\\.8, replica nonce 8 Settlement, root [0-9a-f]{16}…; ` +
+          `applied by the hosts: (http://127\\.0\\.0\\.1:\\d+/hosts/[012] to nonce 8, ){2}http://127\\.0\\.0\\.1:\\d+/hosts/[012] to nonce 8; ` +
+          'settlement at nonce 8 equals the replica, 3/3 signatures recover to their slots',
+      ),
+    );
+    for (const slot of [0, 1, 2]) expect(r.out).toMatch(new RegExp(`/hosts/${slot} to nonce 8`));
   });
 
   it('replay shows each diff: nonce, txs by kind (Finish with tokens and cost), root; the replica at the end', async () => {
@@ -165,6 +173,8 @@ describe('the devshard protocol log read back offline: verify, replay, explain',
       expect(r.out).toMatch(/diff nonce +[3-8] \(position \d+\): Finish#2 \(slot 2, tokens in \d+ out \d+ → cost \d+\)/);
       expect(r.out).toMatch(/replica: finished, executor slot 2 \(gonka1\w+\), tokens in \d+ out \d+, reserved \d+, charged \d+/);
       expect(r.out).toMatch(/settlement at nonce 8: slot 2 is paid \d+ in all/);
+      // what each host applied, and whether that covers this request's start (nonce 2)
+      for (const slot of [0, 1, 2]) expect(r.out).toMatch(new RegExp(`host http://127\\.0\\.0\\.1:\\d+/hosts/${slot}: applied through nonce 8, its start \\(nonce 2\\) applied`));
       const j = JSON.parse((await run((out) => void runExplainRequest(store, `devshard-${escrowId}-2`, { json: true }, out))).out);
       expect(j.requestId).toBe('log-request-1');
       expect(j.devshard.steps.map((s: any) => s.tx.kind)).toEqual(['StartInference', 'ConfirmStart', 'Finish']);

@@ -2,15 +2,16 @@
  * Finalize and settle over the real devshard protocol (DEVSHARD_HOST_PROTOCOL=devshard), end to end
  * on the embedded devnet: chat (streamed and not) → POST /devshard/{id}/v1/finalize (the protocol's
  * rounds, the hosts' `signatures?nonce=F`, answered with exactly the settlement file the chain CLI
- * reads) → settle (MsgSettleDevshardEscrow "v2"), which the devnet keeper accepts only because its
+ * reads) → settle (MsgSettleDevshardEscrow, the escrow's tag "v4.1"), which the devnet keeper accepts only because its
  * checks pass (k/devshard_settlement.go): the same settlement with one byte altered is refused with
  * the keeper's own text.
  */
 import { writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Settlement } from '../../src/chain/port.js';
+import { settleRefusal } from '../../src/chain/prechecks.js';
 import { protocolSettlementRefusal, toChainSettlement } from '../../src/gateway/escrows/settlement.js';
-import type { SettlementData } from '../../src/events/catalog.js';
+import { settlementTag, type SettlementData } from '../../src/events/catalog.js';
 import { eventsFile } from '../../src/events/sqlite-store.js';
 import { verifyLog } from '../../src/events/verify.js';
 import { projectionsCheck } from '../../src/projections/verify-check.js';
@@ -61,7 +62,8 @@ describe('finalize and settle over the devshard protocol (DEVSHARD_HOST_PROTOCOL
     file = r.json;
     expect(Object.keys(file)).toEqual(FILE_KEYS);
     expect(file.escrow_id).toBe(escrowId);
-    expect(file.version).toBe('v2');
+    // a new escrow speaks the newest version the devnet approves: v4.1, its roots hashing the tag "v4.1"
+    expect(file.version).toBe('v4.1');
     // 4 chats, MsgFinalizeRound at 5, the Settlement phase at 5 + 3 slots
     expect(file.nonce).toBe(8);
     expect(typeof file.fees).toBe('number');
@@ -75,10 +77,10 @@ describe('finalize and settle over the devshard protocol (DEVSHARD_HOST_PROTOCOL
     expect(file.host_stats.reduce((n: number, h: any) => n + h.cost, 0)).toBeGreaterThan(0);
     expect(file.signatures.map((x: any) => x.slot_id)).toEqual([0, 1, 2]);
     for (const x of file.signatures) expect(Buffer.from(x.signature, 'base64')).toHaveLength(65);
-    // GET finalize answers the same file; the log holds the settlement (hex roots, version 2)
+    // GET finalize answers the same file; the log holds the settlement (hex roots, encoding 2, the tag "v4.1")
     const again = await gw.call(`/devshard/${escrowId}/v1/finalize`);
     expect(again.json).toEqual(file);
-    expect(recorded()).toMatchObject({ escrowId, nonce: 8, version: 2, stateRoot: Buffer.from(file.state_root, 'base64').toString('hex') });
+    expect(recorded()).toMatchObject({ escrowId, nonce: 8, version: 2, stateRootVersion: 'v4.1', stateRoot: Buffer.from(file.state_root, 'base64').toString('hex') });
     expect(protocolSettlementRefusal(recorded(), gw.ctx.engine.escrow(escrowId)!.context.slots)).toBeUndefined();
     // GWSETTLE_FINALIZE_FILE: the finalize answer as the file, and the escrow's slots and amount beside
     // it, for ../shared/tools/realnet's verify-finalize.mjs.
@@ -100,8 +102,9 @@ describe('finalize and settle over the devshard protocol (DEVSHARD_HOST_PROTOCOL
     ['one byte of a signature', (s) => ({ ...s, signatures: s.signatures.map((x) => (x.slotId === 1 ? { ...x, signature: flip(x.signature, 10, 'base64') } : x)) }), /^(signature for slot 1 recovered gonka1\w+, expected gonka1\w+|failed to recover address for slot 1: .+)$/],
     ['the rest_hash', (s) => ({ ...s, restHash: flip(s.restHash, 0, 'hex') }), /^state_root mismatch$/],
     ['a host stat', (s) => ({ ...s, hostStats: s.hostStats.map((h) => (h.slotId === 2 ? { ...h, cost: (BigInt(h.cost) + 1n).toString() } : h)) }), /^state_root mismatch$/],
-    ['the version (another approved tag)', (s) => ({ ...s, version: 1 }), /^state_root mismatch$/],
-    ['the version (an unapproved tag)', (s) => ({ ...s, version: 3 }), /^settlement version "v3" is not listed in devshard_escrow_params\.approved_versions$/],
+    // v3 is approved by the devnet (DEVNET_APPROVED_VERSIONS default), but the hosts signed a root hashing "v4.1"
+    ['the version (another approved tag)', (s) => ({ ...s, stateRootVersion: 'v3' }), /^state_root mismatch$/],
+    ['the version (an unapproved tag)', (s) => ({ ...s, stateRootVersion: 'v9' }), /^settlement version "v9" is not listed in approved devshard versions$/],
   ];
 
   for (const [what, change, text] of tampered) {
@@ -115,16 +118,21 @@ describe('finalize and settle over the devshard protocol (DEVSHARD_HOST_PROTOCOL
       expect(outcome.rawLog.replace(/^.*message index: 0: /, '')).toMatch(text);
       expect(message.length).toBeGreaterThan(0);
       expect((await gw.ctx.chain.escrow(escrowId))!.settled).toBe(false);
-      if (bad.version === 2) {
-        // what the gateway could have known: its check of the recorded settlement says the same
+      // what the gateway could have known: its checks of the recorded settlement say the same
+      const approved = (await gw.ctx.chain.params()).approvedVersions;
+      if (approved.includes(settlementTag(bad))) {
         const refusal = protocolSettlementRefusal(bad, gw.ctx.engine.escrow(escrowId)!.context.slots);
         expect(refusal?.detail.precheck).toBe(true);
         expect(refusal?.message).toMatch(/state_root mismatch|signature for slot 1 does not recover/);
+      } else {
+        const refusal = settleRefusal(await gw.ctx.chain.params(), { settler: gw.ctx.engine.escrow(escrowId)!.context.creator!, version: settlementTag(bad) });
+        expect(refusal).toMatchObject({ kind: 'version_not_approved', detail: { precheck: true } });
+        expect(refusal?.message).toContain(outcome.rawLog.replace(/^.*message index: 0: /, ''));
       }
     }, 30_000);
   }
 
-  it('settle sends MsgSettleDevshardEscrow "v2"; the keeper pays each slot its cost plus its fee share, the remainder to the creator', async () => {
+  it('settle sends MsgSettleDevshardEscrow "v4.1"; the keeper pays each slot its cost plus its fee share, the remainder to the creator', async () => {
     const slots = gw.ctx.engine.escrow(escrowId)!.context.slots;
     const creator = gw.ctx.engine.escrow(escrowId)!.context.creator!;
     const deposit = BigInt((await gw.ctx.chain.escrow(escrowId))!.amount);
@@ -172,7 +180,7 @@ describe('settle of an escrow not yet finalized, over the devshard protocol', ()
   }, 60_000);
   afterAll(() => disposeTestGateway(gw));
 
-  it('finalizes over the protocol first (as devshardctl does), then settles "v2"; after a restart the finalize file is still served', async () => {
+  it('finalizes over the protocol first (as devshardctl does), then settles "v4.1"; after a restart the finalize file is still served', async () => {
     for (let i = 0; i < 3; i++) expect((await gw.call('/v1/chat/completions', { body: chat(i, i === 1 ? { stream: true } : {}) })).status).toBe(200);
     const r = await gw.call(`/v1/admin/devshards/${escrowId}/settle`, { body: {} });
     expect(r.status, r.text).toBe(200);
@@ -180,9 +188,9 @@ describe('settle of an escrow not yet finalized, over the devshard protocol', ()
     expect(BigInt(r.json.deposit)).toBe(BigInt((await gw.ctx.chain.escrow(escrowId))!.amount));
     const s = gw.ctx.engine.escrow(escrowId)!.context.settlement!;
     // 3 chats, MsgFinalizeRound at 4, Settlement at 4 + 3
-    expect(s).toMatchObject({ version: 2, nonce: 7 });
+    expect(s).toMatchObject({ version: 2, stateRootVersion: 'v4.1', nonce: 7 });
     const file = (await gw.call(`/devshard/${escrowId}/v1/finalize`)).json;
-    expect(file).toMatchObject({ escrow_id: escrowId, version: 'v2', nonce: 7 });
+    expect(file).toMatchObject({ escrow_id: escrowId, version: 'v4.1', nonce: 7 });
     gw = await gw.restart();
     expect((await gw.call(`/devshard/${escrowId}/v1/finalize`)).json).toEqual(file);
   }, 60_000);

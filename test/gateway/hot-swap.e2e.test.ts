@@ -223,6 +223,8 @@ describe('hot swap: export from a temporary gateway, import into the main one (o
     expect(spent).toBeGreaterThan(spentA);
     const f = await b.call(`/devshard/${escrowId}/v1/finalize`, { method: 'POST' });
     expect(f.status, f.text).toBe(200);
+    // The protocol A recorded at create (v4.1, the newest the devnet approves) came with the export.
+    expect(f.json.version).toBe('v4.1');
     // MsgFinalizeRound after B's last request, then one diff per slot to the Settlement phase.
     expect(f.json.nonce).toBe(Math.max(...nonceB) + 1 + f.json.host_stats.length);
     expect(f.json.host_stats.reduce((n: bigint, h: { cost: string }) => n + BigInt(h.cost), 0n)).toBe(spent);
@@ -248,7 +250,9 @@ describe('hot swap: export from a temporary gateway, import into the main one (o
     let err = '';
     const code = await runVerify(eventsFile(b.storageDir), (x) => void (out += x), (x) => void (err += x));
     expect(code, out + err).toBe(0);
-    expect(out).toContain(`devshard escrow ${escrowId}: ${f.json.nonce} diffs, nonces 1..${f.json.nonce}`);
+    expect(out).toContain(`devshard escrow ${escrowId} (v4.1 on /devshard/v4.1, tag "v4.1"): composed ${f.json.nonce} diffs, nonces 1..${f.json.nonce}, replica nonce ${f.json.nonce} Settlement`);
+    // every host applied the diffs through the settlement's nonce (it signed there)
+    expect(out).toMatch(new RegExp(`applied by the hosts: (http://127\\.0\\.0\\.1:\\d+/hosts/[012] to nonce ${f.json.nonce}(, |; )){3}`));
     expect(out).toMatch(new RegExp(`settlement at nonce ${f.json.nonce} equals the replica, ${f.json.signatures.length}/${f.json.signatures.length} signatures recover to their slots`));
   });
 });

@@ -128,7 +128,7 @@ describe('operator procedure', () => {
     const doc = f.json;
     // Exactly the settlement file of the devshard protocol (docs/protocol.md step 9).
     expect(doc.escrow_id).toBe(a);
-    expect(doc.version).toBe('v2');
+    expect(doc.version).toBe('v4.1');
     expect(typeof doc.fees).toBe('number');
     // MsgFinalizeRound at nonce 5, then one diff per slot: the Settlement phase at 5 + 3.
     expect(doc.nonce).toBe(8);

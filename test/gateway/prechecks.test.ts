@@ -72,7 +72,7 @@ describe('settle pre-checks', () => {
   it('the version tag must be in approved_versions[].name when the list is non-empty', () => {
     const refused = settleRefusal(params([], ['v1']), { settler: 'gonka1b', version: 'v2' });
     expect(refused).toMatchObject({ kind: 'version_not_approved' });
-    expect(refused!.message).toContain('settlement version "v2" is not listed in devshard_escrow_params.approved_versions');
+    expect(refused!.message).toContain('settlement version "v2" is not listed in approved devshard versions (listed: v1)');
     expect(settleRefusal(params([], ['v1', 'v2']), { settler: 'gonka1b', version: 'v2' })).toBeUndefined();
   });
 });

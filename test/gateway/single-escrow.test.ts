@@ -61,7 +61,7 @@ describe('single-escrow mode (DEVSHARD_ESCROW_ID)', () => {
     const f = await gw.call('/v1/finalize', { method: 'POST' });
     expect(f.status, f.text).toBe(200);
     // The settlement file: the one request at nonce 1, MsgFinalizeRound at 2, Settlement at 2 + 3 slots.
-    expect(f.json).toMatchObject({ escrow_id: escrowId, version: 'v2', nonce: 5 });
+    expect(f.json).toMatchObject({ escrow_id: escrowId, version: 'v4.1', nonce: 5 });
     expect(f.json).toHaveProperty('version');
     expect(f.json).toHaveProperty('fees');
     const view = (await gw.call(`/v1/admin/devshards/${escrowId}`)).json;
