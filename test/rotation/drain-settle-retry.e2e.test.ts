@@ -7,7 +7,7 @@
  * so; whoever deferred the settle (the admin routes, or the depletion check replacing the escrow);
  * a settle whose tx was lost (outcome unknown) and which the chain then refused, found by the
  * reconciler, is retried (or given up) the same way.
- * A slow simulated host holds the request in flight while the settle is deferred; the node goes
+ * A simulated host holds the request in flight (a hold the test releases) while the settle is deferred; the node goes
  * down the moment the deferral (or the drained settle's tx) is recorded, so the fault lands when
  * the request ends. The ticks and the reconciler are run by hand (their timers are off).
  */
@@ -23,8 +23,6 @@ import { expectedRefund } from '../helpers/settlement.js';
 
 /** Long epochs: the escrow's settle window (its epoch and the next) must outlast the retries. */
 const EPOCH = 200;
-/** How long the slow host holds the request: longer than finalize + settle take on a loaded machine. */
-const HOLD_MS = 3_000;
 
 /** The recorded failures of the escrow's drained settle, in order. */
 const settleFailures = (g: RotationGateway, escrowId: string) =>
@@ -78,7 +76,10 @@ describe('drained settle retries on a devnet with faults', () => {
     expect(g.ctx.engine.escrow(id)?.context.epoch).toBe(0);
     // Rotation on for the model (its task ticks once on enable, far from the boundary: it waits), so a depletion replaces.
     if (o.defer === depletionDefers) await enableRotation(g, { temp_count: 1, target_count: 1, pre_poc_blocks: 20 });
-    Object.assign(g.devnet!.simulatedHosts.faults, { latencyMs: HOLD_MS, remaining: 1 });
+    // The host holds the request until the test releases it, once the settle is deferred.
+    let release!: () => void;
+    const hold = new Promise<void>((r) => (release = r));
+    Object.assign(g.devnet!.simulatedHosts.faults, { hold, remaining: 1 });
     const chat = g.call('/v1/chat/completions', { body: { model: MODEL, messages: [{ role: 'user', content: 'take your time' }], max_tokens: 8 } });
     await waitFor('the request in flight', () => g.ctx.engine.escrow(id)?.context.inFlight === 1);
     const sub = g.store.subscribe(g.store.lastPosition()).subscribe((r) => {
@@ -86,12 +87,14 @@ describe('drained settle retries on a devnet with faults', () => {
     });
     try {
       await (o.defer ?? adminDefers)(g, id);
-      expect(g.ctx.engine.escrow(id)?.context.inFlight, 'the request ended before the settle was deferred: raise HOLD_MS').toBe(1);
+      expect(g.ctx.engine.escrow(id)?.context.inFlight, 'the request ended before the settle was deferred').toBe(1);
       o.before?.(g);
+      release();
       expect((await chat).status).toBe(200);
       const attempted = () => settleFailures(g, id).length > 0 || g.ctx.engine.escrow(id)?.value === 'settled' || marked(g, 'escrow_drain_settle_pending', id).length > 0;
       await waitFor("the drained settle's first attempt", attempted);
     } finally {
+      release();
       sub.unsubscribe();
     }
     return { g, id };

@@ -25,6 +25,8 @@ export interface HostFaults {
   withholdSignature?: boolean;
   /** Extra delay before answering, ms. */
   latencyMs?: number;
+  /** Real host protocol: hold the request (before its diffs are applied) until this settles: a hold a test releases. */
+  hold?: Promise<unknown>;
   /** Apply to this many more matching requests, then stop (undefined = until changed). */
   remaining?: number;
 }
@@ -38,7 +40,8 @@ export function faultFor(faults: HostFaults | undefined, hostIndex: number): Hos
     faults.stallAfterChunks !== undefined ||
     faults.truncateAfterChunks !== undefined ||
     faults.withholdSignature === true ||
-    (faults.latencyMs !== undefined && faults.latencyMs > 0);
+    (faults.latencyMs !== undefined && faults.latencyMs > 0) ||
+    faults.hold !== undefined;
   if (!any) return undefined;
   if (faults.remaining !== undefined) {
     if (faults.remaining <= 0) return undefined;
