@@ -172,6 +172,8 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
             onHostRefused: (escrowId, host, status, message, rule) => hostAcks.refused(escrowId, host, status, message, rule),
             stallTimeoutMs: config.limits.stallTimeoutMs,
             timeoutMs: config.limits.requestTimeoutMs,
+            // Host txs signed by a warm key are taken once the slot's address is seen to have granted it.
+            warmKeyGranted: (cold, warm) => chain!.warmKeyGranted(cold, warm),
           })
       : undefined;
   const network: InferencePort =

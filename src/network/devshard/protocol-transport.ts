@@ -29,7 +29,7 @@ import { HostEventError, readHostEvent, type HostReceipt } from './host-events.j
 import { sessionUrl, verifyTimeoutJson } from './request-body.js';
 import { buildSettlement, settlementFileJson, settlementSignatureValid, type RecordedDiff, type Settlement } from '../../protocol/index.js';
 import type { DevshardTx } from '../../protocol/gen/devshard/v1/diff_pb.js';
-import { DevshardSession, ReceiptMismatch, type SentDiff, type SessionEscrow } from './session.js';
+import { DevshardSession, ReceiptMismatch, type SentDiff, type SessionEscrow, type WarmKeyGrantLookup } from './session.js';
 import { routeRefusalOf, type RouteRefusal } from './host-refusals.js';
 
 export interface ProtocolTransportOptions extends AgentOptions {
@@ -66,6 +66,11 @@ export interface ProtocolTransportOptions extends AgentOptions {
   onHostAck?: (escrowId: string, host: string, nonce: bigint, stateHash: Uint8Array) => void;
   /** Period of the timeout sweep (sweepTimeouts), ms; 0 = only when called. Default 15 s. */
   timeoutSweepMs?: number;
+  /**
+   * Whether `cold` granted `warm` its warm-key marker (ChainPort.warmKeyGranted), handed to each
+   * session; none: host txs signed by a warm key are never taken.
+   */
+  warmKeyGranted?: WarmKeyGrantLookup;
 }
 
 export interface Exchange {
@@ -231,6 +236,8 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
     const signer = call.signer;
     if (!signer.signProtocol) throw new HostError('rejected', `the signer of escrow ${call.escrowId} cannot make devshard protocol signatures`);
     const s = new DevshardSession(escrow, (m) => signer.signProtocol!(m), opts.recordedDiffs?.(call.escrowId) ?? [], opts.recordedHostTxs?.(call.escrowId) ?? []);
+    s.warmKeyGranted = opts.warmKeyGranted;
+    s.now = now;
     if (opts.onDiff) {
       const onDiff = opts.onDiff;
       s.onDiff = (d) => onDiff(call.escrowId, d);

@@ -12,8 +12,14 @@
  *   with an empty diff when a later one is composed, so the hosts never see a gap.
  * - Each host (by inference URL: one address holding two slots is one host) is sent the diffs
  *   above the nonce it last acknowledged with a receipt.
+ * - A host tx signed by a warm key (authorised by the slot's address through an authz grant) is taken
+ *   once the grant is known: the replica's resolver is synchronous, so a pair not yet known is asked
+ *   of `warmKeyGranted` in the background and refused for now (the tx is skipped; the host resends
+ *   it from its mempool, and a later diff takes it). The replica binds the key the first time it is
+ *   accepted, and the binding is recorded with the diff (a replay needs no chain).
  *
- * No I/O here: protocol-transport.ts sends what this composes and feeds back what hosts answer.
+ * No I/O here: protocol-transport.ts sends what this composes and feeds back what hosts answer
+ * (and the warm-key lookup is the injected `warmKeyGranted`).
  */
 import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import {
@@ -35,6 +41,7 @@ import {
   type Diff,
   type EscrowSessionFields,
   type WarmKeyBinding,
+  type WarmKeyResolver,
   type EscrowProtocol,
   type ReplicaParams,
   LEGACY_PROTOCOL,
@@ -77,6 +84,16 @@ export function replicaParamsOf(escrow: SessionEscrow): ReplicaParams {
 
 /** Signs sha256(message), 65 bytes R‖S‖V (the creator's key, held by the signer). */
 export type ProtocolSign = (message: Uint8Array) => Uint8Array;
+
+/** Whether `cold` granted `warm` its warm-key marker (ChainPort.warmKeyGranted); rejects when not known. */
+export type WarmKeyGrantLookup = (cold: string, warm: string) => Promise<boolean>;
+
+/** How long a 'not granted' answer is believed (ms): a grant made later is noticed after it. */
+export const WARM_KEY_DENIED_TTL_MS = 60_000;
+/** Warm-key lookups in flight at once per session (txs signed by many unknown keys do not flood the chain). */
+const WARM_KEY_MAX_LOOKUPS = 4;
+/** Warm-key answers kept per session; expired denials, then the oldest, go first. */
+const WARM_KEY_MAX_ANSWERS = 256;
 
 /** One diff as sent (what the log would record to rebuild the replica with `replay`). */
 export interface SentDiff extends Diff {
@@ -134,6 +151,17 @@ export class DevshardSession {
   onHostTxs: ((url: string, txs: DevshardTx[]) => void) | undefined;
   /** Called when a host's acknowledged nonce moves, with its receipt's state_hash (equal to our root). */
   onAck: ((url: string, nonce: bigint, stateHash: Uint8Array) => void) | undefined;
+  /**
+   * Asks whether `cold` granted `warm` its warm-key marker (the chain); none: host txs signed by a
+   * warm key not yet bound in the replica are skipped.
+   */
+  warmKeyGranted: WarmKeyGrantLookup | undefined;
+  /** The clock (ms) of the warm-key answers' expiry. */
+  now: () => number = Date.now;
+  /** `cold warm` → the lookup's answer and when it came (a granted one is kept; a denial expires). */
+  private readonly warmAnswers = new Map<string, { granted: boolean; at: number }>();
+  /** `cold warm` of the lookups in flight. */
+  private readonly warmLookups = new Set<string>();
   private recording: Promise<unknown>[] = [];
 
   /**
@@ -218,9 +246,56 @@ export class DevshardSession {
     return [...this.pending.values()];
   }
 
+  /**
+   * The replica's warm-key resolver (asked only for a slot with no bound key, a signer other than
+   * its address): a key already bound to another slot of the same address is granted; otherwise the
+   * answer known for the pair, or false while the one lookup for it runs (it starts on a miss).
+   */
+  private readonly resolveWarmKey: WarmKeyResolver = (warm, cold) => {
+    for (const [slot, w] of this.replica.warmKeys) if (w === warm && this.replica.slots[slot] === cold) return true;
+    const lookup = this.warmKeyGranted;
+    if (!lookup) return false;
+    const key = `${cold} ${warm}`;
+    const known = this.warmAnswers.get(key);
+    if (known && (known.granted || this.now() - known.at < WARM_KEY_DENIED_TTL_MS)) return known.granted;
+    if (!this.warmLookups.has(key) && this.warmLookups.size < WARM_KEY_MAX_LOOKUPS) this.lookUpWarmKey(key, cold, warm, lookup);
+    return false;
+  };
+
+  /** One background lookup: its answer is kept; a failure (the chain unreachable) is forgotten, so a later miss asks again. */
+  private lookUpWarmKey(key: string, cold: string, warm: string, lookup: WarmKeyGrantLookup): void {
+    this.warmLookups.add(key);
+    let p: Promise<boolean>;
+    try {
+      p = Promise.resolve(lookup(cold, warm));
+    } catch (e) {
+      p = Promise.reject(e instanceof Error ? e : new Error(String(e)));
+    }
+    p.then(
+      (granted) => {
+        this.warmLookups.delete(key);
+        this.rememberWarmKey(key, granted === true);
+      },
+      () => {
+        this.warmLookups.delete(key);
+      },
+    );
+  }
+
+  private rememberWarmKey(key: string, granted: boolean): void {
+    const answers = this.warmAnswers;
+    answers.delete(key);
+    if (answers.size >= WARM_KEY_MAX_ANSWERS) {
+      const now = this.now();
+      for (const [k, a] of answers) if (!a.granted && now - a.at >= WARM_KEY_DENIED_TTL_MS) answers.delete(k);
+      if (answers.size >= WARM_KEY_MAX_ANSWERS) answers.delete(answers.keys().next().value!);
+    }
+    answers.set(key, { granted, at: this.now() });
+  }
+
   /** Composes, applies, signs and keeps the next nonce's diff. */
   private next(extra: DevshardTx[]): SentDiff {
-    const c = composeDiff(this.replica, { pending: [...this.pending.values()], extra });
+    const c = composeDiff(this.replica, { pending: [...this.pending.values()], extra, warmKeys: this.resolveWarmKey });
     this.pending.clear();
     const userSig = this.sign(diffSignedBytes(this.escrow.escrowId, c.nonce, c.applied, c.root));
     const d: SentDiff = { nonce: c.nonce, txs: c.applied, postStateRoot: c.root, userSig, warmKeyBindings: c.warmKeyBindings };
