@@ -21,6 +21,7 @@ import { HostError, NotRecorded, type ChatResult, type Usage } from '../network/
 import type { GatewayContext } from './context.js';
 import { TransitionRefused } from './engine.js';
 import { isServedModel } from './models.js';
+import { knownEpoch, settleWindowClosedAt } from './prune-watch.js';
 
 /** A chat request as the use case takes it: validated and normalized by the HTTP layer. */
 export interface ChatRequest {
@@ -197,7 +198,10 @@ async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<Ch
 
 /** The pool's pick, unless it is refused or no longer active in the decided state; then the next best. */
 function pickEscrow(ctx: GatewayContext, model: string, reservedCost: bigint, refused: ReadonlySet<string> | undefined) {
-  const usable = (id: string) => !refused?.has(id) && ctx.engine.escrow(id)?.value === 'active' && !isFinalizing(ctx, id);
+  const usable = (id: string) => {
+    const s = ctx.engine.escrow(id);
+    return !refused?.has(id) && s?.value === 'active' && !isFinalizing(ctx, id) && !settleWindowClosedAt(ctx, s.context.epoch);
+  };
   const first = ctx.projections.pool.pick(model, reservedCost.toString());
   if (!first || usable(first.escrowId)) return first;
   let best: (typeof first) | undefined;
@@ -236,6 +240,17 @@ function noCapacity(ctx: GatewayContext, model: string, need: bigint): GatewayEr
   }
   if (routable.length === 0) {
     return refuse.unavailable(`No active escrow serves model '${model}' right now; an operator must create and register one.`, NO_CAPACITY_RETRY_S, 'no_active_escrow');
+  }
+  // Every routable one is past its settle window: the chain has pruned it (or does at the next block).
+  const expired = routable.filter((r) => settleWindowClosedAt(ctx, ctx.engine.escrow(r.escrowId)?.context.epoch));
+  if (expired.length === routable.length) {
+    const epoch = knownEpoch(ctx)!.epochIndex;
+    const ids = expired.map((r) => `${r.escrowId} (epoch ${ctx.engine.escrow(r.escrowId)?.context.epoch})`).join(', ');
+    return refuse.unavailable(
+      `Every escrow of model '${model}' is past its settle window (escrow ${ids}; the chain is at epoch ${epoch}, and an escrow serves and settles only in its own epoch and the next): the chain prunes it and pays its deposit to its hosts, so no request is routed to it. Create and register a new escrow (POST /v1/admin/escrows), or enable escrow rotation (POST /v1/admin/settings escrow_rotation) so the gateway replaces escrows before their window closes.`,
+      NO_CAPACITY_RETRY_S,
+      'escrow_settle_window_closed',
+    );
   }
   return refuse.unavailable(
     `No escrow of model '${model}' has the usable balance for this request's worst case (${need} at the current token price); lower max_tokens or retry shortly.`,

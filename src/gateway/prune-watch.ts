@@ -28,6 +28,17 @@ const warned = new WeakMap<GatewayContext, Set<string>>();
 export const knownEpoch = (ctx: GatewayContext): EpochInfo | undefined => lastEpoch.get(ctx);
 
 /**
+ * Whether an unsettled escrow of `epoch` is past its settle window by the epoch the watch read last
+ * (the chain's epoch ≥ the escrow's + 2: pruned, or about to be at the next block). Such an escrow
+ * can neither serve (its hosts answer "escrow not found") nor settle: no request is routed to it.
+ * Known from the epoch alone, so no chain round trip on the request path.
+ */
+export function settleWindowClosedAt(ctx: GatewayContext, epoch: number | null | undefined): boolean {
+  const e = lastEpoch.get(ctx);
+  return e !== undefined && epoch !== null && epoch !== undefined && e.epochIndex >= epoch + 2;
+}
+
+/**
  * Blocks from `e` to the first block of epoch `pruneEpoch`. The epoch switch is `nextBoundaryHeight`;
  * one epoch further needs the epoch length (epoch_stages next_poc_start − poc_start), unknown otherwise.
  */

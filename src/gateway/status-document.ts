@@ -7,7 +7,7 @@ import { escrowStream } from '../events/catalog.js';
 import { eventsFile } from '../events/storage-path.js';
 import type { GatewayContext } from './context.js';
 import { devshardView } from './escrows/lifecycle.js';
-import { pruneInfo, type PruneInfo } from './prune-watch.js';
+import { pruneInfo, settleWindowClosedAt, type PruneInfo } from './prune-watch.js';
 import { pocBlock } from './poc-gate.js';
 import { knownEpoch } from './prune-watch.js';
 import { escrowProtocol } from './escrow-protocol.js';
@@ -122,7 +122,10 @@ export function statusDocument(ctx: GatewayContext) {
 function withPrune<D extends { id: string }>(ctx: GatewayContext, d: D): D & Partial<PruneInfo> {
   const c = ctx.engine.escrow(d.id)?.context;
   const info = c ? pruneInfo(ctx, c.epoch, c.settled) : null;
-  return info ? { ...d, ...info } : d;
+  if (!info) return d;
+  // Past its settle window (prune-watch.ts): shown expired, and no longer routed to.
+  const expired = c!.settled !== true && settleWindowClosedAt(ctx, c!.epoch);
+  return expired ? { ...d, ...info, expired: true, routable: false, requests_blocked: true, block_reason: 'settle_window_closed' } : { ...d, ...info };
 }
 
 export type StatusAnswer = ReturnType<typeof statusDocument>;

@@ -17,6 +17,7 @@ import { drainedFailureFields, type DrainedAttempt, type OwnerAttempt } from '..
 import { broadcastByHash } from './broadcast.js';
 import { chainRefusal, chainErrorInfo, outcomeUnknown } from './chain-errors.js';
 import { holdForFinalize } from './finalize-hold.js';
+import { settleWindowClosedAt } from '../prune-watch.js';
 import { holdRequestKey } from './operator-key.js';
 import { settleErrorOf, settleWindowClosed } from './pruned.js';
 import { buildSettlement, protocolSettlementRefusal, settlementDocument, settlementStale, toChainSettlement } from './settlement.js';
@@ -411,12 +412,15 @@ function viewProtocol(ctx: GatewayContext, escrowId: string) {
 export function devshardView(ctx: GatewayContext, escrowId: string) {
   const s = ctx.engine.escrow(escrowId)!;
   const c = s.context;
+  const expired = !c.settled && settleWindowClosedAt(ctx, c.epoch);
   return {
     escrow_id: escrowId,
     model_id: c.model,
     state: stateName(s.value),
     role: c.role,
-    routable: s.value === 'active' && c.nonce + 1 < c.routingStop,
+    routable: s.value === 'active' && c.nonce + 1 < c.routingStop && !expired,
+    // Past its settle window by the chain's epoch (prune-watch.ts): pruned, never routed to again.
+    expired,
     creator: c.creator,
     epoch_index: c.epoch,
     amount: c.deposit,

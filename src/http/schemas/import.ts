@@ -32,6 +32,7 @@ const exportedEscrowSchema = {
     state: { type: 'string' },
     role: { type: 'string', enum: ['regular', 'temporary'] },
     routable: { type: 'boolean' },
+    expired: { type: 'boolean' },
     creator: nullable('string'),
     epoch_index: nullable('integer'),
     amount: amountDataSchema,
