@@ -6,8 +6,18 @@
 import type { GatewayContext } from './context.js';
 import { createEscrow } from './escrows/create.js';
 import { registerEscrow } from './escrows/lifecycle.js';
+import { changeSettings } from './settings.js';
 
-export async function bootstrap(ctx: GatewayContext, opts: { quickStartEscrow: boolean }): Promise<void> {
+/** The quick start's first escrow and what happens to it (the banner says it). */
+export interface QuickStart {
+  escrowId: string;
+  /** Its epoch: the chain prunes it unsettled at epoch + 2. */
+  epoch: number;
+  /** Rotation is on for its model: settled and replaced before its settle window closes. */
+  rotation: boolean;
+}
+
+export async function bootstrap(ctx: GatewayContext, opts: { quickStartEscrow: boolean; quickStartRotation?: boolean }): Promise<QuickStart | undefined> {
   const metadata = { actor: { kind: 'startup' as const } };
   const mode = ctx.config.mode;
   const wanted = mode.kind === 'single' ? [mode.escrowId] : mode.initialEscrows.map((e) => e.escrowId);
@@ -32,7 +42,23 @@ export async function bootstrap(ctx: GatewayContext, opts: { quickStartEscrow: b
       origin: 'admin',
       metadata,
     });
-    if (r.ok) ctx.logger.info({ escrow_id: r.escrowId, amount: amount.toString(), model: ctx.config.model }, 'quick start: created and registered a first escrow on the embedded devnet');
-    else ctx.logger.error({ err: { message: (r.error as Error).message } }, 'quick start: could not create the first escrow');
+    if (!r.ok) {
+      ctx.logger.error({ err: { message: (r.error as Error).message } }, 'quick start: could not create the first escrow');
+      return undefined;
+    }
+    ctx.logger.info({ escrow_id: r.escrowId, amount: amount.toString(), model: ctx.config.model }, 'quick start: created and registered a first escrow on the embedded devnet');
+    if (opts.quickStartRotation) {
+      // Without it the first escrow is pruned two epochs on (about 20 minutes on the devnet's
+      // defaults) and every chat fails: rotation settles it before the epoch switch and replaces it
+      // (a bridge escrow through the PoC window, then a new regular one), with the same key.
+      await changeSettings(
+        ctx,
+        { escrow_rotation: { enabled: true, models: [{ model_id: ctx.config.model, temp_count: 1, target_count: 1, amount: amount.toString(), private_key_env: 'DEVSHARD_PRIVATE_KEY' }] } },
+        metadata,
+      );
+      ctx.logger.info({ model: ctx.config.model }, 'quick start: escrow rotation is on for the model (POST /v1/admin/settings escrow_rotation.enabled false turns it off)');
+    }
+    return { escrowId: r.escrowId, epoch: r.epoch, rotation: opts.quickStartRotation === true };
   }
+  return undefined;
 }

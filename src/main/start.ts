@@ -33,6 +33,7 @@ import { NonceLeases } from '../gateway/nonce-lease.js';
 import { gatewayPort } from '../gateway/port.js';
 import { boundSessionEscrow } from '../gateway/devshard-session-import.js';
 import { HostAckRecorder } from '../gateway/devshard-host-acks.js';
+import type { QuickStart } from '../gateway/bootstrap.js';
 import { escrowProtocol, isLegacyProtocol } from '../gateway/escrow-protocol.js';
 import { boundSessionFacts, recordDiff, recordedDiffs, recordedHostTxs, recordHostTxs, recordSessionOpened } from '../gateway/devshard-diffs.js';
 import { hostUrlOf } from '../gateway/host-urls.js';
@@ -56,9 +57,17 @@ export interface GatewayOptions {
   network?: InferencePort;
   /** Create a first escrow on an empty log with the embedded devnet (the quick start). */
   quickStartEscrow?: boolean;
+  /**
+   * With that first escrow, turn escrow rotation on for its model (the quick start with nothing
+   * configured): the escrow is settled and replaced around each epoch switch instead of being
+   * pruned with its deposit two epochs after it was made.
+   */
+  quickStartRotation?: boolean;
 }
 
 export interface RunningGateway {
+  /** What the quick start made (the first escrow, and whether rotation replaces it). */
+  quickStart?: QuickStart;
   /** The background tasks (tests drive them with tick()). */
   tasks: { rotation: ReturnType<typeof startRotation>; depletion: ReturnType<typeof startDepletionCheck>; drain: DrainTask; pruneWatch: ReturnType<typeof startPruneWatch> };
   url: string;
@@ -211,7 +220,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
   await drain.resumeDeferred(ctx);
   // Retries of drained settles that failed, on the balance check's period.
   const drainTask = drain.start(ctx);
-  await bootstrap(ctx, { quickStartEscrow: options.quickStartEscrow === true && devnet !== undefined && emptyLog });
+  const quickStart = await bootstrap(ctx, { quickStartEscrow: options.quickStartEscrow === true && devnet !== undefined && emptyLog, quickStartRotation: options.quickStartRotation === true });
   const rotation = startRotation(ctx);
   const depletion = startDepletionCheck(ctx);
   const pruneWatch = startPruneWatch(ctx);
@@ -257,7 +266,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
       unlock();
     })());
 
-  return { url, app, ctx, store, devnet, stop, tasks: { rotation, depletion, drain: drainTask, pruneWatch } };
+  return { url, app, ctx, store, devnet, stop, tasks: { rotation, depletion, drain: drainTask, pruneWatch }, ...(quickStart ? { quickStart } : {}) };
 }
 
 /**

@@ -29,6 +29,7 @@ export interface TestGatewayOptions {
   storageDir?: string;
   keys?: ReturnType<typeof generateKeys>;
   quickStartEscrow?: boolean;
+  quickStartRotation?: boolean;
   devnet?: GatewayOptions['devnet'];
 }
 
@@ -102,7 +103,7 @@ export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<T
   const env = testGatewayEnv(keys, storageDir, { GATEWAY_SHUTDOWN_TIMEOUT_MS: '5000', ...opts.env });
   const { logger, logs } = await capturingLogger(env.LOG_LEVEL!);
   const config = loadConfig({ env, cwd: storageDir });
-  const gw = await startGateway(config, { logger, quickStartEscrow: opts.quickStartEscrow ?? false, ...(opts.devnet ? { devnet: opts.devnet } : {}) });
+  const gw = await startGateway(config, { logger, quickStartEscrow: opts.quickStartEscrow ?? false, quickStartRotation: opts.quickStartRotation ?? false, ...(opts.devnet ? { devnet: opts.devnet } : {}) });
   const t: TestGateway = {
     ...gw,
     keys,

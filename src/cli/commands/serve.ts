@@ -66,7 +66,8 @@ export async function runServe(opts: ServeOptions): Promise<void> {
   tuneV8ForServing();
   let gw;
   try {
-    gw = await startGateway(config, { quickStartEscrow: true });
+    // Nothing configured (the quick start): rotation keeps the first escrow's model served past its epoch.
+    gw = await startGateway(config, { quickStartEscrow: true, quickStartRotation: config.sources.DEVSHARDS_JSON === 'fallback' });
   } catch (err) {
     // The ways a start commonly fails get a sentence, not a stack trace.
     if (err instanceof ConfigError) {
@@ -89,6 +90,14 @@ export async function runServe(opts: ServeOptions): Promise<void> {
   say(`shardgate is listening on ${gw.url}  (state: ${config.server.storageDir})`);
   if (gw.devnet) say(`embedded devnet (chain ${gw.devnet.chainId}) at ${gw.devnet.url}  — serve --devnet`);
   say(`keys: ${keyFile} (mode 600; never printed)`);
+  const q = gw.quickStart;
+  if (q) {
+    say(
+      q.rotation
+        ? `first escrow: ${q.escrowId} (epoch ${q.epoch}); escrow rotation is on for ${config.model}: before each epoch switch it is settled and replaced, so chat keeps working (GET /v1/debug/rotation)`
+        : `first escrow: ${q.escrowId} (epoch ${q.epoch}); rotation is off: settle it before epoch ${q.epoch + 2}, when the chain prunes it and pays its deposit to its hosts`,
+    );
+  }
   say('');
   say('Try it:');
   say(`  ADMIN=$(sed -n 's/^DEVSHARD_ADMIN_API_KEY=//p' ${keyFile}); KEY=$(sed -n 's/^DEVSHARD_API_KEYS=//p' ${keyFile} | cut -d, -f1)`);

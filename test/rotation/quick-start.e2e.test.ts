@@ -1,0 +1,39 @@
+/**
+ * Issue 38 (1): `npm start` must not strand its user. The quick start (nothing configured) creates
+ * a first escrow; the chain prunes an unsettled escrow two epochs on (about 20 minutes on the
+ * devnet's defaults), after which every chat failed. With rotation on for the devnet's model, the
+ * first escrow is settled before the epoch switch and replaced, and chat keeps working.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { disposeTestGateway, startTestGateway } from '../helpers/gateway.js';
+import { attach, FAST_CHAIN, MODEL, ofType, waitFor, type RotationGateway } from './helpers.js';
+
+describe('the quick start with rotation on', { retry: 1 }, () => {
+  let gw: RotationGateway | undefined;
+  afterEach(async () => {
+    await disposeTestGateway(gw);
+    gw = undefined;
+  });
+
+  it('turns rotation on for its first escrow\'s model; the escrow is settled and replaced before it could be pruned, and chat keeps working', async () => {
+    gw = attach(
+      await startTestGateway({
+        quickStartEscrow: true,
+        quickStartRotation: true,
+        // 90-block epochs (4.5 s), as the rotation cycle test: a loaded machine still settles in the window.
+        env: { GATEWAY_ROTATION_INTERVAL_MS: '100', GATEWAY_BALANCE_CHECK_INTERVAL_MS: '300', ...FAST_CHAIN, DEVNET_EPOCH_BLOCKS: '90' },
+      }),
+    );
+    const g = gw;
+    const q = g.quickStart!;
+    expect(q).toMatchObject({ rotation: true });
+    const settings = (await g.call('/v1/admin/settings')).json;
+    expect(settings.escrow_rotation).toMatchObject({ enabled: true, models: [{ model_id: MODEL, temp_count: 1, target_count: 1, private_key_env: 'DEVSHARD_PRIVATE_KEY' }] });
+    await waitFor('a completed rotation cycle', () => ofType(g, 'RotationPhaseCompleted').some((e) => e.data.phase === 2), 30_000);
+    await waitFor('the first escrow settled on chain', async () => (await g.ctx.chain.escrow(q.escrowId))?.settled === true, 15_000);
+    const r = await g.call('/v1/chat/completions', { body: { model: MODEL, messages: [{ role: 'user', content: 'still served?' }], max_tokens: 8 } });
+    expect(r.status, r.text).toBe(200);
+    expect(r.json.id).not.toMatch(new RegExp(`^devshard-${q.escrowId}-`));
+    expect(ofType(g, 'RotationFailed')).toEqual([]);
+  }, 60_000);
+});
