@@ -34,7 +34,7 @@ export const VARIABLES: readonly VariableSpec[] = [
   { name: 'DEVSHARD_CHAIN_REST', group: 'chain', meaning: 'Chain REST address for queries. Default: NODE_CHAIN_API.' },
   { name: 'DEVSHARD_TX_QUERY_REST', group: 'chain', meaning: 'A chain REST address that indexes transactions: create and settle txs are looked up by hash there (`/cosmos/tx/v1beta1/txs/{hash}`) first, then at the chain REST address.' },
   { name: 'DEVSHARD_PUBLIC_API', group: 'chain', meaning: 'Public API address (default NODE_BASE): the epoch (index, height, PoC phase, set_new_validators) is read from its /v1/epochs/latest, as devshardctl\'s PoC gate does.' },
-  { name: 'DEVSHARD_TX_GAS_LIMIT', group: 'chain', default: '500000', meaning: 'Gas limit of every transaction (create, settle), as devshardctl.', init: 'reference' },
+  { name: 'DEVSHARD_TX_GAS_LIMIT', group: 'chain', default: '500000', meaning: 'Gas limit of every transaction (create, settle). 500000 is the network\'s own gateway default (devshardctl: gonka common/chain/tx DefaultGasLimit); the spec\'s reference configuration lists 700000, which an operator may set to match it.', init: 'reference' },
   { name: 'DEVSHARD_TX_FEE_AMOUNT', group: 'chain', default: '1000000', meaning: 'Fixed fee of every transaction (create, settle) in DEVSHARD_TX_FEE_DENOM, as devshardctl.', init: 'reference' },
   { name: 'DEVSHARD_TX_FEE_DENOM', group: 'chain', default: 'ngonka', meaning: 'Denomination of the transaction fee.', init: 'reference' },
   // keys

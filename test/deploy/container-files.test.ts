@@ -14,11 +14,12 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { renderInitFile, parseEnvFile, VARIABLE_NAMES, VARIABLES } from '../../src/config/index.js';
 import { ensureBuilt, repoRoot } from '../helpers/store-dist.js';
-import { dockerInstructions, envPairs, flagsOf, yamlBlock, yamlList, yamlValue, type Instruction } from './container-files.js';
+import { composeEnvironment, dockerInstructions, envPairs, flagsOf, yamlBlock, yamlList, yamlValue, type Instruction } from './container-files.js';
 
 const read = (name: string) => readFileSync(join(repoRoot, name), 'utf8');
 const dockerfile = dockerInstructions(read('Dockerfile'));
 const compose = read('compose.yaml');
+const composeDevnet = read('compose.devnet.yaml');
 const service = ['services', 'gateway'];
 
 const lastStage = Math.max(...dockerfile.map((i) => i.stage));
@@ -131,6 +132,55 @@ describe('compose.yaml', () => {
     const grace = Number(/^(\d+)s$/.exec(yamlValue(compose, [...service, 'stop_grace_period']))?.[1]) * 1000;
     const drain = Number(VARIABLES.find((v) => v.name === 'GATEWAY_SHUTDOWN_TIMEOUT_MS')!.default);
     expect(grace).toBeGreaterThan(drain);
+  });
+});
+
+describe('compose.yaml needs a real network, and says so (issue 38)', () => {
+  const chainVariables = ['CHAIN_ID', 'NODE_BASE', 'NODE_CHAIN_API'];
+
+  it('runs the Dockerfile\'s `serve`, which exits without a chain endpoint: so compose refuses to start until NODE_CHAIN_API, NODE_BASE and CHAIN_ID are set (${VAR:?message})', () => {
+    expect(JSON.parse(yamlValue(compose, [...service, 'command']))).toEqual(['serve']);
+    expect(JSON.parse(one('CMD').args)).toEqual(['serve']);
+    const { missing } = composeEnvironment(compose, service, {});
+    expect(missing.map((m) => m.variable).sort()).toEqual(chainVariables);
+    for (const m of missing) {
+      // compose prints the message: it names the variable and where compose reads it from.
+      expect(m.message, m.variable).toContain(`set ${m.variable} `);
+      expect(m.message, m.variable).toContain('.env next to compose.yaml');
+    }
+    expect(missing.find((m) => m.variable === 'NODE_CHAIN_API')!.message).toContain('compose.devnet.yaml');
+    // An empty value is refused too (`:?`, not `?`): the gateway reads an empty variable as unset.
+    expect(composeEnvironment(compose, service, { NODE_CHAIN_API: '', NODE_BASE: 'http://n', CHAIN_ID: 'c' }).missing.map((m) => m.variable)).toEqual(['NODE_CHAIN_API']);
+  });
+
+  it('hands the chain variables to the gateway over shardgate.env, whose CHAIN_ID is the devnet\'s', () => {
+    const shell = { NODE_CHAIN_API: 'http://node:1317', NODE_BASE: 'http://node:8000', CHAIN_ID: 'gonka-mainnet' };
+    const { env, missing } = composeEnvironment(compose, service, shell);
+    expect(missing).toEqual([]);
+    expect(env).toMatchObject(shell);
+    for (const name of Object.keys(env)) expect(VARIABLE_NAMES.has(name), name).toBe(true);
+    expect(parseEnvFile(renderInitFile()).CHAIN_ID).toBe('shardgate-devnet');
+  });
+});
+
+describe('compose.devnet.yaml: the embedded devnet, no chain needed', () => {
+  it('runs `serve --devnet` and starts with nothing set: no ${VAR:?} anywhere, the chain addresses pinned empty over shardgate.env', () => {
+    expect(JSON.parse(yamlValue(composeDevnet, [...service, 'command']))).toEqual(['serve', '--devnet']);
+    expect(composeDevnet).not.toMatch(/\$\{\w+:?\?/);
+    const { env, missing } = composeEnvironment(composeDevnet, service, {});
+    expect(missing).toEqual([]);
+    // `serve --devnet` refuses a chain endpoint beside it; an empty value is unset for the gateway.
+    expect(env).toMatchObject({ NODE_CHAIN_API: '', DEVSHARD_CHAIN_REST: '', DEVSHARD_TX_QUERY_REST: '', NODE_RPC: '' });
+    expect(env).toMatchObject({ GATEWAY_HOST: '0.0.0.0', DEVSHARD_PORT: '8080', DEVSHARD_STORAGE_DIR: '/root/.devshardctl', DEVSHARD_INSTANCE_NAME: 'shardgate-devnet' });
+    for (const name of Object.keys(env)) expect(VARIABLE_NAMES.has(name), name).toBe(true);
+  });
+
+  it('is compose.yaml\'s deployment (image, port, health check, stop, logs) under its own name and state directory', () => {
+    for (const key of ['ports', 'healthcheck', 'env_file', 'logging']) expect(yamlBlock(composeDevnet, [...service, key]), key).toEqual(yamlBlock(compose, [...service, key]));
+    for (const key of ['build', 'image', 'restart', 'stop_grace_period']) expect(yamlValue(composeDevnet, [...service, key]), key).toBe(yamlValue(compose, [...service, key]));
+    expect(yamlValue(composeDevnet, [...service, 'container_name'])).toBe('${DEVSHARD_INSTANCE_NAME:-shardgate-devnet}');
+    // A devnet log (escrows on a simulated chain) never lands in the real network's state directory.
+    expect(yamlBlock(composeDevnet, [...service, 'volumes'])).toEqual(['- type: bind', 'source: ${DEVSHARD_STORAGE_HOST_DIR:-.devshardctl-devnet}', 'target: /root/.devshardctl', 'bind:', 'create_host_path: true']);
   });
 });
 

@@ -113,3 +113,47 @@ export function yamlList(text: string, path: string[]): string[] {
 function unquote(s: string): string {
   return /^(["']).*\1$/.test(s) ? s.slice(1, -1) : s;
 }
+
+/** The `key: value` pairs one level under a key path (a map such as `environment`), unquoted. */
+export function yamlMap(text: string, path: string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const line of yamlDirectChildren(text, path)) {
+    const m = /^([\w.-]+):\s*(.*)$/.exec(line);
+    if (!m) throw new Error(`compose.yaml: not a key: value pair under ${path.join('.')}: ${line}`);
+    out[m[1]!] = unquote(m[2]!.trim());
+  }
+  return out;
+}
+
+/** A `${VAR:?message}` (or `${VAR?message}`) whose variable is missing: compose refuses to start with the message. */
+export interface MissingVariable {
+  variable: string;
+  message: string;
+}
+
+/**
+ * Compose's interpolation of one value against the shell (or .env) environment: `${VAR}`, `$VAR`,
+ * `${VAR:-default}` (unset or empty), `${VAR-default}` (unset), `${VAR:?message}` (error when unset
+ * or empty), `${VAR?message}` (error when unset), `$$` (a literal `$`). Errors are collected, not thrown.
+ */
+export function interpolate(value: string, env: Record<string, string | undefined>, missing: MissingVariable[] = []): string {
+  return value.replace(/\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?)([-?])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)/g, (whole, name?: string, colon?: string, op?: string, arg?: string, bare?: string) => {
+    if (whole === '$$') return '$';
+    if (bare !== undefined) return env[bare] ?? '';
+    const v = env[name!];
+    const absent = v === undefined || (colon === ':' && v === '');
+    if (op === '-') return absent ? arg! : v!;
+    if (op === '?') {
+      if (absent) missing.push({ variable: name!, message: arg! });
+      return v ?? '';
+    }
+    return v ?? '';
+  });
+}
+
+/** A service's `environment` as compose hands it to the container, and what compose would refuse. */
+export function composeEnvironment(text: string, service: string[], shell: Record<string, string | undefined>): { env: Record<string, string>; missing: MissingVariable[] } {
+  const missing: MissingVariable[] = [];
+  const env = Object.fromEntries(Object.entries(yamlMap(text, [...service, 'environment'])).map(([k, v]) => [k, interpolate(v, shell, missing)]));
+  return { env, missing };
+}

@@ -34,7 +34,10 @@ export async function runInit(options: InitOptions, out: (line: string) => void 
   await chmod(path, 0o600); // --force on an existing file keeps its old mode otherwise
   out(`Wrote ${path} (mode 600) with a new creator key, client API key and admin API key.`);
   out('The keys are in that file only; read them there (e.g. `grep API_KEY ' + options.file + '`).');
-  out(`Start the gateway:  shardgate serve --env-file ${options.file}`);
+  // `serve` needs a chain endpoint (it exits 2 without one); the devnet is the explicit --devnet.
+  out(`Try it on the embedded devnet (simulated chain and hosts):  shardgate serve --devnet --env-file ${options.file}`);
+  out(`A real network: set NODE_CHAIN_API (or DEVSHARD_CHAIN_REST), NODE_BASE and CHAIN_ID in ${options.file}, then:  shardgate serve --env-file ${options.file}`);
+  out('In a container: docker compose -f compose.devnet.yaml up -d (devnet), or NODE_CHAIN_API, NODE_BASE and CHAIN_ID in .env next to compose.yaml, then: docker compose up -d');
   out('Call it:            curl -H "Authorization: Bearer $DEVSHARD_API_KEYS" http://127.0.0.1:8080/v1/models   (after `set -a; . ' + options.file + '; set +a`)');
   return path;
 }
