@@ -23,7 +23,7 @@ import type { LimiterCounts } from './limiter.js';
 import { isServedModel, servedModels } from './models.js';
 import { rotationDebugAnswer } from './rotation/statuses.js';
 import { devshardListDocument, statusDocument, type StatusAnswer } from './status-document.js';
-import { changeSettings } from './settings.js';
+import { changeSettingsChecked } from './settings.js';
 import type { Usage } from '../network/port.js';
 
 export type { ImportBody, DevshardctlImportBody };
@@ -173,7 +173,7 @@ export function gatewayPort(ctx: GatewayContext): GatewayPort {
     storagePath: () => eventsFile(ctx.config.server.storageDir),
     settings: () => ctx.projections.settings.effective(),
     changeSettings: async (patch, metadata) => {
-      const effective = await changeSettings(ctx, patch, metadata);
+      const effective = await changeSettingsChecked(ctx, patch, metadata);
       ctx.onSettingsChanged?.();
       return effective;
     },

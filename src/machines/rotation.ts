@@ -56,6 +56,22 @@ export interface RotationContext {
    * the depletion check, not the rotation task); absent until the first such failure.
    */
   depletionSettleRetries?: Record<string, DepletionSettleRetry>;
+  /**
+   * A create the cycle waits on because of a configuration error (RotationFailed with
+   * `configuration`): the create is not failed, the plan tries it again once the key is usable.
+   * Absent unless one was recorded; cleared by the cycle's next decision.
+   */
+  blocked?: RotationBlocked;
+}
+
+/** What a configuration error holds up: the create step, its role and intent, and the variable. */
+export interface RotationBlocked {
+  step: string;
+  role: EscrowRole | null;
+  intentId: string | null;
+  variable: string;
+  error: ChainErrorInfo;
+  height: number;
 }
 
 /** A settle to try again: the attempt that failed (1 = the first) and when the next may run. */
@@ -146,6 +162,9 @@ const withSuppression = (suppressed: string[], role: EscrowRole, epoch: number):
 
 const isCreateStep = (step: string) => step === 'create_temporary' || step === 'create_target';
 
+/** The cycle moved on: a configuration error it waited on is over (no key while absent). */
+const unblocked = (context: RotationContext): { blocked?: undefined } => (context.blocked ? { blocked: undefined } : {});
+
 /**
  * Depletion replacements, chain-read failures and failures of settle retries can happen in any
  * state; they do not move it.
@@ -154,6 +173,7 @@ const anytime = {
   DepletionReplacementDecided: { actions: 'replacementDecided' },
   DepletionReplacementFailed: { actions: 'replacementFailed' },
   RotationFailed: [
+    { guard: 'configurationFailed', actions: 'configurationFailed' },
     { guard: 'readChainFailed', actions: 'failed' },
     { guard: 'settleRetryFailed', actions: 'failed' },
     { guard: 'settleRetryScheduled', actions: 'failed' },
@@ -178,7 +198,9 @@ export const rotationMachine = setup({
       event.type === 'RotationCreateDecided' && event.data.role === 'regular' && !context.suppressed.includes(suppressionKey('regular', event.data.chain.epoch)),
     settlesRegulars: ({ event }) => event.type === 'RotationSettleDecided' && event.data.role === 'regular',
     settlesTemporaries: ({ event }) => event.type === 'RotationSettleDecided' && event.data.role === 'temporary',
-    createFailed: ({ event }) => event.type === 'RotationFailed' && isCreateStep(event.data.step),
+    createFailed: ({ event }) => event.type === 'RotationFailed' && isCreateStep(event.data.step) && !event.data.configuration,
+    /** Nothing was sent: the key's env variable is unset or unusable; the cycle waits for it. */
+    configurationFailed: ({ event }) => event.type === 'RotationFailed' && !!event.data.configuration,
     settleFailed: ({ event }) => event.type === 'RotationFailed' && event.data.step === 'settle',
     readChainFailed: ({ event }) => event.type === 'RotationFailed' && (event.data.step === 'read_chain' || event.data.step === 'promote'),
     /** Another failure of a settle awaiting its retry (or the retry given up). */
@@ -204,11 +226,12 @@ export const rotationMachine = setup({
         target: d.target,
         existing: d.existing,
         ...(fresh ? { created: 0, promoted: 0, settleDecided: 0, settleFailed: 0, lastError: null, cycleEpoch: d.chain.epoch, cycle: emptyCycle() } : {}),
+        ...unblocked(context),
       };
     }),
-    completePhase: assign(({ event }) => {
+    completePhase: assign(({ context, event }) => {
       assertEvent(event, 'RotationPhaseCompleted');
-      return { height: event.data.chain.height, phase: event.data.phase === 2 ? (0 as const) : (1 as const) };
+      return { height: event.data.chain.height, phase: event.data.phase === 2 ? (0 as const) : (1 as const), ...unblocked(context) };
     }),
     createDecided: assign(({ context, event }) => {
       assertEvent(event, 'RotationCreateDecided');
@@ -220,6 +243,7 @@ export const rotationMachine = setup({
         existing: d.existing,
         height: d.chain.height,
         cycle: { ...cycle, [d.role]: [...cycle[d.role], ...d.intentIds] },
+        ...unblocked(context),
       };
     }),
     createSuppressed: assign(({ context, event }) => {
@@ -234,6 +258,7 @@ export const rotationMachine = setup({
         promoted: context.promoted + event.data.escrowIds.length,
         height: event.data.chain.height,
         cycle: { ...cycle, promoted: [...cycle.promoted, ...event.data.escrowIds] },
+        ...unblocked(context),
       };
     }),
     settleDecided: assign(({ context, event }) => {
@@ -243,6 +268,7 @@ export const rotationMachine = setup({
         settleDecided: context.settleDecided + event.data.escrowIds.length,
         height: event.data.chain.height,
         cycle: { ...cycle, settle: [...cycle.settle, ...event.data.escrowIds] },
+        ...unblocked(context),
       };
     }),
     failed: assign(({ context, event }) => {
@@ -262,6 +288,15 @@ export const rotationMachine = setup({
         ...settleRetriesAfter(context, d),
         settleFailed: context.settleFailed + (d.step === 'settle' ? 1 : 0),
         suppressed: d.suppress && d.role ? withSuppression(context.suppressed, d.role, d.chain.epoch) : context.suppressed,
+      };
+    }),
+    configurationFailed: assign(({ event }) => {
+      assertEvent(event, 'RotationFailed');
+      const d = event.data;
+      return {
+        lastError: d.error,
+        height: d.chain.height,
+        blocked: { step: d.step, role: d.role ?? null, intentId: d.intentId ?? null, variable: d.configuration!.variable, error: d.error, height: d.chain.height },
       };
     }),
     replacementDecided: assign(({ context, event }) => {

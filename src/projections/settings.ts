@@ -69,6 +69,8 @@ export class SettingsProjection {
       case 'SettingsChanged':
         this.base = clone(event.data.effective);
         for (const key of MAX_TOKENS_KEYS) if (event.data.patch[key] !== undefined) this.operatorSet.add(key);
+        // A removed model_limits entry: its access mode is the default again (no entry).
+        for (const l of event.data.patch.model_limits ?? []) if (l.access_mode === null) this.access.delete(l.model_id);
         return;
       case 'SettingsDefaultsConfigured':
         this.configured = { default_request_max_tokens: event.data.default_request_max_tokens, request_max_tokens_cap: event.data.request_max_tokens_cap };

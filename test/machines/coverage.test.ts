@@ -71,6 +71,8 @@ const rotationEvents = () => [
   ev.rotationSettleFailed('e1', { attempt: 1, retryAtHeight: 1002 }),
   ev.rotationSettleFailed('e1', { windowClosed: true }),
   ev.rotationFailed('read_chain', undefined, 7, false),
+  // A configuration error (the key's env variable unusable): the create waits, the state stays (issue 38).
+  { ...ev.rotationFailed('create_temporary', 'temporary', 7, false), data: { ...ev.rotationFailed('create_temporary', 'temporary', 7, false).data, configuration: { variable: 'KEY' } } },
   ev.promoted(),
   ev.settleDecided('regular'),
   ev.settleDecided('temporary'),

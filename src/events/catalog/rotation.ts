@@ -44,6 +44,7 @@ export interface RotationEventData {
   RotationSettleDecided: { model: string; role: EscrowRole; chain: ChainInputs; escrowIds: string[] };
   /**
    * `suppress` true: the chain refused a create; no repeat for this model, role and epoch.
+   * `configuration` set: no create was sent (see the member).
    * `intentId` names the failed create (create steps), `escrowId` the escrow whose settle failed.
    * Settle step only (all optional, so events recorded before settle retries replay unchanged, as
    * failures that are not retried): `attempt` is the rotation's attempt at this settle that failed
@@ -63,6 +64,13 @@ export interface RotationEventData {
     attempt?: number;
     retryAtHeight?: number;
     windowClosed?: boolean;
+    /**
+     * A configuration error, not the chain's answer (issue 38): the env variable `variable` that
+     * `escrow_rotation.models[].private_key_env` names is unset or holds no usable key, so nothing
+     * was sent. The create (its `intentId`) is not failed: the cycle waits and the rotation tries
+     * it again at the first tick that finds a usable key (the variable set, or another one named).
+     */
+    configuration?: { variable: string };
   };
   DepletionReplacementDecided: {
     model: string;

@@ -30,7 +30,8 @@ export interface GatewaySettings {
 export interface SettingsPatch {
   default_request_max_tokens?: number;
   request_max_tokens_cap?: number;
-  model_limits?: { model_id: string; access_mode: AccessMode }[];
+  /** `access_mode: null` removes the model's entry (its access mode is the default again). */
+  model_limits?: { model_id: string; access_mode: AccessMode | null }[];
   disabled?: Partial<GatewaySettings['disabled']>;
   escrow_rotation?: Partial<GatewaySettings['escrow_rotation']>;
 }

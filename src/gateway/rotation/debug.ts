@@ -6,11 +6,13 @@
  * read with a short deadline; when it does not answer the chain members are null and `chain.error`
  * says why, so the document is always served.
  */
-import { depletionSettleRetriesOf, settleRetriesOf, type EscrowState, type SettleRetry } from '../../machines/index.js';
+import { cycleOf, depletionSettleRetriesOf, settleRetriesOf, type EscrowState, type RotationContext, type SettleRetry } from '../../machines/index.js';
 import type { RotationDebugEntry } from '../../projections/rotation-debug.js';
 import type { GatewayContext } from '../context.js';
 import { drainedSettleRetries, DRAINED_PENDING, SETTLE_PENDING } from './settle-retry.js';
 import { errorInfo, readEpoch } from './steps.js';
+import { pruneRisk } from './plan.js';
+import { planEscrows } from './task.js';
 
 export const DEBUG_CHAIN_TIMEOUT_MS = 1_500;
 
@@ -82,6 +84,12 @@ export async function rotationDebugDocument(ctx: GatewayContext, timeoutMs = DEB
       suppressed: c.suppressed,
       replacements: c.replacements,
       last_error: c.lastError,
+      ...cycleOutcome(c, e?.stage ?? 'idle'),
+      // Escrows the chain prunes unsettled at the next boundary with no phase left to settle them.
+      prune_risk:
+        chain.epoch_index === null
+          ? []
+          : pruneRisk(planEscrows(ctx, model), c, { epoch: chain.epoch_index }).map((x) => ({ escrow_id: x.id, role: x.role, escrow_epoch: x.epoch, state: x.state, prune_height: chain.next_boundary_height })),
       errors: recentErrors(history, model),
       settle_retries: pendingRetries(ctx, settleRetriesOf(c)),
       // The same for the old escrows of depletion replacements (retried by the depletion check).
@@ -92,6 +100,29 @@ export async function rotationDebugDocument(ctx: GatewayContext, timeoutMs = DEB
     };
   }
   return { enabled: settings.enabled, chain, settings, latest, history };
+}
+
+/** Stages in which no rotation step is under way. */
+export const RESTING_STAGES: ReadonlySet<string> = new Set(['idle', 'waitingPoc']);
+
+/**
+ * How the model's current cycle stands (issue 38: `completed:true, counts.created:2` was shown
+ * when a create had failed; `created` counts the creates decided). `completed` is true only at
+ * rest with every decided create done; `failed_creates` counts the creates that failed;
+ * `blocked` is a configuration error the cycle waits on (the step, the variable, why), retried at
+ * the first tick that finds a usable key; `failure` is the step that failed and why.
+ */
+export function cycleOutcome(c: RotationContext, stage: string) {
+  const cycle = cycleOf(c);
+  const failedCreates = cycle.failedIntents.length;
+  const blocked = c.blocked ? { step: c.blocked.step, role: c.blocked.role, variable: c.blocked.variable, reason: c.blocked.error.message, since_height: c.blocked.height } : null;
+  const failedRole = cycle.failedIntents.some((id) => cycle.regular.includes(id)) ? 'regular' : 'temporary';
+  const failure = blocked
+    ? { step: blocked.step, role: blocked.role, kind: 'configuration', reason: blocked.reason }
+    : failedCreates > 0
+      ? { step: failedRole === 'regular' ? 'create_target' : 'create_temporary', role: failedRole, kind: c.lastError?.kind ?? null, reason: c.lastError?.message ?? null }
+      : null;
+  return { completed: RESTING_STAGES.has(stage) && failure === null, failed_creates: failedCreates, blocked, failure };
 }
 
 /** How many of a model's errors `latest` lists. */

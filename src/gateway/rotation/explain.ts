@@ -33,6 +33,8 @@ export interface ExplainFailure {
   windowClosed?: boolean;
   /** An attempt of the drain reactor at a settle deferred while requests were in flight. */
   drained?: boolean;
+  /** A configuration error (the key's env variable), not the chain's answer: nothing was sent. */
+  configuration?: { variable: string };
   position: number;
 }
 
@@ -285,6 +287,10 @@ export function explainRotation(records: Iterable<RecordedEvent>, filter: Explai
           push(owner, record, settleFailedText(failure, at(d.chain), d.escrowId ? escrowEpoch.get(d.escrowId) : undefined, d.windowClosed === true));
           break;
         }
+        if (d.configuration) {
+          push(owner, record, `WAITING ${d.step.replace('_', ' ')} at ${at(d.chain)}: ${d.error.message}`);
+          break;
+        }
         push(
           owner,
           record,
@@ -377,6 +383,7 @@ function failureOf(d: RecordedFailure, position: number): ExplainFailure {
     ...(d.attempt !== undefined ? { attempt: d.attempt } : {}),
     ...(d.retryAtHeight !== undefined ? { retryAtHeight: d.retryAtHeight } : {}),
     ...(windowClosed ? { windowClosed } : {}),
+    ...(d.configuration ? { configuration: d.configuration } : {}),
   };
 }
 
@@ -423,6 +430,8 @@ function replacedSettleFailed(rep: ExplainReplacement, failure: ExplainFailure):
  * was never sent, and an unreachable chain said nothing.
  */
 function failureText(f: ExplainFailure, recovered: boolean): string {
+  // The gateway's own configuration, never the chain's answer (issue 38).
+  if (f.configuration) return `${f.error.message}${recovered ? '; fixed: the create was sent on a later tick' : ''}`;
   const givenUp = f.windowClosed && f.error.code === undefined;
   const said = givenUp
     ? f.error.message
@@ -463,7 +472,10 @@ export function formatExplain(x: RotationExplanation): string {
   if (x.cycles.length === 0 && x.replacements.length === 0) return 'No rotation is recorded in this log (for the given model / epoch).\n';
   for (const c of x.cycles) {
     // A transient settle failure followed by the escrow's settlement is recovered, not a failure of the cycle.
-    const recovered = (f: ExplainFailure) => f.retryAtHeight !== undefined && c.settles.some((s) => s.escrowId === f.escrowId && s.state === 'settled');
+    const recovered = (f: ExplainFailure) =>
+      (f.retryAtHeight !== undefined && c.settles.some((s) => s.escrowId === f.escrowId && s.state === 'settled')) ||
+      // A configuration error is over once the create it held up was sent and created the escrow.
+      (f.configuration !== undefined && c.created.some((x) => x.intentId === f.intentId && x.escrowId !== null));
     const failed = c.failures.some((f) => !recovered(f));
     const verdict = c.status === 'completed' ? (failed ? 'completed with FAILURES' : 'completed') : `in progress (${c.stage.replace('_', ' ')})${failed ? ' with FAILURES' : ''}`;
     out.push(`Rotation of ${c.model}, cycle of epoch ${c.epoch} (boundary at height ${c.boundaryHeight}): ${verdict}`);

@@ -31,6 +31,11 @@ export interface PlanInput {
   escrows: PlanEscrow[];
   /** Where a decided create intent stands. */
   intent(intentId: string): PlanIntent;
+  /**
+   * Why the model's `private_key_env` gives no usable key right now (unset, malformed); absent
+   * when it does. A configuration error: the create waits for it instead of failing (issue 38).
+   */
+  keyProblem?: string;
 }
 
 export type RotationPlan =
@@ -40,6 +45,8 @@ export type RotationPlan =
   | { kind: 'create'; role: EscrowRole; intentId: string }
   | { kind: 'resolve_pending'; role: EscrowRole; intentId: string }
   | { kind: 'record_create_failure'; role: EscrowRole; intentId: string }
+  /** The key's env variable is unusable: record the configuration error once; the create waits. */
+  | { kind: 'configuration_error'; role: EscrowRole; intentId: string; variable: string; problem: string }
   | { kind: 'suppressed'; role: EscrowRole; reason: string }
   | { kind: 'promote'; escrowIds: string[] }
   | { kind: 'decide_settles'; role: EscrowRole; escrowIds: string[] }
@@ -67,7 +74,15 @@ function nextCreate(input: PlanInput, role: EscrowRole, step: 'create_temporary'
     if (s === 'failed') return { kind: 'record_create_failure', role, intentId: id };
     if (s === 'pending') return { kind: 'resolve_pending', role, intentId: id };
     // absent: decided, never signed. Abandoned once the chain refused this role this epoch.
-    if (!suppressed) return { kind: 'create', role, intentId: id };
+    if (suppressed) continue;
+    if (input.keyProblem !== undefined) {
+      const variable = input.model.private_key_env;
+      const b = c.blocked;
+      // Recorded once per intent and variable; then the cycle waits until the key is usable.
+      if (b && b.intentId === id && b.variable === variable) return { kind: 'wait', reason: `configuration: the variable ${variable} ${input.keyProblem}; the ${role} create waits for it` };
+      return { kind: 'configuration_error', role, intentId: id, variable, problem: input.keyProblem };
+    }
+    return { kind: 'create', role, intentId: id };
   }
   void step;
   return 'done';
@@ -176,7 +191,11 @@ function settleRegularsOrPromote(input: PlanInput): RotationPlan {
   if (bridges.length === 0) {
     return { kind: 'promote', escrowIds: regulars.filter(routable).map((e) => e.id) };
   }
-  return { kind: 'decide_settles', role: 'regular', escrowIds: regulars.filter((e) => UNFINALIZED.includes(e.state)).map((e) => e.id) };
+  // Bridges an earlier cycle left serving (its phase 2 had no routable replacement): no later
+  // phase settles a temporary of another cycle, so the chain pruned them unsettled (issue 38).
+  // Their settle window is their epoch and the next, which this phase 1 is still in: settle them now.
+  const leftBridges = input.escrows.filter((e) => e.role === 'temporary' && !temporaries.has(e.id) && UNFINALIZED.includes(e.state));
+  return { kind: 'decide_settles', role: 'regular', escrowIds: [...regulars, ...leftBridges].filter((e) => UNFINALIZED.includes(e.state)).map((e) => e.id) };
 }
 
 /**
@@ -202,3 +221,16 @@ function suppressionReason(c: RotationContext): string {
 
 /** Dotted state of a snapshot (re-exported for the task and tests). */
 export const rotationStage = (value: unknown): string => stateName(value);
+
+/**
+ * Escrows the chain will prune unsettled at the next boundary (their settle window ends with this
+ * epoch) that no phase will settle first: this epoch's phase 1 already ran (the cycle of
+ * `chain.epoch`) without deciding their settle, e.g. bridges kept serving because no replacement
+ * could be created. Empty while this epoch's phase 1 is still to come (it settles them). The
+ * rotation task logs them as `escrow_rotation_bridge_prune_risk`; GET /v1/debug/rotation lists them.
+ */
+export function pruneRisk(escrows: readonly PlanEscrow[], c: RotationContext, chain: Pick<ChainInputs, 'epoch'>): PlanEscrow[] {
+  if (c.cycleEpoch !== chain.epoch) return [];
+  const cycle = cycleOf(c);
+  return escrows.filter((e) => UNFINALIZED.includes(e.state) && e.epoch !== null && e.epoch + 1 <= chain.epoch && !cycle.settle.includes(e.id));
+}

@@ -6,17 +6,20 @@
  * and in `settings`.
  */
 import type { GatewayContext } from '../context.js';
-import type { RotationHistoryEntry } from './debug.js';
+import { cycleOutcome, RESTING_STAGES, type RotationHistoryEntry } from './debug.js';
 import { rotationDebugDocument } from './index.js';
 
 /** How many statuses `latest` lists (devshardctl: LoadRotationStatuses(100)). */
 export const LATEST_STATUSES = 100;
 
-/** Stages in which nothing of a rotation step is under way. */
-const RESTING_STAGES = new Set(['idle', 'waitingPoc']);
+/** A model's current cycle: from which epoch its entries belong to it, and how it stands. */
+export interface CurrentCycle {
+  cycleEpoch: number | null;
+  outcome: ReturnType<typeof cycleOutcome>;
+}
 
 /** devshardctl's GatewayRotationStatus of one model and step: the last history entry of each, newest first. */
-export function rotationStatuses(history: readonly RotationHistoryEntry[]) {
+export function rotationStatuses(history: readonly RotationHistoryEntry[], current: (model: string) => CurrentCycle | undefined = () => undefined) {
   const last = new Map<string, RotationHistoryEntry>();
   for (const e of history) {
     const key = JSON.stringify([e.model, e.stage, e.epoch]);
@@ -26,7 +29,11 @@ export function rotationStatuses(history: readonly RotationHistoryEntry[]) {
   return [...last.values()]
     .reverse()
     .slice(0, LATEST_STATUSES)
-    .map((e) => ({
+    .map((e) => {
+      // An entry of the model's current cycle whose creates failed (or wait on the configuration) is not completed.
+      const cur = current(e.model);
+      const failure = cur && cur.cycleEpoch !== null && e.epoch !== null && e.epoch >= cur.cycleEpoch ? cur.outcome.failure : null;
+      return {
       model_id: e.model,
       stage: e.stage,
       epoch: e.epoch ?? 0,
@@ -38,9 +45,11 @@ export function rotationStatuses(history: readonly RotationHistoryEntry[]) {
       settled_count: e.settled,
       settle_failed_count: e.settle_failed,
       ...(e.last_error ? { create_error: e.last_error.message } : {}),
-      completed: RESTING_STAGES.has(e.stage),
+      completed: RESTING_STAGES.has(e.stage) && failure === null,
+      ...(failure ? { failed_step: failure.step, failure_reason: failure.reason } : {}),
       updated_at: e.time,
-    }));
+    };
+    });
 }
 
 export async function rotationDebugAnswer(ctx: GatewayContext) {
@@ -53,7 +62,10 @@ export async function rotationDebugAnswer(ctx: GatewayContext) {
       epoch_switch_block_height: d.chain.next_boundary_height,
       blocks_to_epoch_switch: d.chain.blocks_until_boundary,
     },
-    latest: rotationStatuses(d.history),
+    latest: rotationStatuses(d.history, (model) => {
+      const c = ctx.projections.rotation.rotation(model).context;
+      return { cycleEpoch: c.cycleEpoch ?? null, outcome: cycleOutcome(c, ctx.projections.rotation.perModel()[model]?.stage ?? 'idle') };
+    }),
     latest_by_model: latest,
   };
 }

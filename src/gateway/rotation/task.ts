@@ -11,7 +11,8 @@ import { stateName, type EscrowState } from '../../machines/index.js';
 import type { GatewayContext } from '../context.js';
 import { createDecided, createdByIntent, intentFailure, intentStatus, resolvePendingCreate } from './create.js';
 import { withModelLock } from './lock.js';
-import { planRotation, type PlanEscrow, type RotationPlan } from './plan.js';
+import { envKeyProblem } from '../settings.js';
+import { planRotation, pruneRisk, type PlanEscrow, type RotationPlan } from './plan.js';
 import { settleWindowClosedError, windowNote } from './settle-retry.js';
 import { appendRotation, attemptSettle, chainInputs, errorInfo, isChainRefusal, readEpoch, recordOwnerSettleFailure, ROTATION_META } from './steps.js';
 
@@ -134,6 +135,7 @@ export async function runModel(ctx: GatewayContext, m: RotationModelSettings, pr
       rotation: { state: stateName(snap.value), context: snap.context },
       escrows: planEscrows(ctx, model),
       intent: (id) => intentStatus(ctx, id, created).kind,
+      ...keyProblemOf(ctx, m),
     });
     if (plan.kind === 'wait') {
       log.debug({ reason: plan.reason, height: chain.height }, 'escrow_rotation_waiting');
@@ -147,6 +149,46 @@ export async function runModel(ctx: GatewayContext, m: RotationModelSettings, pr
 }
 
 type Log = GatewayContext['logger'];
+
+/**
+ * Loudly, once per phase that leaves them: escrows the chain prunes unsettled at the next boundary
+ * (their deposit goes to the hosts), with no phase left to settle them before it.
+ */
+function warnPruneRisk(ctx: GatewayContext, model: string, chain: ChainInputs, log: Log): void {
+  const risk = pruneRisk(planEscrows(ctx, model), ctx.projections.rotation.rotation(model).context, chain);
+  if (risk.length === 0) return;
+  log.error(
+    {
+      height: chain.height,
+      epoch: chain.epoch,
+      prune_height: chain.nextBoundaryHeight,
+      escrows: risk.map((e) => ({ escrow_id: e.id, role: e.role, escrow_epoch: e.epoch, state: e.state })),
+      remedy: 'settle them before the boundary (POST /v1/admin/devshards/{id}/settle) or they are pruned unsettled',
+    },
+    'escrow_rotation_bridge_prune_risk',
+  );
+}
+
+/** The plan's `keyProblem`: why the model's key variable is unusable now (never its value). */
+function keyProblemOf(ctx: GatewayContext, m: RotationModelSettings): { keyProblem?: string } {
+  const problem = envKeyProblem(ctx.config.env, m.private_key_env);
+  return problem === undefined ? {} : { keyProblem: problem };
+}
+
+/** The recorded text of a configuration error: what is wrong and what to do, never the value. */
+export function configurationMessage(variable: string, problem: string, role: EscrowRole): string {
+  return (
+    `configuration: the variable ${variable} ${problem} in the gateway's environment (escrow_rotation.models[].private_key_env), so the ${role} create was not sent; ` +
+    `set it to the creator's 64-hex private key and restart the gateway, or POST /v1/admin/settings naming a variable that holds one: the rotation retries the create at its next tick`
+  );
+}
+
+/** Records a configuration error of a create (once per intent and variable; the plan then waits). */
+async function recordConfigurationError(ctx: GatewayContext, model: string, chain: ChainInputs, role: EscrowRole, intentId: string, variable: string, problem: string, log: Log): Promise<void> {
+  const error = { kind: 'rejected' as const, message: configurationMessage(variable, problem, role) };
+  await appendRotation(ctx, model, 'RotationFailed', { model, step: createStep(role), role, chain, error, suppress: false, intentId, configuration: { variable } }, ROTATION_META);
+  log.error({ height: chain.height, epoch: chain.epoch, role, intent_id: intentId, variable, problem }, 'escrow_rotation_configuration_error');
+}
 
 const createStep = (role: EscrowRole) => (role === 'temporary' ? 'create_temporary' : 'create_target');
 
@@ -167,13 +209,16 @@ async function execute(ctx: GatewayContext, m: RotationModelSettings, chain: Cha
       return 'next';
     }
 
+    case 'configuration_error':
+      await recordConfigurationError(ctx, model, chain, plan.role, plan.intentId, plan.variable, plan.problem, log);
+      return 'wait';
+
     case 'create': {
       const key = await ctx.keyring.fromEnv(m.private_key_env);
       if (!key) {
-        const error = { kind: 'rejected' as const, message: `environment variable ${m.private_key_env} is unset or not a 64-hex private key` };
-        await appendRotation(ctx, model, 'RotationFailed', { model, step: createStep(plan.role), role: plan.role, chain, error, suppress: false, intentId: plan.intentId }, ROTATION_META);
-        log.error({ ...base, role: plan.role, error }, 'escrow_rotation_create_failed');
-        return 'next';
+        // The plan saw a usable key a moment ago; a configuration error all the same (the create waits).
+        await recordConfigurationError(ctx, model, chain, plan.role, plan.intentId, m.private_key_env, envKeyProblem(ctx.config.env, m.private_key_env) ?? 'is unset', log);
+        return 'wait';
       }
       const outcome = await createDecided(ctx, {
         intentId: plan.intentId,
@@ -224,6 +269,7 @@ async function execute(ctx: GatewayContext, m: RotationModelSettings, chain: Cha
     case 'promote':
       await appendRotation(ctx, model, 'RotationPromoted', { model, chain, escrowIds: plan.escrowIds }, ROTATION_META);
       log.warn({ ...base, escrow_ids: plan.escrowIds }, 'escrow_rotation_promoted');
+      warnPruneRisk(ctx, model, chain, log);
       return 'next';
 
     case 'decide_settles':
@@ -272,6 +318,7 @@ async function execute(ctx: GatewayContext, m: RotationModelSettings, chain: Cha
         ROTATION_META,
       );
       if (plan.note) log.warn({ ...base, phase: plan.phase, note: plan.note }, 'escrow_rotation_settle_skipped');
+      if (plan.phase === 1) warnPruneRisk(ctx, model, chain, log);
       log.info({ ...base, phase: plan.phase, created: c.created, promoted: c.promoted, settle_decided: c.settleDecided }, 'escrow_rotation_phase_completed');
       return 'next';
   }

@@ -136,7 +136,8 @@ export const settingsBodySchema = {
         additionalProperties: false,
         properties: {
           model_id: { type: 'string', minLength: 1 },
-          access_mode: { type: 'string', enum: ['admin_only', 'api_key'] },
+          // null removes the entry (the model is admin_only again, and no longer listed).
+          access_mode: { type: ['string', 'null'], enum: ['admin_only', 'api_key', null] },
         },
       },
     },
@@ -165,7 +166,7 @@ export const settingsBodySchema = {
 export interface SettingsBody {
   default_request_max_tokens?: number;
   request_max_tokens_cap?: number;
-  model_limits?: { model_id: string; access_mode: 'admin_only' | 'api_key' }[];
+  model_limits?: { model_id: string; access_mode: 'admin_only' | 'api_key' | null }[];
   escrow_rotation?: {
     enabled?: boolean;
     pre_poc_blocks?: number;
