@@ -52,6 +52,7 @@ export const VARIABLES: readonly VariableSpec[] = [
   { name: 'DEVSHARD_INSTANCE_NAME', group: 'server', default: 'devshardctl-multi', meaning: 'Instance (container) name, shown in logs and /v1/status.', init: 'reference' },
   { name: 'GATEWAY_SHUTDOWN_TIMEOUT_MS', group: 'server', default: '30000', meaning: 'On SIGTERM, how long in-flight requests may drain before the process exits.' },
   { name: 'LOG_LEVEL', group: 'server', default: 'info', meaning: 'pino log level: fatal, error, warn, info, debug, trace or silent.' },
+  { name: 'LOG_FORMAT', group: 'server', meaning: 'Log lines as `json` or `pretty` (readable, keys redacted the same way). Unset: pretty on a terminal, JSON otherwise (containers, pipes). Read by `serve` from its process environment.' },
   // limits
   { name: 'GATEWAY_MAX_CONCURRENT_REQUESTS', group: 'limits', default: '512', meaning: 'Concurrent chat requests; more get 429 with Retry-After.', init: 'reference' },
   { name: 'GATEWAY_MAX_INPUT_TOKENS_IN_FLIGHT', group: 'limits', default: '0', meaning: 'Estimated prompt tokens in flight; more get 429. 0 = no limit.', init: 'reference' },

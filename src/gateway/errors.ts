@@ -70,9 +70,12 @@ export function clip(value: string, max = 256): string {
 /** Common refusals, so the same condition reads the same everywhere. */
 export const refuse = {
   invalid: (message: string, param: string | null = null, rule = 'invalid_value') => new GatewayError('invalid', rule, message, { param }),
-  /** The spec's admin_only refusal: the message must contain "requires an admin API key". */
+  /**
+   * The spec's admin_only refusal (401): the message must contain "requires an admin API key". The
+   * key is valid, so the code says what refused it: the model is admin-only (not invalid_api_key).
+   */
   adminOnlyModel: (model: string) =>
-    new GatewayError('unauthorized', 'invalid_api_key', `Model '${model}' requires an admin API key;`, {
+    new GatewayError('unauthorized', 'model_admin_only', `Model '${model}' requires an admin API key;`, {
       param: 'model',
       remedy: "an operator can allow client keys by setting its access_mode to 'api_key' in POST /v1/admin/settings.",
     }),

@@ -30,7 +30,11 @@ export interface RequestLogFields {
   completion_tokens?: number;
   stream?: boolean;
   key_id?: string;
+  /** The `code` and `param` of an error answer (set by sendApiError), so a 4xx line says what was refused. */
   error_code?: string;
+  error_param?: string;
+  /** A 5xx answer's message (an expected one is logged by this line only, without a stack). */
+  error_message?: string;
   [key: string]: unknown;
 }
 
@@ -63,6 +67,15 @@ export interface HttpAppOptions {
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
+
+function isValidJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 /** Keeps a sane caller-supplied X-Request-Id (so a proxy's id links logs), else a fresh one. */
 export function genReqId(req: IncomingMessage): string {
@@ -121,7 +134,21 @@ export function createHttpApp(options: HttpAppOptions = {}): FastifyInstance {
       return done(new ApiError(415, `Content-Encoding '${clip(encoding, 64)}' is not supported; send the JSON body uncompressed.`, { code: 'unsupported_content_encoding' }), undefined);
     }
     if (typeof body === 'string' && body.trim() === '') return done(null, undefined);
-    parseJson(request, typeof body === 'string' ? body : body.toString('utf8'), done);
+    const text = typeof body === 'string' ? body : body.toString('utf8');
+    parseJson(request, text, (err, parsed) => {
+      // secure-json-parse refuses a key `__proto__` (or `constructor.prototype`) in valid JSON, which
+      // fastify reported as unparsable: say which rule refused it. Refused rather than stripped: a
+      // tool's JSON schema would reach the host silently changed.
+      if (err && (err as { code?: string }).code === 'FST_ERR_CTP_INVALID_JSON_BODY' && isValidJson(text)) {
+        return done(
+          new ApiError(400, "The JSON body has a key named '__proto__' (or 'constructor' holding 'prototype'); such keys are refused (prototype poisoning protection). Rename or remove them.", {
+            code: 'forbidden_json_key',
+          }),
+          undefined,
+        );
+      }
+      done(err, parsed);
+    });
   });
 
   app.decorateRequest('logFields', null as unknown as RequestLogFields);
@@ -138,8 +165,9 @@ export function createHttpApp(options: HttpAppOptions = {}): FastifyInstance {
       if (aborted) request.onClientGone?.();
       const route = request.routeOptions.url ?? '(unmatched)';
       options.metrics?.httpRequests.inc({ method: request.method, route, status });
-      // The line is only built when its level is on (LOG_LEVEL=warn skips it per request).
-      const level = status >= 500 ? 'error' : 'info';
+      // The line is only built when its level is on (LOG_LEVEL=warn skips it per request). A 503 is
+      // an expected answer (no escrow can take the request now, retry later): warn, not error.
+      const level = status >= 500 ? (status === 503 ? 'warn' : 'error') : 'info';
       if (!logger.isLevelEnabled(level)) return;
       const line = {
         reqId: request.id,

@@ -5,7 +5,7 @@
  * answers"). A use case's GatewayError is mapped here too (gateway-answers.ts).
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { GatewayError } from '../gateway/errors.js';
+import { clip, GatewayError } from '../gateway/errors.js';
 import { ApiError, errorBody } from './api-error.js';
 import { answerFor } from './gateway-answers.js';
 import { formatValidationError } from './validation-errors.js';
@@ -13,6 +13,13 @@ import { formatValidationError } from './validation-errors.js';
 /** Sends an error answer on a fastify reply (headers included); a GatewayError is mapped first. */
 export function sendApiError(reply: FastifyReply, error: ApiError | GatewayError): FastifyReply {
   const err = error instanceof GatewayError ? answerFor(error) : error;
+  // The request's one log line says what was refused (a handler may have named the code already).
+  // Null only for a refusal before the onRequest hook ran (a malformed URL): that one logs its own line.
+  const fields = reply.request.logFields as typeof reply.request.logFields | null;
+  if (fields) {
+    if (err.code !== null) fields.error_code ??= err.code;
+    if (err.param !== null) fields.error_param ??= err.param;
+  }
   return reply.code(err.status).headers(err.headers).type('application/json; charset=utf-8').send(err.toBody());
 }
 
@@ -29,19 +36,37 @@ export function isEmptyEscrowPath(url: string): boolean {
   return url.startsWith('/devshard//');
 }
 
-/** Maps fastify's own body/parse errors to client errors; everything unknown is a 500. */
-export function toApiError(err: FastifyError | Error): ApiError | undefined {
+/** `1048576` -> `1 MiB (1048576 bytes)`: a body limit as an operator or a client reads it. */
+export function formatByteLimit(bytes: number): string {
+  const unit = bytes >= 1024 * 1024 && bytes % (1024 * 1024) === 0 ? `${bytes / (1024 * 1024)} MiB` : bytes >= 1024 && bytes % 1024 === 0 ? `${bytes / 1024} KiB` : undefined;
+  return unit ? `${unit} (${bytes} bytes)` : `${bytes} bytes`;
+}
+
+/** The schema a validation context names on the request's route (to describe an anyOf's forms). */
+function routeSchema(request: FastifyRequest | undefined, context: string | undefined): unknown {
+  const schema = request?.routeOptions.schema as Record<string, unknown> | undefined;
+  return context && schema ? schema[context] : undefined;
+}
+
+/**
+ * Maps fastify's own body/parse errors to client errors; everything unknown is a 500. With the
+ * request, answers name its route's body limit (413) and the forms an anyOf field accepts.
+ */
+export function toApiError(err: FastifyError | Error, request?: FastifyRequest): ApiError | undefined {
   if (err instanceof ApiError) return err;
   if (err instanceof GatewayError) return answerFor(err);
   const e = err as FastifyError;
-  if (e.validation) return formatValidationError(e.validation, e.validationContext);
+  if (e.validation) return formatValidationError(e.validation, e.validationContext, routeSchema(request, e.validationContext));
   switch (e.code) {
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return new ApiError(415, 'Unsupported Content-Type; send the body as JSON with `Content-Type: application/json`.', {
         code: 'unsupported_media_type',
       });
-    case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return new ApiError(413, 'Request body is too large.', { code: 'request_too_large' });
+    case 'FST_ERR_CTP_BODY_TOO_LARGE': {
+      const limit = request?.routeOptions.bodyLimit;
+      const what = typeof limit === 'number' ? `: ${request?.routeOptions.url ?? 'this route'} accepts at most ${formatByteLimit(limit)}` : '';
+      return new ApiError(413, `Request body is too large${what}.`, { code: 'request_too_large' });
+    }
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
       return new ApiError(400, 'We could not parse the JSON body of your request. Send valid JSON.', { code: 'invalid_json' });
@@ -88,9 +113,11 @@ export function handleClientError(err: Error & { code?: string }, socket: import
 /** Installs the error handler and the JSON not-found handler on an app. */
 export function installErrorHandlers(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
-    const apiError = toApiError(err);
+    const apiError = toApiError(err, request);
     if (apiError) {
-      if (apiError.status >= 500) request.log.error({ err }, 'request failed');
+      // An answer we meant to give (a 503 with no routable escrow, a host's 502): logged once, by the
+      // request's line (its level follows the status), with the message instead of a stack trace.
+      if (apiError.status >= 500 && request.logFields) request.logFields.error_message = clip(apiError.message, 512);
       return sendApiError(reply, apiError);
     }
     // Unexpected: the details go to the log only, the client gets a generic message.
@@ -101,6 +128,24 @@ export function installErrorHandlers(app: FastifyInstance): void {
   app.setNotFoundHandler((request: FastifyRequest, reply: FastifyReply) => {
     if (isEmptyEscrowPath(request.url)) return sendEmptyNotFound(reply);
     const path = request.url.split('?')[0] ?? '';
+    // A route that exists under other methods (GET /v1/chat/completions): 405 with Allow, as HTTP says.
+    const allowed = allowedMethods(app, path);
+    if (allowed.length > 0) {
+      return sendApiError(
+        reply,
+        new ApiError(405, `Method ${request.method} is not allowed on ${path.slice(0, 200)}; it accepts ${allowed.join(', ')}.`, {
+          code: 'method_not_allowed',
+          headers: { allow: allowed.join(', ') },
+        }),
+      );
+    }
     return sendApiError(reply, new ApiError(404, `Unknown route: ${request.method} ${path.slice(0, 200)}`, { code: 'unknown_route' }));
   });
+}
+
+const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
+
+/** The methods some route of `app` serves at this concrete path (none: the path is unknown). */
+export function allowedMethods(app: FastifyInstance, path: string): string[] {
+  return METHODS.filter((method) => app.findRoute({ method, url: path }) !== null);
 }

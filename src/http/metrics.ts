@@ -6,6 +6,8 @@
  * a served model id (anything else is counted as '(unknown)'), an escrow id of ours.
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { Observable, Subscription } from 'rxjs';
+import type { RecordedEvent } from '../events/envelope.js';
 
 export type Labels = Record<string, string | number>;
 
@@ -56,7 +58,57 @@ export function createGatewayMetrics(registry = new MetricsRegistry()) {
     escrowInFlight: registry.gauge('shardgate_escrow_in_flight', 'Requests in flight on an escrow.', ['escrow_id', 'model']),
     activeRequests: registry.gauge('shardgate_active_requests', 'Chat requests admitted by the limiter and not finished.'),
     inputTokensInFlight: registry.gauge('shardgate_input_tokens_in_flight', 'Estimated prompt tokens of requests in flight.'),
+    // Fed from the log (countRecordedFailures): every recorded failure, whoever ran the step.
+    createFailures: registry.counter('shardgate_escrow_create_failures_total', 'Escrow create transactions that failed, by reason (the chain error kind).', ['reason']),
+    settleFailures: registry.counter(
+      'shardgate_escrow_settle_failures_total',
+      'Escrow settle transactions that failed, by reason (the chain error kind; settle_window_closed when a pending retry was given up).',
+      ['reason'],
+    ),
+    rotationFailures: registry.counter(
+      'shardgate_rotation_failures_total',
+      'Rotation and depletion-replacement steps that failed, by step and reason (the chain error kind).',
+      ['step', 'reason'],
+    ),
   };
 }
 
 export type GatewayMetrics = ReturnType<typeof createGatewayMetrics>;
+
+/** What a recorded failure's `error` holds that a label may use (ChainErrorInfo.kind: a bounded enum). */
+interface FailureData {
+  error?: { kind?: unknown };
+  step?: unknown;
+  windowClosed?: unknown;
+  /** RotationFailed of a configuration error (the key's env variable), not the chain's answer. */
+  configuration?: unknown;
+}
+
+const reasonOf = (d: FailureData): string =>
+  d.configuration ? 'configuration' : d.windowClosed === true ? 'settle_window_closed' : typeof d.error?.kind === 'string' ? d.error.kind : 'unknown';
+
+/**
+ * Counts create, settle and rotation failures as the log records them (the log is the truth: a
+ * failure found by the rotation task, the drain reactor or the reconciler is counted as well as
+ * one an operator's request met). Pass the live events from the log's current end, e.g.
+ * `store.subscribe(store.lastPosition())`: counters start at zero with the process, as Prometheus expects.
+ */
+export function countRecordedFailures(metrics: GatewayMetrics, events: Observable<RecordedEvent>): Subscription {
+  return events.subscribe((event) => {
+    const d = event.data as FailureData;
+    switch (event.type) {
+      case 'EscrowCreateFailed':
+        metrics.createFailures.inc({ reason: reasonOf(d) });
+        break;
+      case 'EscrowSettleFailed':
+        metrics.settleFailures.inc({ reason: reasonOf(d) });
+        break;
+      case 'RotationFailed':
+        metrics.rotationFailures.inc({ step: typeof d.step === 'string' ? d.step : 'unknown', reason: reasonOf(d) });
+        break;
+      case 'DepletionReplacementFailed':
+        metrics.rotationFailures.inc({ step: `depletion_${d.step === 'settle' ? 'settle' : 'create'}`, reason: reasonOf(d) });
+        break;
+    }
+  });
+}

@@ -10,6 +10,8 @@ import { ApiError } from './api-error.js';
 export interface AjvErrorLike {
   keyword: string;
   instancePath: string;
+  /** `#/properties/amount/anyOf`: where in the route's schema the rule is (names an anyOf's forms). */
+  schemaPath?: string;
   params: Record<string, unknown>;
   message?: string;
 }
@@ -61,7 +63,51 @@ const ALTERNATIVE_HINTS: Record<string, string> = {
   tool_choice: "must be 'auto', 'none', 'required' or {\"type\":\"function\",\"function\":{\"name\":...}}",
 };
 
-export function formatValidationError(errs: readonly AjvErrorLike[], context: string | undefined): ApiError {
+/** The subschema at a JSON pointer (`#/properties/x/anyOf`) of a route's schema, if it resolves. */
+function atPointer(schema: unknown, pointer: string | undefined): unknown {
+  if (!pointer?.startsWith('#')) return undefined;
+  let node: unknown = schema;
+  for (const raw of pointer.slice(1).split('/').slice(1)) {
+    if (node === null || typeof node !== 'object') return undefined;
+    node = (node as Record<string, unknown>)[decodeURIComponent(raw.replace(/~1/g, '/').replace(/~0/g, '~'))];
+  }
+  return node;
+}
+
+const quoteValue = (v: unknown): string => (typeof v === 'string' ? `'${v}'` : JSON.stringify(v));
+
+/** One accepted form of an anyOf/oneOf, in words: `an integer >= 1`, `a string matching ^[0-9]+$`. */
+function describeForm(form: unknown): string | undefined {
+  if (form === null || typeof form !== 'object') return undefined;
+  const f = form as Record<string, unknown>;
+  if ('const' in f) return quoteValue(f.const);
+  if (Array.isArray(f.enum)) return f.enum.map(quoteValue).join(', ');
+  if (f.type === 'string' && f.maxLength === 0) return 'an empty string';
+  const parts: string[] = [];
+  if (f.type !== undefined) parts.push(describeType(f.type) === 'null' ? 'null' : describeType(f.type));
+  if (typeof f.minimum === 'number') parts.push(`>= ${f.minimum}`);
+  if (typeof f.maximum === 'number') parts.push(`<= ${f.maximum}`);
+  if (typeof f.pattern === 'string') parts.push(`matching ${f.pattern}`);
+  if (Array.isArray(f.required) && f.required.length > 0) {
+    const names = f.required.map((r) => `'${String(r)}'`).join(' and ');
+    parts.push(parts.length === 0 ? `an object with ${names}` : `with ${names}`);
+  }
+  return parts.length > 0 ? parts.join(' ') : undefined;
+}
+
+/** `an integer >= 0, or a string matching ^[0-9]{1,20}$`: the forms an anyOf accepts, when each can be said. */
+export function describeForms(forms: unknown): string | undefined {
+  if (!Array.isArray(forms) || forms.length === 0) return undefined;
+  const described = forms.map(describeForm);
+  if (described.some((d) => d === undefined)) return undefined;
+  return described.length === 1 ? described[0] : `${described.slice(0, -1).join('; ')}; or ${described.at(-1)}`;
+}
+
+/**
+ * `schema`: the route's schema for this context (body, params, ...), so an anyOf/oneOf refusal
+ * names the forms it accepts; without it the message says only that none matched.
+ */
+export function formatValidationError(errs: readonly AjvErrorLike[], context: string | undefined, schema?: unknown): ApiError {
   // ajv lists the failing branches of an anyOf before the anyOf itself; the anyOf names the field.
   const alt = errs.find((x) => x.keyword === 'anyOf' || x.keyword === 'oneOf');
   const e = alt ?? errs[0];
@@ -112,7 +158,11 @@ export function formatValidationError(errs: readonly AjvErrorLike[], context: st
     }
     case 'anyOf':
     case 'oneOf':
-      return make(base, `Invalid value for ${shown(base)}: ${ALTERNATIVE_HINTS[lastKey(base)] ?? 'it does not match any accepted form'}.`, 'invalid_value');
+    {
+      const forms = describeForms(atPointer(schema, e.schemaPath));
+      const hint = ALTERNATIVE_HINTS[lastKey(base)] ?? (forms ? `expected ${forms}` : 'it does not match any accepted form');
+      return make(base, `Invalid value for ${shown(base)}: ${hint}.`, 'invalid_value');
+    }
     default:
       // ajv's message describes the rule, never the value.
       return make(base, `Invalid ${shown(base)}: ${e.message ?? 'invalid value'}.`, 'invalid_value');

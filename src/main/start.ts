@@ -16,7 +16,7 @@ import type { GatewayConfig } from '../config/index.js';
 import { eventsFile, openSqliteEventStore, type SqliteEventStore } from '../events/sqlite-store.js';
 import { createHttpApp } from '../http/app.js';
 import { createLogger } from '../http/logger.js';
-import { createGatewayMetrics } from '../http/metrics.js';
+import { countRecordedFailures, createGatewayMetrics } from '../http/metrics.js';
 import { registerRoutes } from '../http/routes/index.js';
 import { createProtocolTransport, type ProtocolTransport } from '../network/devshard/protocol-transport.js';
 import type { SessionEscrow } from '../network/devshard/session.js';
@@ -191,6 +191,8 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
     createUpstreamPort({ url: config.network.upstreamUrl!, ...(config.network.upstreamKey ? { apiKey: config.network.upstreamKey } : {}), stallTimeoutMs: config.limits.stallTimeoutMs, timeoutMs: config.limits.requestTimeoutMs });
 
   const metrics = createGatewayMetrics();
+  // Create, settle and rotation failures by reason, as the log records them from here on.
+  countRecordedFailures(metrics, store.subscribe(store.lastPosition()));
   const limiter = new Limiter({ maxConcurrentRequests: config.limits.maxConcurrentRequests, maxInputTokensInFlight: config.limits.maxInputTokensInFlight });
   const drain = createDrainReactor();
   const ctx: GatewayContext = {

@@ -87,7 +87,7 @@ describe('metrics and OpenAPI', () => {
     expect(types.get('shardgate_chat_latency_seconds')).toBe('histogram');
     // Latency is observed for every answered chat request (the 3 served and the refused one).
     expect(find('shardgate_chat_requests_total', { model: MODEL, status: '401' })?.value).toBe(1);
-    expect(find('shardgate_errors_total', { model: MODEL, code: 'invalid_api_key' })?.value).toBe(1);
+    expect(find('shardgate_errors_total', { model: MODEL, code: 'model_admin_only' })?.value).toBe(1);
     expect(find('shardgate_chat_latency_seconds_count', { model: MODEL, stream: 'false' })?.value).toBe(4);
     expect(find('shardgate_chat_latency_seconds_bucket', { model: MODEL, stream: 'false', le: '+Inf' })?.value).toBe(4);
     const sum = find('shardgate_chat_latency_seconds_sum', { model: MODEL, stream: 'false' })!.value;
@@ -147,11 +147,11 @@ describe('metrics and OpenAPI', () => {
       'GET /v1/debug/rotation',
     ];
     expect(expected.filter((e) => !listed.has(e))).toEqual([]);
-    // Every route fastify serves (but the docs themselves, /openapi.json and Swagger UI's /docs, HEAD twins and the hidden empty-id
-    // finalize) is in the document.
+    // Every route fastify serves (but the docs themselves, /openapi.json and Swagger UI's /docs, the index at /, HEAD twins and the
+    // hidden empty-id finalize) is in the document.
     const routes = routeList(gw);
     for (const r of routes) {
-      if (r.method === 'HEAD' || r.url === '/openapi.json' || r.url === '/docs' || r.url.startsWith('/docs/') || r.url === '/devshard//v1/finalize') continue;
+      if (r.method === 'HEAD' || r.url === '/' || r.url === '/openapi.json' || r.url === '/docs' || r.url.startsWith('/docs/') || r.url === '/devshard//v1/finalize') continue;
       const path = r.url.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
       expect(listed.has(`${r.method} ${path}`), `${r.method} ${path} missing from /openapi.json`).toBe(true);
     }

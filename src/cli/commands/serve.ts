@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
 import { ConfigError, loadConfig } from '../../config/index.js';
 import { startGateway } from '../../main/start.js';
+import { chooseLogFormat, createLogger } from '../../http/logger.js';
 import { StorageInUseError } from '../../gateway/storage-lock.js';
 import { tuneV8ForServing } from '../../gateway/v8-tuning.js';
 import { runInit } from './init.js';
@@ -62,12 +63,19 @@ export async function runServe(opts: ServeOptions): Promise<void> {
     process.stderr.write('shardgate: --devnet and a chain endpoint (DEVSHARD_CHAIN_REST / NODE_CHAIN_API) were both given; choose one\n');
     process.exit(2);
   }
+  // LOG_FORMAT=json|pretty; unset: readable lines on a terminal, JSON lines elsewhere (containers, pipes).
+  const logFormat = chooseLogFormat(env.LOG_FORMAT, process.stdout.isTTY === true);
+  if (typeof logFormat !== 'string') {
+    process.stderr.write(`shardgate: configuration error\n${logFormat.error}\n`);
+    process.exit(2);
+  }
+  const logger = createLogger({ level: config.server.logLevel, format: logFormat });
   for (const w of config.warnings) process.stderr.write(`warning: ${w}\n`);
   tuneV8ForServing();
   let gw;
   try {
     // Nothing configured (the quick start): rotation keeps the first escrow's model served past its epoch.
-    gw = await startGateway(config, { quickStartEscrow: true, quickStartRotation: config.sources.DEVSHARDS_JSON === 'fallback' });
+    gw = await startGateway(config, { logger, quickStartEscrow: true, quickStartRotation: config.sources.DEVSHARDS_JSON === 'fallback' });
   } catch (err) {
     // The ways a start commonly fails get a sentence, not a stack trace.
     if (err instanceof ConfigError) {
@@ -85,7 +93,9 @@ export async function runServe(opts: ServeOptions): Promise<void> {
     throw err;
   }
   const keyFile = envFile ?? '<your env file>';
-  const say = (s: string) => process.stderr.write(`${s}\n`);
+  // The banner is gathered and written at once below, so no log line lands inside it.
+  const banner: string[] = [];
+  const say = (s: string) => banner.push(s);
   say('');
   say(`shardgate is listening on ${gw.url}  (state: ${config.server.storageDir})`);
   if (gw.devnet) say(`embedded devnet (chain ${gw.devnet.chainId}) at ${gw.devnet.url}  — serve --devnet`);
@@ -107,10 +117,12 @@ export async function runServe(opts: ServeOptions): Promise<void> {
   say(`  # client keys need the model in api_key mode:`);
   say(`  curl -s ${gw.url}/v1/admin/settings -H "Authorization: Bearer $ADMIN" -H 'Content-Type: application/json' \\`);
   say(`       -d '{"model_limits":[{"model_id":"${config.model}","access_mode":"api_key"}]}'`);
+  say(`  # another port: --port <n> or DEVSHARD_PORT; JSON log lines: LOG_FORMAT=json (pretty: LOG_FORMAT=pretty)`);
   say('');
+  process.stderr.write(`${banner.join('\n')}\n`);
 
   const shutdown = (signal: string) => {
-    say(`${signal}: draining in-flight requests and closing the log...`);
+    process.stderr.write(`${signal}: draining in-flight requests and closing the log...\n`);
     gw.stop().then(
       () => process.exit(0),
       (err) => {

@@ -1,7 +1,7 @@
 /**
  * The OpenAI-compatible surface: POST /v1/chat/completions (whole or streamed) and GET /v1/models.
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { clip, GatewayError } from '../../gateway/errors.js';
 import type { ChatSession, GatewayPort } from '../../gateway/port.js';
 import { CallController } from '../../network/call-signal.js';
@@ -24,9 +24,28 @@ export function registerBrokerRoutes(app: FastifyInstance, gateway: GatewayPort,
     data: gateway.servedModels().map((id) => ({ id, object: 'model', created: startedAt, owned_by: OWNED_BY })),
   }));
 
+  // Requests the handler counted itself; the others (refused before it ran, or by the request's own
+  // rules: 401 key, 400 body, 413, 415) are counted when their answer is sent, so
+  // shardgate_chat_requests_total holds every chat request's outcome.
+  const counted = new WeakSet<object>();
+  const countRefused = (request: FastifyRequest, reply: FastifyReply, done: () => void): void => {
+    if (!counted.has(request) && reply.statusCode >= 400) {
+      const body = request.body as { model?: unknown } | undefined;
+      const model = typeof body?.model === 'string' && gateway.isServedModel(body.model) ? body.model : UNKNOWN_MODEL;
+      metrics.chatRequests.inc({ model, status: reply.statusCode });
+      metrics.errors.inc({ model, code: request.logFields?.error_code ?? String(reply.statusCode) });
+    }
+    done();
+  };
+
   app.post(
     '/v1/chat/completions',
-    { onRequest: auth.requireClientOrAdmin, config: { auth: 'client' as const }, schema: doc({ body: chatCompletionRequestSchema, summary: 'Create a chat completion' }) },
+    {
+      onRequest: auth.requireClientOrAdmin,
+      onResponse: countRefused,
+      config: { auth: 'client' as const },
+      schema: doc({ body: chatCompletionRequestSchema, summary: 'Create a chat completion' }),
+    },
     async (request, reply) => {
       const started = process.hrtime.bigint();
       const req = normalizeChatRequest(request.body, gateway.chatSettings());
@@ -40,6 +59,7 @@ export function registerBrokerRoutes(app: FastifyInstance, gateway: GatewayPort,
       // make series without bound.
       const model = gateway.isServedModel(req.model) ? req.model : UNKNOWN_MODEL;
       const observe = (status: number, usage?: { prompt_tokens: number; completion_tokens: number }) => {
+        counted.add(request);
         metrics.chatRequests.inc({ model, status });
         metrics.chatLatency.observe({ model, stream: String(req.stream) }, Number(process.hrtime.bigint() - started) / 1e9);
         if (usage) {

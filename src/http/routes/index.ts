@@ -6,6 +6,7 @@ import type { GatewayMetrics } from '../metrics.js';
 import { registerAdminRoutes } from './admin.js';
 import { registerBrokerRoutes } from './broker.js';
 import { registerDebugRoutes } from './debug.js';
+import { registerRootRoute } from './root.js';
 import { registerStatusRoutes } from './status.js';
 
 export interface RoutesOptions {
@@ -21,4 +22,5 @@ export function registerRoutes(app: FastifyInstance, gateway: GatewayPort, optio
   registerAdminRoutes(app, gateway, auth);
   registerStatusRoutes(app, gateway, options.metrics, auth);
   registerDebugRoutes(app, gateway, auth);
+  registerRootRoute(app);
 }
