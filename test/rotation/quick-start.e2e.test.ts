@@ -6,7 +6,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { disposeTestGateway, startTestGateway } from '../helpers/gateway.js';
-import { attach, FAST_CHAIN, MODEL, ofType, waitFor, type RotationGateway } from './helpers.js';
+import { attach, chatLoad, FAST_CHAIN, MODEL, ofType, waitFor, type RotationGateway } from './helpers.js';
 
 describe('the quick start with rotation on', { retry: 1 }, () => {
   let gw: RotationGateway | undefined;
@@ -36,4 +36,41 @@ describe('the quick start with rotation on', { retry: 1 }, () => {
     expect(r.json.id).not.toMatch(new RegExp(`^devshard-${q.escrowId}-`));
     expect(ofType(g, 'RotationFailed')).toEqual([]);
   }, 60_000);
+});
+
+describe('the quick start across several prune windows', { retry: 1 }, () => {
+  let gw: RotationGateway | undefined;
+  afterEach(async () => {
+    await disposeTestGateway(gw);
+    gw = undefined;
+  });
+
+  it('serves chat under load through four epoch switches with no 5xx; every escrow it leaves behind is settled, none pruned with its deposit', async () => {
+    gw = attach(
+      await startTestGateway({
+        quickStartEscrow: true,
+        quickStartRotation: true,
+        env: { GATEWAY_ROTATION_INTERVAL_MS: '100', GATEWAY_BALANCE_CHECK_INTERVAL_MS: '300', ...FAST_CHAIN, DEVNET_EPOCH_BLOCKS: '90' },
+      }),
+    );
+    const g = gw;
+    expect((await g.call('/v1/admin/settings', { body: { model_limits: [{ model_id: MODEL, access_mode: 'api_key' }] } })).status).toBe(200);
+    const startHeight = g.devnet!.chain.state.height;
+    const load = chatLoad(g, 3);
+    // Four completed cycles: the first escrow's prune point (its epoch + 2) and three more are passed.
+    await waitFor('four completed rotation cycles', () => ofType(g, 'RotationPhaseCompleted').filter((e) => e.data.phase === 2).length >= 4, 50_000);
+    const result = await load.stop();
+    expect(result.total).toBeGreaterThan(20);
+    expect(result.failures.filter((f) => f.startsWith('5'))).toEqual([]);
+    expect(result.failures).toEqual([]);
+    expect(g.devnet!.chain.state.height - startHeight).toBeGreaterThan(4 * 90);
+    // Every escrow but the newest regular was settled on chain (a pruned one reads null: none was).
+    const created = ofType(g, 'EscrowCreated').map((e) => e.data);
+    const newest = created.filter((e) => e.role === 'regular').at(-1)!.escrowId;
+    await waitFor('old escrows settled on chain', async () => {
+      for (const e of created) if (e.escrowId !== newest && !(await g.ctx.chain.escrow(e.escrowId))?.settled) return false;
+      return true;
+    }, 15_000);
+    expect(ofType(g, 'RotationFailed')).toEqual([]);
+  }, 90_000);
 });
