@@ -134,3 +134,71 @@ function bounded<V>(m: Map<bigint, V>): Map<bigint, V> {
   if (m.size >= MAX_WAITING) m.delete(m.keys().next().value!);
   return m;
 }
+
+/**
+ * What an escrow's stream bills, by where it comes from (docs/operators.md, "Money after settle"):
+ * the requests' ends as the gateway recorded them, what a source gateway billed before an import,
+ * and the usage hosts charged beyond those bills (UsageRecovered, above).
+ */
+export interface LoggedBill {
+  /** Σ cost of the requests' ends (InferenceFinished / InferenceFailed) recorded here. */
+  billedRequests: bigint;
+  /** What the source gateway's stream had spent when the escrow was imported (EscrowImported.spent). */
+  billedBeforeImport: bigint;
+  /** Σ UsageRecovered: what the hosts' Finishes charged beyond the log's bills, and usage recovered after a crash. */
+  recoveredUsage: bigint;
+}
+
+export function loggedBill(records: Iterable<{ type: string; data: unknown }>): LoggedBill {
+  const bill: LoggedBill = { billedRequests: 0n, billedBeforeImport: 0n, recoveredUsage: 0n };
+  for (const r of eachRequestEvent(records)) {
+    if (r.type === 'InferenceFinished' || r.type === 'InferenceFailed') bill.billedRequests += BigInt((r.data as { cost: string }).cost);
+    else if (r.type === 'UsageRecovered') bill.recoveredUsage += BigInt((r.data as { cost: string }).cost);
+    else if (r.type === 'EscrowImported') bill.billedBeforeImport += BigInt((r.data as { spent: string }).spent);
+  }
+  return bill;
+}
+
+/**
+ * A settled escrow's money as the chain paid it, and how the log's bill adds up to it:
+ * `totalPayout` = billed requests + billed before import + recovered usage + protocol fees + `unreconciled`.
+ * The protocol fees (the create fee and fee_per_nonce for every diff of the Active phase, which the
+ * devshard state machine takes from the balance and the keeper pays to the hosts) are in no request's
+ * bill: the settlement records them (EscrowFinalized.settlement.fees) and the keeper's event repeats
+ * them (EscrowSettled.fees). `unreconciled` is what is left: below 0 when the log billed inferences
+ * the settlement does not charge (a Finish that never reached a diff before finalize, a timeout
+ * after part of a stream), above 0 when a host charged usage the log never recorded.
+ */
+export interface SettledMoney {
+  txHash: string;
+  height: number;
+  deposit: bigint;
+  /** The chain's remainder, returned to the creator. */
+  refund: bigint;
+  /** Host costs + fee shares, as the keeper paid them (deposit − refund when its event was not read). */
+  totalPayout: bigint;
+  fees: bigint;
+  /** Σ host_stats cost of the settlement the chain took (the last EscrowFinalized). */
+  hostCosts: bigint;
+  bill: LoggedBill;
+  unreconciled: bigint;
+}
+
+/** The money of a settled escrow from its stream (`deposit` from the chain's create); undefined before EscrowSettled. */
+export function settledMoney(records: Iterable<{ type: string; data: unknown }>, deposit: bigint): SettledMoney | undefined {
+  const all = [...records];
+  let settled: { txHash: string; height: number; refund: string; totalPayout?: string; fees?: string } | undefined;
+  let settlement: { fees: string; hostStats: { cost: string }[] } | undefined;
+  for (const r of all) {
+    if (r.type === 'EscrowSettled') settled = r.data as typeof settled;
+    else if (r.type === 'EscrowFinalized') settlement = (r.data as { settlement: typeof settlement }).settlement ?? settlement;
+  }
+  if (!settled) return undefined;
+  const refund = BigInt(settled.refund);
+  const totalPayout = settled.totalPayout !== undefined ? BigInt(settled.totalPayout) : deposit - refund;
+  const fees = BigInt(settled.fees ?? settlement?.fees ?? '0');
+  const hostCosts = (settlement?.hostStats ?? []).reduce((n, h) => n + BigInt(h.cost), 0n);
+  const bill = loggedBill(all);
+  const unreconciled = totalPayout - (bill.billedRequests + bill.billedBeforeImport + bill.recoveredUsage + fees);
+  return { txHash: settled.txHash, height: settled.height, deposit, refund, totalPayout, fees, hostCosts, bill, unreconciled };
+}

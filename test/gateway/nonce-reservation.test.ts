@@ -113,8 +113,11 @@ describe('the log stops taking writes while requests are under way (devshard pro
     const onChain = devnet.chain.state.escrows[escrowId]!;
     const settlement = (escrowLog(gw, escrowId).filter((r) => r.type === 'EscrowFinalized').at(-1)!.data as { settlement: { fees: string; hostStats: { cost: string }[] } }).settlement;
     const hostCosts = settlement.hostStats.reduce((n, h) => n + BigInt(h.cost), 0n);
-    // The log bills what the hosts are paid (nonce 5's Finish came back from its host's mempool).
-    expect(hostCosts).toBe(BigInt((await gw.call(`/v1/admin/devshards/${escrowId}`)).json.spent));
+    // The log bills what the hosts are paid (nonce 5's Finish came back from its host's mempool); once
+    // settled the view's spent is the chain's total payout: those costs plus the protocol fees.
+    const view = (await gw.call(`/v1/admin/devshards/${escrowId}`)).json;
+    expect(BigInt(view.spent)).toBe(hostCosts + BigInt(settlement.fees));
+    expect(BigInt(view.chain_settlement.spent_breakdown.billed_requests) + BigInt(view.chain_settlement.spent_breakdown.recovered_usage)).toBe(hostCosts);
     expect(hostCosts + BigInt(settlement.fees) + onChain.refund!).toBe(onChain.amount);
   });
 });

@@ -32,6 +32,27 @@ export interface RequestExplanation {
   devshard?: InferenceTrail & { executor?: string; failures: string[]; hosts: HostAudit[] };
   /** The protocol settlement of the escrow, if finalized: the executor slot's billed cost in it. */
   settlement?: { nonce: number; slotId: number; slotCost: string; signatures: number };
+  /** What the client was billed against what the host's Finish charged, and the events that carry the difference. */
+  billing?: RequestBilling;
+}
+
+/**
+ * A request's bill in the log against its charge in the protocol (src/gateway/protocol-billing.ts):
+ * `billed` is what its end recorded (what the client was billed), `charged` what its host's
+ * MsgFinishInference charged once a diff applied it (0 for a MsgTimeoutInference), `recovered` the
+ * UsageRecovered events naming the inference (the charge beyond the bill). `unbilled` = charged −
+ * billed − Σ recovered: 0 when the log bills what the settlement pays; below 0 when the log billed
+ * more than the host charged (or no Finish reached a diff: the settlement pays nothing for it and
+ * the refund returns it).
+ */
+export interface RequestBilling {
+  billed: string;
+  charged: string | null;
+  chargedBy?: { kind: 'Finish' | 'Timeout'; nonce: number; position: number };
+  recovered: { position: number; cost: string; slotId: number }[];
+  unbilled: string | null;
+  /** Once finalized: whether the diff that charged it is within the settlement (at or below its nonce). */
+  inSettlement?: boolean;
 }
 
 /**
@@ -64,8 +85,13 @@ export function explainRequest(store: Pick<EventStore, 'readAll'>, id: string): 
   const { audit, escrows } = auditDevshardLog(only(), { trails: true });
   let settlement: RequestExplanation['settlement'];
   let slots: string[] = [];
+  const recovered: RequestBilling['recovered'] = [];
   for (const r of only()) {
     if (r.type === 'DevshardSessionOpened') slots = (r.data as { slots: { host: string }[] }).slots.map((s) => s.host);
+    if (r.type === 'UsageRecovered') {
+      const d = r.data as { inferenceId?: number; cost: string; slotId: number };
+      if (d.inferenceId === nonce) recovered.push({ position: r.position, cost: d.cost, slotId: d.slotId });
+    }
     if (r.type !== 'EscrowFinalized') continue;
     const s = (r.data as { settlement: SettlementData }).settlement;
     if (s.version !== 2 || slots.length === 0) continue;
@@ -79,7 +105,46 @@ export function explainRequest(store: Pick<EventStore, 'readAll'>, id: string): 
   const devshard = trail
     ? { ...trail, ...(slots.length ? { executor: slots[nonce % slots.length] } : {}), failures: (e?.failures ?? []).map(failureText), hosts: e?.hosts ?? [] }
     : undefined;
-  return { requestId, escrowId, nonce, gateway, ...(devshard ? { devshard } : {}), ...(settlement ? { settlement } : {}) };
+  const billing = trail ? requestBilling(gateway, trail, recovered, settlement) : undefined;
+  return { requestId, escrowId, nonce, gateway, ...(devshard ? { devshard } : {}), ...(settlement ? { settlement } : {}), ...(billing ? { billing } : {}) };
+}
+
+/** The request's bill against its host's charge (RequestBilling). */
+function requestBilling(gateway: RequestExplanation['gateway'], trail: InferenceTrail, recovered: RequestBilling['recovered'], settlement: RequestExplanation['settlement']): RequestBilling {
+  let billed = 0n;
+  for (const g of gateway) if (g.type === 'InferenceFinished' || g.type === 'InferenceFailed') billed += BigInt((g.data as { cost?: string }).cost ?? '0');
+  const step = trail.steps.find((s) => s.tx.kind === 'Finish' || s.tx.kind === 'Timeout');
+  let charged: bigint | null = null;
+  if (step?.tx.kind === 'Timeout') charged = 0n;
+  else if (step) {
+    // The replica's record, or the cost the replay wrote on the Finish line once the record was sealed.
+    const fromLine = /→ cost (\d+)/.exec(step.tx.detail)?.[1];
+    charged = trail.record ? BigInt(trail.record.actualCost) : fromLine !== undefined ? BigInt(fromLine) : null;
+  }
+  const recoveredSum = recovered.reduce((n, r) => n + BigInt(r.cost), 0n);
+  const unbilled = charged === null ? (step ? null : -billed - recoveredSum) : charged - billed - recoveredSum;
+  return {
+    billed: billed.toString(),
+    charged: charged === null ? null : charged.toString(),
+    ...(step ? { chargedBy: { kind: step.tx.kind as 'Finish' | 'Timeout', nonce: step.nonce, position: step.position } } : {}),
+    recovered,
+    unbilled: unbilled === null ? null : unbilled.toString(),
+    ...(settlement ? { inSettlement: step !== undefined && step.nonce <= settlement.nonce } : {}),
+  };
+}
+
+/** The billing line of a request's explanation. */
+function billingLines(b: RequestBilling): string[] {
+  const lines = [`  billing: the client was billed ${b.billed} (the request's end in the log)`];
+  if (b.chargedBy) lines.push(`    the host's ${b.chargedBy.kind === 'Finish' ? 'MsgFinishInference' : 'MsgTimeoutInference'} charged ${b.charged ?? '?'} (diff nonce ${b.chargedBy.nonce}, position ${b.chargedBy.position})${b.inSettlement === false ? ', after the settlement\'s nonce: not paid by it' : ''}`);
+  else lines.push(`    no diff carries its Finish or Timeout: the protocol charged nothing for it${b.inSettlement !== undefined ? ', the settlement pays nothing for it and the settle\'s refund returns what the log billed' : ' yet'}`);
+  for (const r of b.recovered) lines.push(`    UsageRecovered at position ${r.position}: ${r.cost} to slot ${r.slotId} (the host's charge beyond the client's bill)`);
+  if (b.unbilled === null) return lines;
+  const u = BigInt(b.unbilled);
+  if (u === 0n) lines.push(`    the log bills what the host charged${b.recovered.length ? ' (the client\'s bill + the UsageRecovered above)' : ''}`);
+  else if (u < 0n) lines.push(`    the log billed ${-u} more than the protocol charged: the chain does not pay it, the settle's refund returns it (the escrow view's chain_settlement.spent_breakdown.unreconciled)`);
+  else lines.push(`    ${u} charged by the host is in no event of the log (no UsageRecovered recorded it): the settlement pays it beyond the log's bill`);
+  return lines;
 }
 
 /** The explanation as text. */
@@ -110,6 +175,7 @@ export function formatRequestExplanation(x: RequestExplanation): string {
     const started = h.applied >= x.nonce ? `its start (nonce ${x.nonce}) applied` : `its start (nonce ${x.nonce}) not acknowledged`;
     lines.push(`  host ${h.host}: applied through nonce ${h.applied}, ${started}${h.refused ? `; then refused (${h.refused.status}${h.refused.rule ? ` ${h.refused.rule}` : ''}: ${h.refused.message.slice(0, 160)})` : ''}`);
   }
+  if (x.billing) lines.push(...billingLines(x.billing));
   if (x.settlement) lines.push(`  settlement at nonce ${x.settlement.nonce}: slot ${x.settlement.slotId} is paid ${x.settlement.slotCost} in all (host_stats cost), this inference's ${r?.actualCost ?? '?'} included; ${x.settlement.signatures} signatures`);
   for (const f of t.failures) lines.push(`  FAILED: ${f}`);
   return `${lines.join('\n')}\n`;

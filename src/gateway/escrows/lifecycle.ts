@@ -6,7 +6,8 @@
 import { feeRefusal, settleRefusal, versionRefusal } from '../../chain/prechecks.js';
 import type { ProtocolChoice } from '../../protocol/versions.js';
 import { chooseEscrowProtocol, escrowProtocol, protocolData } from '../escrow-protocol.js';
-import { newEvent, settlementTag, type CreateOrigin, type KeySource, type SlotInfo } from '../../events/catalog.js';
+import { escrowStream, newEvent, settlementTag, type CreateOrigin, type KeySource, type SlotInfo } from '../../events/catalog.js';
+import { settledMoney, type SettledMoney } from '../protocol-billing.js';
 import type { EventMetadata } from '../../events/envelope.js';
 import { clip, refuse } from '../errors.js';
 import type { ChainError, TxFeeOverride, TxOutcome } from '../../chain/port.js';
@@ -409,10 +410,56 @@ function viewProtocol(ctx: GatewayContext, escrowId: string) {
   return { protocol_version: p.version, route_prefix: p.route, state_root_version: p.tag };
 }
 
+/** A settled escrow's money never changes: read from its stream once per engine. */
+const settledMoneyCache = new WeakMap<object, Map<string, SettledMoney>>();
+
+function settledMoneyOf(ctx: GatewayContext, escrowId: string, deposit: string): SettledMoney | undefined {
+  let byEscrow = settledMoneyCache.get(ctx.engine);
+  if (!byEscrow) settledMoneyCache.set(ctx.engine, (byEscrow = new Map()));
+  const known = byEscrow.get(escrowId);
+  if (known) return known;
+  const money = settledMoney(ctx.engine.readStream(escrowStream(escrowId)), BigInt(deposit));
+  if (money) byEscrow.set(escrowId, money);
+  return money;
+}
+
+/**
+ * Once settled, the view's money is the chain's (docs/operators.md, "Money after settle"): `balance`
+ * is the refund the keeper returned, `spent` its total payout (host costs + protocol fees), and
+ * `chain_settlement` says how the log's bill adds up to it. Before, they are the log's: deposit −
+ * what the requests were billed (protocol fees are not in it).
+ */
+function settledView(money: SettledMoney) {
+  const b = money.bill;
+  return {
+    spent: money.totalPayout.toString(),
+    balance: money.refund.toString(),
+    usable_balance: money.refund.toString(),
+    chain_settlement: {
+      tx_hash: money.txHash,
+      height: money.height,
+      deposit: money.deposit.toString(),
+      refund: money.refund.toString(),
+      total_payout: money.totalPayout.toString(),
+      fees: money.fees.toString(),
+      host_costs: money.hostCosts.toString(),
+      // spent = billed_requests + billed_before_import + recovered_usage + protocol_fees + unreconciled
+      spent_breakdown: {
+        billed_requests: b.billedRequests.toString(),
+        billed_before_import: b.billedBeforeImport.toString(),
+        recovered_usage: b.recoveredUsage.toString(),
+        protocol_fees: money.fees.toString(),
+        unreconciled: money.unreconciled.toString(),
+      },
+    },
+  };
+}
+
 export function devshardView(ctx: GatewayContext, escrowId: string) {
   const s = ctx.engine.escrow(escrowId)!;
   const c = s.context;
   const expired = !c.settled && settleWindowClosedAt(ctx, c.epoch);
+  const money = c.settled ? settledMoneyOf(ctx, escrowId, c.deposit) : undefined;
   return {
     escrow_id: escrowId,
     model_id: c.model,
@@ -436,5 +483,6 @@ export function devshardView(ctx: GatewayContext, escrowId: string) {
     last_error: c.lastError,
     // A drained settle whose last attempt failed transiently: tried again from that height (reactors.ts).
     settle_retry: s.value === 'settleDeferred' && c.settleRetry ? { failed_attempts: c.settleRetry.attempt, retry_at_height: c.settleRetry.retryAtHeight } : null,
+    ...(money ? settledView(money) : {}),
   };
 }

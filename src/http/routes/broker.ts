@@ -19,7 +19,7 @@ const UNKNOWN_MODEL = '(unknown)';
 export function registerBrokerRoutes(app: FastifyInstance, gateway: GatewayPort, metrics: GatewayMetrics, auth: Authenticator): void {
   const startedAt = Math.floor(Date.now() / 1000);
 
-  app.get('/v1/models', { onRequest: auth.requireClientOrAdmin, config: { auth: 'client' as const }, schema: doc({ summary: 'List the models this gateway serves' }) }, async () => ({
+  app.get('/v1/models', { onRequest: auth.requireClientOrAdmin, config: { auth: 'client' as const }, schema: doc({ summary: 'List the models this gateway serves', answers: { ok: { 200: { description: 'The served models', body: 'ModelList' } } } }) }, async () => ({
     object: 'list',
     data: gateway.servedModels().map((id) => ({ id, object: 'model', created: startedAt, owned_by: OWNED_BY })),
   }));
@@ -44,7 +44,27 @@ export function registerBrokerRoutes(app: FastifyInstance, gateway: GatewayPort,
       onRequest: auth.requireClientOrAdmin,
       onResponse: countRefused,
       config: { auth: 'client' as const },
-      schema: doc({ body: chatCompletionRequestSchema, summary: 'Create a chat completion' }),
+      schema: doc({
+        body: chatCompletionRequestSchema,
+        summary: 'Create a chat completion',
+        answers: {
+          ok: {
+            200: {
+              description: 'The completion (application/json), or with `stream: true` server-sent events (text/event-stream), one chunk per `data:` frame, ending with `data: [DONE]`.',
+              body: { 'application/json': 'ChatCompletion', 'text/event-stream': 'ChatCompletionChunk' },
+              headers: { 'x-devshard-escrow-id': 'The escrow that served the request.', 'x-devshard-nonce': 'Its nonce for this request.' },
+            },
+          },
+          errors: {
+            401: 'No key or an unknown key (`invalid_api_key`), or a client key on an `admin_only` model (`model_admin_only`); `WWW-Authenticate: Bearer`.',
+            404: 'The gateway does not serve this model (`model_not_found`).',
+            429: 'Over the admission limit: concurrent requests or input tokens in flight (`Retry-After: 1`).',
+            502: 'The host failed or answered badly.',
+            503: 'No devshard can take the request now (none routable, balance too low, settle window closed, PoC).',
+            504: 'The host did not answer in time.',
+          },
+        },
+      }),
     },
     async (request, reply) => {
       const started = process.hrtime.bigint();

@@ -9,7 +9,7 @@ import { PROMETHEUS_CONTENT_TYPE, type GatewayMetrics } from '../metrics.js';
 import { doc } from '../openapi.js';
 
 export function registerStatusRoutes(app: FastifyInstance, gateway: GatewayPort, metrics: GatewayMetrics, auth: Authenticator): void {
-  app.get('/v1/status', { config: { auth: 'none' as const }, schema: doc({ summary: 'Gateway status (health check)' }) }, async () => gateway.status());
+  app.get('/v1/status', { config: { auth: 'none' as const }, schema: doc({ summary: 'Gateway status (health check)', answers: { ok: { 200: { description: "devshardctl's status with ours beside it", body: 'Status' } } } }) }, async () => gateway.status());
 
   metrics.registry.onCollect(() => {
     // From scratch each scrape: an escrow removed since the last one leaves no stale series.
@@ -27,7 +27,7 @@ export function registerStatusRoutes(app: FastifyInstance, gateway: GatewayPort,
     metrics.inputTokensInFlight.set({}, l.input_tokens_in_flight);
   });
 
-  app.get('/metrics', { onRequest: auth.requireAdmin, config: { auth: 'admin' as const }, schema: doc({ summary: 'Prometheus metrics' }) }, async (_request, reply) =>
+  app.get('/metrics', { onRequest: auth.requireAdmin, config: { auth: 'admin' as const }, schema: doc({ summary: 'Prometheus metrics', answers: { ok: { 200: { description: 'Prometheus text exposition (0.0.4)', body: { 'text/plain': { type: 'string', description: 'Prometheus text format 0.0.4' } } } } } }) }, async (_request, reply) =>
     reply.type(PROMETHEUS_CONTENT_TYPE).send(await metrics.registry.render()),
   );
 }

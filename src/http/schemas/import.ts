@@ -33,6 +33,8 @@ const exportedEscrowSchema = {
     role: { type: 'string', enum: ['regular', 'temporary'] },
     routable: { type: 'boolean' },
     expired: { type: 'boolean' },
+    // A settled escrow's view carries the chain's numbers; such an export is refused further on (settle_under_way).
+    chain_settlement: { type: ['object', 'null'] },
     creator: nullable('string'),
     epoch_index: nullable('integer'),
     amount: amountDataSchema,
