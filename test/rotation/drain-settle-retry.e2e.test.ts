@@ -79,9 +79,13 @@ describe('drained settle retries on a devnet with faults', () => {
     // The host holds the request until the test releases it, once the settle is deferred.
     let release!: () => void;
     const hold = new Promise<void>((r) => (release = r));
-    Object.assign(g.devnet!.simulatedHosts.faults, { hold, remaining: 1 });
+    let onHold!: () => void;
+    const held = new Promise<void>((r) => (onHold = r));
+    Object.assign(g.devnet!.simulatedHosts.faults, { hold, onHold, remaining: 1 });
     const chat = g.call('/v1/chat/completions', { body: { model: MODEL, messages: [{ role: 'user', content: 'take your time' }], max_tokens: 8 } });
     await waitFor('the request in flight', () => g.ctx.engine.escrow(id)?.context.inFlight === 1);
+    // The chat's own request is the one held (not a finalize diff sent after it, which would wait on the test).
+    await held;
     const sub = g.store.subscribe(g.store.lastPosition()).subscribe((r) => {
       if (r.type === o.downAt) g.devnet!.chain.faults.rpcDown = true;
     });

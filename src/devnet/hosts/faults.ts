@@ -27,6 +27,8 @@ export interface HostFaults {
   latencyMs?: number;
   /** Real host protocol: hold the request (before its diffs are applied) until this settles: a hold a test releases. */
   hold?: Promise<unknown>;
+  /** Called when a request starts waiting on `hold` (a test waits for it: the held request is the one it meant). */
+  onHold?: () => void;
   /** Apply to this many more matching requests, then stop (undefined = until changed). */
   remaining?: number;
 }

@@ -88,7 +88,10 @@ export function protocolRoutes(app: FastifyInstance, ctx: ProtocolRouteContext):
       requireOwner(signer, session.escrow.creator, session.groupAddresses);
       fault = faultFor(ctx.faults, ctx.host.index);
       if (fault?.latencyMs) await sleep(fault.latencyMs);
-      if (fault?.hold) await fault.hold;
+      if (fault?.hold) {
+        fault.onHold?.();
+        await fault.hold;
+      }
       if (fault?.failStatus !== undefined) throw new HostHttpError(fault.failStatus, fault.failMessage ?? 'simulated host fault');
       const req = parseInferenceRequest(body);
       session.applyDiffs(req.diffs);
