@@ -123,11 +123,18 @@ describe('pruning (DEVNET_PRUNE_UNSETTLED): what not settling costs', () => {
   beforeAll(async () => ({ devnet, client } = await startDevnetAndClient({ epochBlocks: 100, pocBlocks: 10, autoBlocks: false, pruneUnsettled: true })));
   afterAll(() => stopDevnetAndClient({ devnet, client }));
 
+  /** Resolves once a broadcast tx waits in the devnet's mempool (a condition polled every 5 ms, at most 10 s). */
+  const inMempool = async () => {
+    for (const until = Date.now() + 10_000; devnet.chain.mempoolSize === 0 && Date.now() < until; ) await new Promise((r) => setTimeout(r, 5));
+    expect(devnet.chain.mempoolSize).toBeGreaterThan(0);
+  };
+
   it('an escrow settled in the next epoch is paid out normally; one left unsettled is pruned two epochs later and its whole deposit goes to the hosts', async () => {
     const amount = 3_000_000_000n;
     const created = async () => {
       const p = client.createEscrow(key, amount, MODEL);
-      await new Promise((r) => setTimeout(r, 30));
+      // The block is made once the tx is in the mempool (blocks are manual here).
+      await inMempool();
       devnet.chain.advance();
       return (await p).escrowId;
     };
@@ -136,7 +143,7 @@ describe('pruning (DEVNET_PRUNE_UNSETTLED): what not settling costs', () => {
     const { nextBoundaryHeight } = await client.epoch();
     devnet.chain.jumpTo(nextBoundaryHeight + 1);
     const settling = client.settleEscrow(key, signedSettlement(settled, devnet.hosts));
-    await new Promise((r) => setTimeout(r, 30));
+    await inMempool();
     devnet.chain.advance();
     expect((await settling).refund).toBe(amount); // no cost served: everything back
 
