@@ -46,6 +46,8 @@ export interface GatewayConfig {
     apiKeys: string[];
     /** DEVSHARD_ADMIN_API_KEY; secret. */
     adminApiKey: string | undefined;
+    /** DEVSHARD_LOG_HMAC_KEY: keys the event log's anchor (src/events/log-anchor.ts); secret. */
+    logHmacKey: string | undefined;
   };
   server: {
     host: string;
@@ -55,6 +57,8 @@ export interface GatewayConfig {
     instanceName: string;
     shutdownTimeoutMs: number;
     logLevel: string;
+    /** GATEWAY_STORAGE_LOW_BYTES: free bytes under which /v1/status says storage.low. */
+    storageLowBytes: number;
   };
   limits: {
     maxConcurrentRequests: number;
@@ -235,6 +239,7 @@ export function loadConfig(options: LoadConfigOptions = {}): GatewayConfig {
     instanceName: get('DEVSHARD_INSTANCE_NAME')!,
     shutdownTimeoutMs: int('GATEWAY_SHUTDOWN_TIMEOUT_MS', 0),
     logLevel,
+    storageLowBytes: int('GATEWAY_STORAGE_LOW_BYTES', 0),
   };
 
   const limits = {
@@ -320,7 +325,7 @@ export function loadConfig(options: LoadConfigOptions = {}): GatewayConfig {
     mode,
     model: get('DEVSHARD_MODEL')!,
     chain,
-    keys: { creatorPrivateKey, apiKeys, adminApiKey },
+    keys: { creatorPrivateKey, apiKeys, adminApiKey, logHmacKey: get('DEVSHARD_LOG_HMAC_KEY') },
     server,
     limits,
     behaviour,

@@ -41,6 +41,7 @@ export const VARIABLES: readonly VariableSpec[] = [
   { name: 'DEVSHARD_PRIVATE_KEY', group: 'keys', secret: true, meaning: 'Creator key: 64 hex characters, no 0x prefix. A dedicated key, never a validator, participant or broker key.', init: 'generate' },
   { name: 'DEVSHARD_API_KEYS', group: 'keys', secret: true, meaning: 'Client API keys, comma-separated (spaces trimmed, empty entries ignored). Generated form: sk- plus 48 hex characters.', init: 'generate' },
   { name: 'DEVSHARD_ADMIN_API_KEY', group: 'keys', secret: true, meaning: 'Admin API key. Generated form: sk-admin- plus 48 hex characters. Unset: admin routes refuse every request.', init: 'generate' },
+  { name: 'DEVSHARD_LOG_HMAC_KEY', group: 'keys', secret: true, meaning: 'Key of the event log\'s anchor: each start verifies the hash chain from the last verified position and records the new one with HMAC-SHA256 under this key, so a rewrite of the whole log (chain and anchor recomputed) is refused at the next start. Keep it outside the storage directory; changing it makes the next start refuse the log. Unset: the anchor is a plain hash (docs/faults.md, "Tampered log at start").' },
   // mode
   { name: 'DEVSHARDS_JSON', group: 'mode', meaning: "Pool (multi-escrow) mode with these initial escrows: a JSON array of ids (numbers or numeric strings) or objects {\"id\": ..., \"model_id\"?: ...}. '[]' starts an empty pool. Unset: single-escrow mode." },
   { name: 'DEVSHARD_ESCROW_ID', group: 'mode', meaning: 'The escrow of single-escrow mode (required when DEVSHARDS_JSON is unset).' },
@@ -50,6 +51,7 @@ export const VARIABLES: readonly VariableSpec[] = [
   { name: 'DEVSHARD_PORT', group: 'server', default: '8080', meaning: 'Listen port.', init: 'reference' },
   { name: 'DEVSHARD_STORAGE_DIR', group: 'server', default: '.devshardctl', meaning: 'State directory (event log); relative paths are resolved from the working directory. In the container: /root/.devshardctl.', init: 'reference' },
   { name: 'DEVSHARD_INSTANCE_NAME', group: 'server', default: 'devshardctl-multi', meaning: 'Instance (container) name, shown in logs and /v1/status.', init: 'reference' },
+  { name: 'GATEWAY_STORAGE_LOW_BYTES', group: 'server', default: '1073741824', meaning: 'Free space on the storage directory\'s file system under which /v1/status shows `storage.low: true` (free bytes are also the metric shardgate_storage_free_bytes). A full disk makes appends fail (chat answers 503); the process keeps running.' },
   { name: 'GATEWAY_SHUTDOWN_TIMEOUT_MS', group: 'server', default: '30000', meaning: 'On SIGTERM, how long in-flight requests may drain before the process exits.' },
   { name: 'LOG_LEVEL', group: 'server', default: 'info', meaning: 'pino log level: fatal, error, warn, info, debug, trace or silent.' },
   { name: 'LOG_FORMAT', group: 'server', meaning: 'Log lines as `json` or `pretty` (readable, keys redacted the same way). Unset: pretty on a terminal, JSON otherwise (containers, pipes). Read by `serve` from its process environment.' },

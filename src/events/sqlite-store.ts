@@ -566,7 +566,13 @@ export class SqliteEventStore implements EventStore, CommitNotifier, CheckpointS
   /** A checkpoint the writer thread did not get to write (closing, or its batch was redone here). */
   private writeDueCheckpoint(checkpoint = this.checkpointDue): void {
     if (checkpoint === this.checkpointDue) this.checkpointDue = undefined;
-    if (checkpoint) this.stmt.saveCheckpoint.run(...checkpoint);
+    // Runs from the writer thread's answer too, where a throw would end the process: a checkpoint
+    // that cannot be written (disk full) only means a longer catch-up at the next start.
+    try {
+      if (checkpoint) this.stmt.saveCheckpoint.run(...checkpoint);
+    } catch (error) {
+      process.emitWarning(`projection checkpoint ${checkpoint![0]} not written: ${(error as Error).message}`, 'EventStoreWarning');
+    }
   }
 
   private takeBatch(): PendingAppend[] {

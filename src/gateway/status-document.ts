@@ -3,6 +3,7 @@
  * them, so operators' scripts written for devshardctl work unchanged (gonka devshard/cmd/devshardctl
  * at 8a35022; docs/http.md lists the fields and their sources).
  */
+import { statfsSync } from 'node:fs';
 import { escrowStream } from '../events/catalog.js';
 import { eventsFile } from '../events/storage-path.js';
 import type { GatewayContext } from './context.js';
@@ -71,6 +72,20 @@ function protocolFields(ctx: GatewayContext, escrowId: string) {
   };
 }
 
+/**
+ * Free space of the storage directory's file system (statfs: blocks available to this user), and
+ * whether it is under GATEWAY_STORAGE_LOW_BYTES. `free_bytes` null when it cannot be read.
+ */
+export function storageSpace(dir: string, lowBytes: number): { free_bytes: number | null; low: boolean } {
+  try {
+    const s = statfsSync(dir);
+    const free = Number(s.bavail) * Number(s.bsize);
+    return { free_bytes: free, low: free < lowBytes };
+  } catch {
+    return { free_bytes: null, low: false };
+  }
+}
+
 export function statusDocument(ctx: GatewayContext) {
   const price = ctx.chainInfo.tokenPrice;
   const snapshot = ctx.projections.status.snapshot(price);
@@ -101,6 +116,8 @@ export function statusDocument(ctx: GatewayContext) {
     chain_id: ctx.config.chain.chainId,
     mode: ctx.config.mode.kind,
     limiter,
+    // Disk space of the event log's file system: a full disk makes appends fail (chat 503).
+    storage: storageSpace(ctx.config.server.storageDir, ctx.config.server.storageLowBytes),
   };
   const only = devshards.length === 1 ? devshards[0]! : undefined;
   const singleId = ctx.config.mode.kind === 'single' ? ctx.config.mode.escrowId : only?.id;

@@ -58,6 +58,7 @@ export function createGatewayMetrics(registry = new MetricsRegistry()) {
     escrowInFlight: registry.gauge('shardgate_escrow_in_flight', 'Requests in flight on an escrow.', ['escrow_id', 'model']),
     activeRequests: registry.gauge('shardgate_active_requests', 'Chat requests admitted by the limiter and not finished.'),
     inputTokensInFlight: registry.gauge('shardgate_input_tokens_in_flight', 'Estimated prompt tokens of requests in flight.'),
+    storageFreeBytes: registry.gauge('shardgate_storage_free_bytes', 'Free bytes on the file system of the storage directory (the event log).'),
     // Fed from the log (countRecordedFailures): every recorded failure, whoever ran the step.
     createFailures: registry.counter('shardgate_escrow_create_failures_total', 'Escrow create transactions that failed, by reason (the chain error kind).', ['reason']),
     settleFailures: registry.counter(

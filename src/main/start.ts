@@ -14,6 +14,8 @@ import { startDevnet, type Devnet } from '../devnet/chain/index.js';
 import type { ChainPort } from '../chain/port.js';
 import type { GatewayConfig } from '../config/index.js';
 import { eventsFile, openSqliteEventStore, type SqliteEventStore } from '../events/sqlite-store.js';
+import { checkLogAtStart, EventLogTamperedError } from '../events/log-anchor.js';
+import { storageSpace } from '../gateway/status-document.js';
 import { createHttpApp } from '../http/app.js';
 import { createLogger } from '../http/logger.js';
 import { countRecordedFailures, createGatewayMetrics } from '../http/metrics.js';
@@ -91,6 +93,22 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
     throw refusal;
   }
   if (!firstStart && config.disabledBootstrap.enabled) logger.info('DEVSHARD_GATEWAY_DISABLED has no effect after the first start: the kill switch is set by POST /v1/admin/settings');
+  // The hash chain from the last verified position (log-anchor.ts): a log altered since is not served.
+  let check: ReturnType<typeof checkLogAtStart>;
+  try {
+    check = checkLogAtStart(eventsFile(config.server.storageDir), { key: config.keys.logHmacKey });
+  } catch (err) {
+    unlock();
+    throw err;
+  }
+  if (!check.ok) {
+    unlock();
+    const refused = new EventLogTamperedError(check, eventsFile(config.server.storageDir));
+    logger.fatal({ component: 'event_log', position: check.position }, `event_log_verification_failed: ${refused.message}`);
+    throw refused;
+  }
+  for (const w of check.warnings) logger.warn({ component: 'event_log' }, w);
+  logger.info({ component: 'event_log', verified_from: check.from, verified_to: check.to, events_checked: check.checked, keyed: check.keyed }, 'event_log_verified');
   let store: SqliteEventStore;
   try {
     store = openSqliteEventStore(eventsFile(config.server.storageDir));
@@ -126,6 +144,9 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
         port: config.env.DEVNET_PORT !== undefined ? Number(config.env.DEVNET_PORT) : 0,
         ...options.devnet,
       });
+      // Its block timer's write failures (disk full) are logged once per kind, never fatal.
+      const devnetError = onceByKind(logger);
+      devnet.chain.onError = (message, _kind, err) => devnetError(message, err);
       rpc = devnet.rpcUrl;
       rest = devnet.url;
       nodeBase = devnet.url;
@@ -191,6 +212,10 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
     createUpstreamPort({ url: config.network.upstreamUrl!, ...(config.network.upstreamKey ? { apiKey: config.network.upstreamKey } : {}), stallTimeoutMs: config.limits.stallTimeoutMs, timeoutMs: config.limits.requestTimeoutMs });
 
   const metrics = createGatewayMetrics();
+  metrics.registry.onCollect(() => {
+    const space = storageSpace(config.server.storageDir, config.server.storageLowBytes);
+    if (space.free_bytes !== null) metrics.storageFreeBytes.set(space.free_bytes);
+  });
   // Create, settle and rotation failures by reason, as the log records them from here on.
   countRecordedFailures(metrics, store.subscribe(store.lastPosition()));
   const limiter = new Limiter({ maxConcurrentRequests: config.limits.maxConcurrentRequests, maxInputTokensInFlight: config.limits.maxInputTokensInFlight });
@@ -235,7 +260,16 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
   const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host;
   const url = `http://${host}:${port}`;
 
-  const checkpointTimer = setInterval(() => projections.checkpoint(store, { soon: true }), 30_000);
+  // A failing write (disk full, I/O) is logged once per kind and tried again at the next period:
+  // a timer that throws would end the process (issue 39, item 5).
+  const timerError = onceByKind(logger);
+  const checkpointTimer = setInterval(() => {
+    try {
+      projections.checkpoint(store, { soon: true });
+    } catch (err) {
+      timerError('projections_checkpoint_failed', err);
+    }
+  }, 30_000);
   checkpointTimer.unref();
 
   let stopping: Promise<void> | undefined;
@@ -259,7 +293,11 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
       if (limiter.counts().active_requests === 0) {
         await releaseUnusedNonces(ctx).catch((err: unknown) => logger.warn({ err }, 'could not record the unused nonce reservations; the next start skips them'));
       }
-      projections.checkpoint(store);
+      try {
+        projections.checkpoint(store);
+      } catch (err) {
+        timerError('projections_checkpoint_failed', err);
+      }
       detach();
       await store.close();
       await (network as { close?: () => Promise<void> }).close?.();
@@ -269,6 +307,21 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
     })());
 
   return { url, app, ctx, store, devnet, stop, tasks: { rotation, depletion, drain: drainTask, pruneWatch }, ...(quickStart ? { quickStart } : {}) };
+}
+
+/**
+ * Logs a timer's failure once per message and error kind (`code`, e.g. SQLITE_FULL, or the error's
+ * name) for the life of the process: a full disk fails every tick, one line says so.
+ */
+export function onceByKind(logger: Logger): (msg: string, err: unknown) => void {
+  const seen = new Set<string>();
+  return (msg, err) => {
+    const e = err as { code?: unknown; name?: unknown; message?: unknown } | undefined;
+    const kind = typeof e?.code === 'string' ? e.code : typeof e?.name === 'string' ? e.name : 'unknown';
+    if (seen.has(`${msg}/${kind}`)) return;
+    seen.add(`${msg}/${kind}`);
+    logger.error({ kind, err: { message: typeof e?.message === 'string' ? e.message : String(err) } }, `${msg} (logged once per kind; retried at the next period)`);
+  };
 }
 
 /**

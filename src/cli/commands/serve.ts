@@ -4,6 +4,7 @@ import { ConfigError, loadConfig } from '../../config/index.js';
 import { startGateway } from '../../main/start.js';
 import { chooseLogFormat, createLogger } from '../../http/logger.js';
 import { StorageInUseError } from '../../gateway/storage-lock.js';
+import { EventLogTamperedError } from '../../events/log-anchor.js';
 import { tuneV8ForServing } from '../../gateway/v8-tuning.js';
 import { runInit } from './init.js';
 
@@ -81,6 +82,11 @@ export async function runServe(opts: ServeOptions): Promise<void> {
     if (err instanceof ConfigError) {
       process.stderr.write(`shardgate: configuration error\n${err.message}\n`);
       process.exit(2);
+    }
+    if (err instanceof EventLogTamperedError) {
+      // The log no longer proves the state: nothing is served (docs/faults.md); `shardgate verify` names the rest.
+      process.stderr.write(`shardgate: ${err.message}\n`);
+      process.exit(3);
     }
     if (err instanceof StorageInUseError) {
       process.stderr.write(`shardgate: ${err.message}\n`);

@@ -65,6 +65,16 @@ export class DevnetChain implements DevnetChainView {
   private timer: NodeJS.Timeout | undefined;
   private waiters: { height: number; resolve: () => void }[] = [];
   private blocksSinceSave = 0;
+  /** A snapshot write failed (disk full, I/O): the next block writes one again, changed or not. */
+  private saveDue = false;
+  private readonly reportedKinds = new Set<string>();
+  /**
+   * Where a failure of the block timer or of a snapshot write goes (once per kind, see reportError);
+   * the composition root points it at its logger. Such a failure never ends the process: the
+   * chain keeps producing blocks in memory and writes the snapshot again at the next block.
+   */
+  onError: (message: string, kind: string, error: unknown) => void = (message, kind, error) =>
+    process.emitWarning(`${message} [${kind}]: ${(error as Error)?.message ?? String(error)}`, 'DevnetWarning');
 
   constructor(
     readonly config: DevnetConfig,
@@ -172,6 +182,11 @@ export class DevnetChain implements DevnetChainView {
     return { inCache: false, hash };
   }
 
+  /** Txs accepted and waiting for the next block (a test advances once its tx is in). */
+  get mempoolSize(): number {
+    return this.mempool.length;
+  }
+
   findTx(hash: string): TxRecord | undefined {
     return this.state.txs[hash.toUpperCase()];
   }
@@ -180,7 +195,13 @@ export class DevnetChain implements DevnetChainView {
 
   start(): void {
     if (this.timer || !this.config.autoBlocks) return;
-    this.timer = setInterval(() => this.produceBlock(), this.config.blockTimeMs);
+    this.timer = setInterval(() => {
+      try {
+        this.produceBlock();
+      } catch (error) {
+        this.reportError('devnet_block_failed', error);
+      }
+    }, this.config.blockTimeMs);
     this.timer.unref();
   }
 
@@ -265,16 +286,38 @@ export class DevnetChain implements DevnetChainView {
     if (!this.store) return;
     this.blocksSinceSave++;
     // A snapshot per block that changed state; empty blocks only move the height, so save them less often.
-    if (changed || this.blocksSinceSave >= 10) {
-      this.store.save(this.state);
+    if (changed || this.saveDue || this.blocksSinceSave >= 10) this.save();
+  }
+
+  /** Writes the snapshot; a failure is reported (once per kind) and retried at the next block. */
+  private save(): void {
+    try {
+      this.store!.save(this.state);
       this.blocksSinceSave = 0;
+      this.saveDue = false;
+    } catch (error) {
+      this.saveDue = true;
+      this.reportError('devnet_state_save_failed', error);
+    }
+  }
+
+  /** Reports a failure once per message and kind (an error's `code`, e.g. SQLITE_FULL, or its name). */
+  private reportError(message: string, error: unknown): void {
+    const e = error as { code?: unknown; name?: unknown } | undefined;
+    const kind = typeof e?.code === 'string' ? e.code : typeof e?.name === 'string' ? e.name : 'unknown';
+    if (this.reportedKinds.has(`${message}/${kind}`)) return;
+    this.reportedKinds.add(`${message}/${kind}`);
+    try {
+      this.onError(message, kind, error);
+    } catch {
+      // a reporter that throws must not end the block timer either
     }
   }
 
   close(): void {
     this.stop();
     if (this.store) {
-      this.store.save(this.state);
+      this.save();
       this.store.close();
     }
     for (const w of this.waiters) w.resolve();
