@@ -54,11 +54,19 @@ export interface GatewayConfig {
     port: number;
     /** Absolute path (DEVSHARD_STORAGE_DIR resolved against cwd). */
     storageDir: string;
+    /** DEVSHARD_IMPORT_DIR resolved against cwd: where devshardctl stores may be imported from; undefined = none. */
+    importDir: string | undefined;
     instanceName: string;
     shutdownTimeoutMs: number;
     logLevel: string;
     /** GATEWAY_STORAGE_LOW_BYTES: free bytes under which /v1/status says storage.low. */
     storageLowBytes: number;
+    /** The HTTP server's connection limits (src/http/app.ts HttpServerLimits). */
+    maxConnections: number;
+    headersTimeoutMs: number;
+    requestReceiveTimeoutMs: number;
+    maxUnsentBytes: number;
+    slowClientTimeoutMs: number;
   };
   limits: {
     maxConcurrentRequests: number;
@@ -236,11 +244,18 @@ export function loadConfig(options: LoadConfigOptions = {}): GatewayConfig {
     host: get('GATEWAY_HOST')!,
     port,
     storageDir: isAbsolute(storage) ? storage : resolve(options.cwd ?? process.cwd(), storage),
+    importDir: ((d) => (d === undefined ? undefined : resolve(options.cwd ?? process.cwd(), d)))(get('DEVSHARD_IMPORT_DIR')),
     instanceName: get('DEVSHARD_INSTANCE_NAME')!,
     shutdownTimeoutMs: int('GATEWAY_SHUTDOWN_TIMEOUT_MS', 0),
     logLevel,
     storageLowBytes: int('GATEWAY_STORAGE_LOW_BYTES', 0),
+    maxConnections: int('GATEWAY_MAX_CONNECTIONS', 1),
+    headersTimeoutMs: int('GATEWAY_HEADERS_TIMEOUT_MS', 1),
+    requestReceiveTimeoutMs: int('GATEWAY_REQUEST_RECEIVE_TIMEOUT_MS', 1),
+    maxUnsentBytes: int('GATEWAY_SLOW_CLIENT_MAX_UNSENT_BYTES', 1024),
+    slowClientTimeoutMs: int('GATEWAY_SLOW_CLIENT_TIMEOUT_MS', 0),
   };
+  if (server.headersTimeoutMs > server.requestReceiveTimeoutMs) fail('GATEWAY_HEADERS_TIMEOUT_MS', `must be at most GATEWAY_REQUEST_RECEIVE_TIMEOUT_MS (${server.requestReceiveTimeoutMs})${shown('GATEWAY_HEADERS_TIMEOUT_MS', String(server.headersTimeoutMs))}`);
 
   const limits = {
     maxConcurrentRequests: int('GATEWAY_MAX_CONCURRENT_REQUESTS', 1),

@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { chmodSync, closeSync, mkdirSync, openSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
@@ -109,7 +109,10 @@ const FOLD_THREAD_MIN_EVENTS = 50_000;
  * Journal is WAL with `synchronous=FULL`: each commit is fsynced before any caller hears of it.
  */
 export function openSqliteEventStore(filePath: string, opts: SqliteEventStoreOptions = {}): SqliteEventStore {
-  if (filePath !== ':memory:') mkdirSync(dirname(filePath), { recursive: true, mode: 0o700 });
+  if (filePath !== ':memory:') {
+    mkdirSync(dirname(filePath), { recursive: true, mode: 0o700 });
+    ownerOnly(filePath);
+  }
   const db = new Database(filePath, { timeout: opts.busyTimeoutMs ?? 5_000 });
   try {
     db.pragma('journal_mode = WAL');
@@ -122,6 +125,26 @@ export function openSqliteEventStore(filePath: string, opts: SqliteEventStoreOpt
     throw error;
   }
   return new SqliteEventStore(db, filePath, { ...opts, writerThread: filePath !== ':memory:' && opts.writerThread !== false, busyTimeoutMs: opts.busyTimeoutMs ?? 5_000 });
+}
+
+/**
+ * Mode 600 for the log and its -wal/-shm files (issue 39): created so before SQLite opens it (SQLite
+ * gives -wal and -shm the database file's mode), and a log created 644 by an older version is
+ * narrowed. Best effort: a file we may not chmod is left as it is.
+ */
+function ownerOnly(filePath: string): void {
+  try {
+    closeSync(openSync(filePath, 'a', 0o600));
+  } catch {
+    // SQLite's own open reports an unusable path.
+  }
+  for (const f of [filePath, `${filePath}-wal`, `${filePath}-shm`]) {
+    try {
+      chmodSync(f, 0o600);
+    } catch {
+      // absent (-wal/-shm before the first write) or not ours
+    }
+  }
 }
 
 /** A batch prepared on the main thread and being written by the writer thread. */

@@ -22,6 +22,17 @@ interface Held {
  */
 export type KeyOrigin = { kind: 'env'; name: string } | { kind: 'request' } | { kind: 'not_held' };
 
+/**
+ * The value of variable `name` in `env`, read from the environment's own members only: a name such
+ * as `__proto__` or `constructor` is unset here, never Object.prototype's member (which made a
+ * `private_key_env` of that name a 500). Undefined when unset or not a string.
+ */
+export function envValue(env: Readonly<Record<string, string | undefined>>, name: string): string | undefined {
+  if (!Object.hasOwn(env, name)) return undefined;
+  const value: unknown = env[name];
+  return typeof value === 'string' ? value : undefined;
+}
+
 export class Keyring {
   private readonly byAddress = new Map<string, Held>();
 
@@ -54,7 +65,7 @@ export class Keyring {
 
   /** The key held in env variable `name` (registered on first use); undefined when unset or malformed. */
   async fromEnv(name: string): Promise<{ privateKeyHex: string; address: string } | undefined> {
-    const value = this.env[name]?.trim();
+    const value = envValue(this.env, name)?.trim();
     // The range check too: a zero key would throw in add() (a 500) instead of "unset or malformed".
     if (!value || !isPrivateKeyHex(value)) return undefined;
     const address = await this.add(value, name);

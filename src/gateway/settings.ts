@@ -17,6 +17,7 @@ import { accessModeMachine } from '../machines/access-mode.js';
 import { disabledMachine } from '../machines/disabled.js';
 import type { GatewayContext } from './context.js';
 import { isPrivateKeyHex } from '../config/private-key.js';
+import { envValue } from './keyring.js';
 import { clip } from './errors.js';
 
 export function mergeSettings(base: GatewaySettings, patch: SettingsPatch): GatewaySettings {
@@ -150,7 +151,7 @@ async function checkPatch(ctx: CheckContext, patch: SettingsPatch): Promise<void
  * usable 64-hex private key. Never the value.
  */
 export function envKeyProblem(env: Record<string, string | undefined>, name: string): string | undefined {
-  const value = env[name]?.trim();
+  const value = envValue(env, name)?.trim();
   if (!value) return 'is unset';
   if (!isPrivateKeyHex(value)) return 'does not hold a usable private key (64 hex digits)';
   return undefined;

@@ -48,7 +48,40 @@ declare module 'fastify' {
      */
     onClientGone: (() => void) | null;
   }
+  interface FastifyInstance {
+    /** The slow-client rules routes apply to what they write (HttpAppOptions.server). */
+    clientLimits: { slowClientTimeoutMs: number };
+  }
 }
+
+/**
+ * The HTTP server's own limits (issue 39): every one explicit, so an operator knows what bounds a
+ * client's connections and what a client that never reads can hold.
+ */
+export interface HttpServerLimits {
+  /** Open connections the server accepts; more are closed at once (GATEWAY_MAX_CONNECTIONS). */
+  maxConnections?: number;
+  /** Time to receive a request's headers (GATEWAY_HEADERS_TIMEOUT_MS). */
+  headersTimeoutMs?: number;
+  /** Time to receive a whole request, headers and body (GATEWAY_REQUEST_RECEIVE_TIMEOUT_MS). */
+  requestReceiveTimeoutMs?: number;
+  /**
+   * Unsent bytes a response holds for its client before a stream waits for it (the responses'
+   * high-water mark; GATEWAY_SLOW_CLIENT_MAX_UNSENT_BYTES).
+   */
+  maxUnsentBytes?: number;
+  /** How long a stream waits on a client that does not take its bytes (GATEWAY_SLOW_CLIENT_TIMEOUT_MS). */
+  slowClientTimeoutMs?: number;
+}
+
+/** The defaults of HttpServerLimits (those of the variables in src/config/variables.ts). */
+export const SERVER_LIMIT_DEFAULTS: Required<HttpServerLimits> = {
+  maxConnections: 4096,
+  headersTimeoutMs: 30_000,
+  requestReceiveTimeoutMs: 60_000,
+  maxUnsentBytes: 65_536,
+  slowClientTimeoutMs: 30_000,
+};
 
 export interface HttpAppOptions {
   /** A pino logger (use createLogger for redaction); default: createLogger({ level: logLevel }). */
@@ -62,6 +95,8 @@ export interface HttpAppOptions {
   trustProxy?: FastifyServerOptions['trustProxy'];
   /** OpenAPI info block. */
   openapi?: { title?: string; version?: string; description?: string };
+  /** The server's connection limits; each unset one takes its SERVER_LIMIT_DEFAULTS value. */
+  server?: HttpServerLimits;
   /** Other fastify options (e.g. forceCloseConnections for shutdown). */
   fastify?: Partial<FastifyServerOptions>;
 }
@@ -92,8 +127,13 @@ export function createHttpApp(options: HttpAppOptions = {}): FastifyInstance {
     options.metrics?.httpRequests.inc({ method: r.method, route: r.route, status: r.status });
     if (logger.isLevelEnabled('info')) logger.info({ ...(r.reqId ? { reqId: r.reqId } : {}), method: r.method, route: r.route, status: r.status, error_code: r.code }, 'request');
   };
+  const limits = { ...SERVER_LIMIT_DEFAULTS, ...options.server };
   const app = Fastify({
     ...options.fastify,
+    requestTimeout: limits.requestReceiveTimeoutMs,
+    // Node checks the two request timeouts on this period (its default, 30 s, would let a short
+    // headers timeout run up to 30 s late).
+    http: { headersTimeout: limits.headersTimeoutMs, highWaterMark: limits.maxUnsentBytes, connectionsCheckingInterval: Math.max(250, Math.min(30_000, limits.headersTimeoutMs)) },
     loggerInstance: logger as FastifyBaseLogger,
     bodyLimit,
     genReqId,
@@ -118,6 +158,8 @@ export function createHttpApp(options: HttpAppOptions = {}): FastifyInstance {
   });
 
   installErrorHandlers(app);
+  app.server.maxConnections = limits.maxConnections;
+  app.decorate('clientLimits', { slowClientTimeoutMs: limits.slowClientTimeoutMs });
 
 
   // JSON with any charset; an empty body is "no body" (curl -X POST -H 'Content-Type: application/json'

@@ -3,6 +3,12 @@
  * comments while the upstream is silent (so proxies and clients do not time out a slow host), and
  * `data: [DONE]\n\n` at the end. The writer's `signal` aborts when the client goes away, so the
  * handler can cancel the host request and still account the usage delivered so far.
+ *
+ * Slow clients: a frame is written only while the response's unsent bytes are under its high-water
+ * mark (the server's GATEWAY_SLOW_CLIENT_MAX_UNSENT_BYTES); beyond it `send` waits for 'drain'. A
+ * client that leaves the gateway waiting (a full buffer, or a complete answer not all taken) for
+ * `slowClientTimeoutMs` has its connection ended, so an unread stream holds neither memory nor its
+ * concurrency slot without bound. `delivered()` says when the answer left the process (issue 39).
  */
 import type { ServerResponse } from 'node:http';
 import type { FastifyReply } from 'fastify';
@@ -13,6 +19,13 @@ export interface SseOptions {
   /** Extra response headers (e.g. x-request-id). */
   headers?: Record<string, string | number | string[]>;
   status?: number;
+  /**
+   * How long the writer may wait on the client (unsent bytes over the high-water mark, or the ended
+   * answer not yet all taken) before the connection is ended; 0 disables. Default 30000.
+   */
+  slowClientTimeoutMs?: number;
+  /** Called just before a too-slow client's connection is ended. */
+  onSlowClient?: () => void;
 }
 
 export interface SseWriter {
@@ -28,6 +41,13 @@ export interface SseWriter {
   done(): void;
   /** Ends the response without [DONE] (e.g. after an error frame). */
   end(): void;
+  /**
+   * After `done()`/`end()`: resolves true once every byte was handed to the OS ('finish'), false
+   * when the connection closed first (client left, or ended as too slow; see `slowClientCut`).
+   */
+  delivered(): Promise<boolean>;
+  /** True when the writer ended the connection because the client did not take its bytes in time. */
+  readonly slowClientCut: boolean;
 }
 
 export const SSE_HEADERS = {
@@ -56,6 +76,10 @@ export function openSse(target: FastifyReply | ServerResponse, options: SseOptio
   const controller = new AbortController();
   let ended = false;
   const keepAliveMs = options.keepAliveMs ?? 15_000;
+  const slowClientTimeoutMs = options.slowClientTimeoutMs ?? 30_000;
+  let finished = false;
+  let slowClientCut = false;
+  let finishing = false;
 
   res.writeHead(options.status ?? 200, { ...(inherited as Record<string, string>), ...SSE_HEADERS, ...options.headers });
   res.flushHeaders();
@@ -69,7 +93,8 @@ export function openSse(target: FastifyReply | ServerResponse, options: SseOptio
     else {
       timer = setTimeout(function tick() {
         if (ended) return;
-        res.write(': keep-alive\n\n');
+        // A client that does not read needs no keep-alive: it would only pile up unsent bytes.
+        if (!res.writableNeedDrain) res.write(': keep-alive\n\n');
         timer = setTimeout(tick, keepAliveMs);
         timer.unref();
       }, keepAliveMs);
@@ -81,8 +106,37 @@ export function openSse(target: FastifyReply | ServerResponse, options: SseOptio
     timer = undefined;
   };
 
+  // The slow-client watchdog runs while the writer waits on the client: a drain wait, or the ended
+  // answer's last bytes still in the gateway. It is cleared by 'drain', 'finish' and 'close'.
+  let watchdog: NodeJS.Timeout | undefined;
+  const waitOnClient = () => {
+    if (slowClientTimeoutMs <= 0 || watchdog || res.destroyed) return;
+    watchdog = setTimeout(() => {
+      watchdog = undefined;
+      if (finished || res.destroyed) return;
+      slowClientCut = true;
+      options.onSlowClient?.();
+      res.destroy();
+    }, slowClientTimeoutMs);
+    watchdog.unref();
+  };
+  const clientTook = () => {
+    if (watchdog) clearTimeout(watchdog);
+    watchdog = undefined;
+  };
+  res.on('drain', () => {
+    if (!finishing) clientTook();
+  });
+  // Node emits 'finish' also when the socket is destroyed with bytes unsent (their write callbacks
+  // fail): only a finish on a live socket means the bytes left the process.
+  const socket = res.socket;
+  res.on('finish', () => {
+    finished = !socket?.destroyed;
+    clientTook();
+  });
   res.on('close', () => {
     stop();
+    clientTook();
     if (!ended) {
       ended = true;
       controller.abort(new Error('client disconnected'));
@@ -93,9 +147,12 @@ export function openSse(target: FastifyReply | ServerResponse, options: SseOptio
   const finish = (tail: string) => {
     if (ended) return;
     ended = true;
+    finishing = true;
     stop();
     res.end(tail);
+    if (!finished && !res.destroyed) waitOnClient();
   };
+  let deliveredP: Promise<boolean> | undefined;
 
   return {
     signal: controller.signal,
@@ -107,6 +164,7 @@ export function openSse(target: FastifyReply | ServerResponse, options: SseOptio
       arm();
       const ok = res.write(`data: ${JSON.stringify(data)}\n\n`);
       if (!ok && !ended) {
+        waitOnClient();
         await new Promise<void>((resolve) => {
           const done = () => {
             res.off('drain', done);
@@ -129,6 +187,27 @@ export function openSse(target: FastifyReply | ServerResponse, options: SseOptio
     },
     end() {
       finish('');
+    },
+    get slowClientCut() {
+      return slowClientCut;
+    },
+    delivered() {
+      return (deliveredP ??= finished
+        ? Promise.resolve(true)
+        : res.destroyed || res.closed
+          ? Promise.resolve(false)
+          : new Promise<boolean>((resolve) => {
+              const onFinish = () => {
+                res.off('close', onClose);
+                resolve(finished);
+              };
+              const onClose = () => {
+                res.off('finish', onFinish);
+                resolve(finished);
+              };
+              res.once('finish', onFinish);
+              res.once('close', onClose);
+            }));
     },
   };
 }

@@ -19,7 +19,7 @@ export interface AjvErrorLike {
 /** Field-specific explanations for pattern/format failures (a regex is no help to a user). */
 const PATTERN_HINTS: Record<string, string> = {
   private_key: 'must be 64 hexadecimal characters without a 0x prefix',
-  private_key_env: 'must be an environment variable name (letters, digits and underscores, not starting with a digit)',
+  private_key_env: 'must be an environment variable name matching ^[A-Z_][A-Z0-9_]*$ (upper-case letters, digits and underscores, not starting with a digit, at most 128 characters), such as DEVSHARD_PRIVATE_KEY',
   escrow_id: 'must be a numeric escrow id',
   id: 'must be a numeric escrow id',
   amount: 'must be a positive integer in the smallest coin unit',

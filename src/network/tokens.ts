@@ -62,7 +62,78 @@ export function countPromptTokens(body: { messages?: unknown; tools?: unknown })
       n += toolCallsTokens(msg.tool_calls);
     }
   }
-  if (Array.isArray(body.tools) && body.tools.length > 0) n += textTokens(JSON.stringify(body.tools).length);
+  if (Array.isArray(body.tools) && body.tools.length > 0) n += textTokens(jsonLength(body.tools));
+  return n;
+}
+
+/**
+ * `JSON.stringify(value).length` for JSON data (what a parsed request body holds), computed with an
+ * explicit stack: JSON.stringify recurses and throws a RangeError on deeply nested data (a `tools`
+ * schema nested thousands deep), and an estimate must never throw. A cycle counts as `null`.
+ */
+export function jsonLength(value: unknown): number {
+  let n = 0;
+  // Each frame: an array or object being written, its keys, and the next member's index.
+  type Frame = { node: object; keys: string[] | null; i: number; wrote: boolean };
+  const stack: Frame[] = [];
+  const onPath = new Set<object>();
+  /** Writes a scalar, or opens a container; answers whether the value was written (not skipped). */
+  const visit = (v: unknown, inArray: boolean): boolean => {
+    if (v === null) return (n += 4), true;
+    switch (typeof v) {
+      case 'string':
+        n += JSON.stringify(v).length;
+        return true;
+      case 'number':
+        n += Number.isFinite(v) ? String(v).length : 4;
+        return true;
+      case 'boolean':
+        n += v ? 4 : 5;
+        return true;
+      case 'bigint':
+        n += String(v).length; // JSON.stringify throws on a bigint; parsed JSON never holds one
+        return true;
+      case 'object': {
+        if (onPath.has(v)) return (n += 4), true;
+        onPath.add(v);
+        n += 1; // [ or {
+        stack.push({ node: v, keys: Array.isArray(v) ? null : Object.keys(v), i: 0, wrote: false });
+        return true;
+      }
+      default: // undefined, function, symbol: null in an array, the member is left out in an object
+        if (inArray) n += 4;
+        return inArray;
+    }
+  };
+  visit(value, false);
+  while (stack.length > 0) {
+    const f = stack[stack.length - 1]!;
+    if (f.keys === null) {
+      const arr = f.node as unknown[];
+      if (f.i >= arr.length) {
+        n += 1; // ]
+        onPath.delete(f.node);
+        stack.pop();
+        continue;
+      }
+      if (f.i > 0) n += 1; // ,
+      visit(arr[f.i++], true);
+    } else {
+      if (f.i >= f.keys.length) {
+        n += 1; // }
+        onPath.delete(f.node);
+        stack.pop();
+        continue;
+      }
+      const key = f.keys[f.i++]!;
+      const v = (f.node as Record<string, unknown>)[key];
+      if (v === undefined || typeof v === 'function' || typeof v === 'symbol') continue;
+      if (f.wrote) n += 1; // ,
+      f.wrote = true;
+      n += JSON.stringify(key).length + 1; // "key":
+      visit(v, false);
+    }
+  }
   return n;
 }
 

@@ -66,7 +66,8 @@ describe('migration from devshardctl: import from its escrow state store', () =>
     devnet = await startDevnet({ env: { DEVNET_BLOCK_TIME_MS: '50', DEVNET_TOKEN_DELAY_MS: '0' }, creators: [keys.privateKey], statePath: join(root, 'devnet.sqlite'), port: 0 });
     const chainEnv = { NODE_RPC: devnet.rpcUrl, NODE_CHAIN_API: devnet.url, NODE_BASE: devnet.url };
     source = await startTestGateway({ keys, env: { ...chainEnv, DEVSHARD_INSTANCE_NAME: 'devshardctl-stand-in' } });
-    gw = await startTestGateway({ keys, env: chainEnv });
+    // storage_path must lie inside DEVSHARD_IMPORT_DIR (issue 39): the stores are written under root.
+    gw = await startTestGateway({ keys, env: { ...chainEnv, DEVSHARD_IMPORT_DIR: root } });
     escrowId = await createEscrowViaApi(source);
     spec = await specFor(escrowId);
   });
@@ -265,7 +266,8 @@ describe('migration from devshardctl: a v2-era store, where the hosts keep the l
     devnet = await startDevnet({ env: { DEVNET_BLOCK_TIME_MS: '50', DEVNET_TOKEN_DELAY_MS: '0', DEVNET_LEGACY_ROUTE: '1' }, creators: [keys.privateKey], statePath: join(root, 'devnet.sqlite'), port: 0 });
     const chainEnv = { NODE_RPC: devnet.rpcUrl, NODE_CHAIN_API: devnet.url, NODE_BASE: devnet.url };
     source = await startTestGateway({ keys, env: { ...chainEnv, DEVSHARD_INSTANCE_NAME: 'devshardctl-stand-in' } });
-    gw = await startTestGateway({ keys, env: chainEnv });
+    // storage_path must lie inside DEVSHARD_IMPORT_DIR (issue 39): the stores are written under root.
+    gw = await startTestGateway({ keys, env: { ...chainEnv, DEVSHARD_IMPORT_DIR: root } });
   });
   afterAll(async () => {
     await disposeTestGateway(source);

@@ -6,6 +6,7 @@
  * the process, as on a real node that restarts. The simulated hosts' protocol sessions live in
  * memory only: after a restart the gateway sends each host every recorded diff once (docs/protocol.md).
  */
+import { chmodSync, closeSync, openSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import type { StateStore } from './chain.js';
 import { fromSnapshot, toSnapshot, type ChainState } from './state.js';
@@ -15,6 +16,22 @@ export interface SqliteStateStore extends StateStore {
 }
 
 export function openStateStore(path: string): SqliteStateStore {
+  // Mode 600 for the file and its -wal/-shm (SQLite gives them the database file's mode), also for a
+  // file an older version created 644 (issue 39). Best effort: SQLite reports an unusable path.
+  if (path !== ':memory:' && path !== '') {
+    try {
+      closeSync(openSync(path, 'a', 0o600));
+    } catch {
+      // SQLite's own open reports it
+    }
+    for (const f of [path, `${path}-wal`, `${path}-shm`]) {
+      try {
+        chmodSync(f, 0o600);
+      } catch {
+        // absent, or not ours
+      }
+    }
+  }
   const db = new Database(path);
   db.pragma('journal_mode = WAL');
   // WAL + NORMAL: every commit survives a killed process (the OS has the WAL pages); only a power

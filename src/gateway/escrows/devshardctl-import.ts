@@ -47,7 +47,7 @@ export async function importFromDevshardctl(ctx: GatewayContext, escrowId: strin
   }
   if (body.private_key !== undefined && body.private_key_env !== undefined) throw refuse.invalid('Give either private_key or private_key_env, not both.', 'private_key_env', 'ambiguous_key');
 
-  const store = readDevshardctlStore(body.storage_path, escrowId);
+  const store = readDevshardctlStore(body.storage_path, escrowId, ctx.config.server.importDir);
   const { session } = store;
   if (session.status !== 'active') {
     throw refuse.conflict(`devshardctl's session for escrow ${escrowId} is ${clip(session.status)}; only an active session can be adopted (finish its settlement with devshardctl).`, 'settle_under_way');

@@ -11,11 +11,13 @@
  * config_json is Go's encoding of types.SessionConfig (field names as declared, no tags);
  * group_json of []types.SlotAssignment ({SlotID, ValidatorAddress}); txs_proto a DiffContent
  * message holding the diff's txs; warm_keys_json the bindings the diff made ({"<slot>": "<warm>"}).
- * `storage_path` may name the directory or a `state.db` in it (devshardctl's normalizeStorageDir).
+ * `storage_path` may name the directory or a `state.db` in it (devshardctl's normalizeStorageDir),
+ * and must lie inside DEVSHARD_IMPORT_DIR once symlinks and `..` are resolved (`storeDirWithin`): an
+ * admin body cannot make the gateway probe any path of the machine (issue 39).
  * Every refusal is an `invalid` naming what is wrong with the store and what to do.
  */
-import { existsSync, readdirSync, statSync } from 'node:fs';
-import { basename, dirname, join } from 'node:path';
+import { existsSync, lstatSync, readdirSync, readlinkSync, realpathSync, statSync } from 'node:fs';
+import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { fromBinary } from '@bufbuild/protobuf';
 import Database from 'better-sqlite3';
 import { DiffContentSchema } from '../../protocol/gen/devshard/v1/diff_pb.js';
@@ -53,6 +55,68 @@ const bad = (message: string, rule: string) => refuse.invalid(message, 'storage_
 export function storageDir(storagePath: string): string {
   const clean = storagePath.trim().replace(/\/+$/, '');
   return basename(clean) === 'state.db' ? dirname(clean) : clean;
+}
+
+/**
+ * The real path of absolute `p`: its deepest existing ancestor's real path, then the rest as
+ * written; a dangling symlink on the way is followed to where it points. Undefined when symlinks
+ * loop (more than 40 followed, as ELOOP).
+ */
+function realpathOrNearest(p: string, links = 0): string | undefined {
+  const rest: string[] = [];
+  let head = p;
+  for (;;) {
+    try {
+      return join(realpathSync(head), ...rest);
+    } catch {
+      let link: string | undefined;
+      try {
+        if (lstatSync(head).isSymbolicLink()) link = readlinkSync(head);
+      } catch {
+        // absent: go up
+      }
+      if (link !== undefined) return links >= 40 ? undefined : realpathOrNearest(join(resolve(dirname(head), link), ...rest), links + 1);
+      const parent = dirname(head);
+      if (parent === head) return p;
+      rest.unshift(basename(head));
+      head = parent;
+    }
+  }
+}
+
+const inside = (base: string, p: string) => {
+  const rel = relative(base, p);
+  return rel === '' || (rel !== '..' && !rel.startsWith(`..${sep}`) && !isAbsolute(rel));
+};
+
+/**
+ * The store directory `storagePath` names (`dir`, as given, for answers and the log) and its real
+ * path (`real`, what is read), once checked to lie inside `importDir` (DEVSHARD_IMPORT_DIR) after
+ * resolving symlinks and `..`. A relative storage_path is resolved from `importDir`. The same 400
+ * answers a path outside whether or not it exists, so nothing outside can be probed.
+ */
+export function storeDirWithin(importDir: string | undefined, storagePath: string): { dir: string; real: string } {
+  if (importDir === undefined) {
+    throw bad(
+      "Imports from a storage_path are off on this gateway: DEVSHARD_IMPORT_DIR is unset. Set DEVSHARD_IMPORT_DIR to the directory you copy devshardctl's escrow stores into, restart the gateway, and give a storage_path inside it.",
+      'import_dir_unset',
+    );
+  }
+  let base: string;
+  try {
+    base = realpathSync(importDir);
+  } catch {
+    throw bad(`DEVSHARD_IMPORT_DIR (${importDir}) does not exist on this machine; create it, copy devshardctl's escrow store into it, and give a storage_path inside it.`, 'import_dir_unset');
+  }
+  const dir = storageDir(resolve(importDir, storagePath.trim()));
+  const real = realpathOrNearest(dir);
+  if (real === undefined || !inside(base, real)) {
+    throw bad(
+      `storage_path is outside DEVSHARD_IMPORT_DIR (${importDir}) once symlinks and '..' are resolved; copy devshardctl's escrow store directory into ${importDir} and give its path there.`,
+      'storage_path_outside_import_dir',
+    );
+  }
+  return { dir, real };
 }
 
 function open(file: string): Database.Database {
@@ -170,13 +234,16 @@ interface DiffRow {
   warm_keys_json: string | null;
 }
 
-/** Reads escrow `escrowId`'s session and every diff from devshardctl's store at `storagePath`. */
-export function readDevshardctlStore(storagePath: string, escrowId: string): DevshardctlStore {
-  const dir = storageDir(storagePath);
-  if (!existsSync(dir)) throw bad(`storage_path ${dir} does not exist on this machine; copy devshardctl's escrow store directory here (with the gateway stopped or the devshard deactivated) and give its path.`, 'store_not_found');
-  if (!statSync(dir).isDirectory()) throw bad(`storage_path ${dir} is not a directory; give devshardctl's escrow store directory (the one holding _meta.db and epoch_<n>.db).`, 'store_not_found');
+/**
+ * Reads escrow `escrowId`'s session and every diff from devshardctl's store at `storagePath`, which
+ * must lie inside `importDir` (DEVSHARD_IMPORT_DIR; `storeDirWithin`).
+ */
+export function readDevshardctlStore(storagePath: string, escrowId: string, importDir: string | undefined): DevshardctlStore {
+  const { dir: given, real: dir } = storeDirWithin(importDir, storagePath);
+  if (!existsSync(dir)) throw bad(`storage_path ${given} does not exist on this machine; copy devshardctl's escrow store directory here (with the gateway stopped or the devshard deactivated) and give its path.`, 'store_not_found');
+  if (!statSync(dir).isDirectory()) throw bad(`storage_path ${given} is not a directory; give devshardctl's escrow store directory (the one holding _meta.db and epoch_<n>.db).`, 'store_not_found');
   if (!readdirSync(dir).some((n) => EPOCH_FILE.test(n))) {
-    throw bad(`storage_path ${dir} holds no epoch_<n>.db file: it is not a devshardctl SQLite escrow store (a Postgres-backed devshardctl cannot be imported from a path).`, 'store_not_found');
+    throw bad(`storage_path ${given} holds no epoch_<n>.db file: it is not a devshardctl SQLite escrow store (a Postgres-backed devshardctl cannot be imported from a path).`, 'store_not_found');
   }
   const epochId = epochOf(dir, escrowId);
   const file = join(dir, `epoch_${epochId}.db`);
@@ -248,7 +315,7 @@ export function readDevshardctlStore(storagePath: string, escrowId: string): Dev
         'nonce_gap',
       );
     }
-    return { dir, session, diffs };
+    return { dir: given, session, diffs };
   } finally {
     db.close();
   }

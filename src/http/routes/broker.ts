@@ -116,7 +116,14 @@ export function registerBrokerRoutes(app: FastifyInstance, gateway: GatewayPort,
         return { ...result.completion, model: req.model };
       }
 
-      const sse = openSse(reply, { keepAliveMs: 10_000 });
+      // The request (and its concurrency slot) ends when the answer left the process, not when the
+      // host finished: an unread stream holds its slot, and is cut after slowClientTimeoutMs.
+      const sse = openSse(reply, { keepAliveMs: 10_000, slowClientTimeoutMs: app.clientLimits.slowClientTimeoutMs, onSlowClient: () => (request.logFields.error_code = 'slow_client') });
+      // The request's log line is written at 'close', which can come before the outcome is recorded.
+      const logUsage = (usage: { prompt_tokens: number; completion_tokens: number }) => {
+        request.logFields.prompt_tokens = usage.prompt_tokens;
+        request.logFields.completion_tokens = usage.completion_tokens;
+      };
       sse.signal.addEventListener('abort', () => abort.abort(new Error('client disconnected')), { once: true });
       try {
         for await (const chunk of result.chunks) {
@@ -126,25 +133,28 @@ export function registerBrokerRoutes(app: FastifyInstance, gateway: GatewayPort,
       } catch (err) {
         const failure = gateway.streamFailure(err, result.usage());
         const usage = failure.usage;
-        session.end({ usage, error: err instanceof Error ? err.message : String(err) });
         const apiError = answerFor(failure.error);
         metrics.errors.inc({ model, code: apiError.code ?? 'stream_error' });
-        observe(apiError.status, usage);
         request.logFields.error_code = apiError.code ?? undefined;
         // Headers are gone already: the error travels as a last SSE frame, like OpenAI's.
+        logUsage(usage);
         await sse.send(apiError.toBody());
         sse.end();
+        await sse.delivered();
+        session.end({ usage, error: err instanceof Error ? err.message : String(err) });
+        observe(apiError.status, usage);
         return reply;
       }
       const usage = result.usage();
-      if (sse.closed) {
-        session.end({ usage, error: 'client disconnected' });
+      logUsage(usage);
+      if (!sse.closed) sse.done();
+      if (!(await sse.delivered())) {
+        session.end({ usage, error: sse.slowClientCut ? 'client too slow: unsent bytes not taken in time' : 'client disconnected' });
         observe(499, usage);
         return reply;
       }
       session.end({ usage });
       observe(200, usage);
-      sse.done();
       return reply;
     },
   );

@@ -24,7 +24,13 @@ export const escrowIdSchema = {
   ],
 } as const;
 
-export const ENV_NAME_PATTERN = '^[A-Za-z_][A-Za-z0-9_]{0,127}$';
+/**
+ * An environment variable name a body may give as `private_key_env`: upper-case letters, digits and
+ * underscores, not starting with a digit (POSIX's portable names), at most 128 characters. Names
+ * such as `__proto__` or `constructor` cannot match, and the lookup (keyring.ts `envValue`) reads
+ * only the environment's own members anyway (issue 39; docs/faults.md, "Hostile env names").
+ */
+export const ENV_NAME_PATTERN = '^[A-Z_][A-Z0-9_]{0,127}$';
 
 /**
  * A uint64 of devshardctl's bodies (`fee_amount`, `gas_limit`): a JSON number, or a decimal string

@@ -174,8 +174,49 @@ export function estimateInputTokens(body: { messages: readonly ChatMessage[]; to
   return countPromptTokens(body);
 }
 
+/**
+ * How deep a chat request's JSON may nest: the body is level 1, each array or object inside it one
+ * more (`tools[0].function.parameters` is level 5, so a tool's parameter schema has 59 levels left).
+ * Deeper data is refused with a 400 before anything walks it: forwarding or counting a body nested
+ * thousands deep would exhaust the stack (issue 39). OpenAI's own limit on a structured-output
+ * schema is far lower (5 levels of nesting).
+ */
+export const MAX_JSON_DEPTH = 64;
+
+/**
+ * The param (its first three named members, e.g. `tools[0].function.parameters`) under which `value`
+ * nests deeper than `max` levels, or undefined. Iterative, and it never looks below level max + 1.
+ */
+export function tooDeepParam(value: unknown, max = MAX_JSON_DEPTH): string | undefined {
+  type Entry = { v: unknown; depth: number; param: string; named: number };
+  const stack: Entry[] = [{ v: value, depth: 1, param: '', named: 0 }];
+  while (stack.length > 0) {
+    const { v, depth, param, named } = stack.pop()!;
+    if (v === null || typeof v !== 'object') continue;
+    if (depth > max) return param || '(body)';
+    const entries: [string, unknown][] = Array.isArray(v) ? v.map((x, i) => [String(i), x]) : Object.entries(v);
+    for (let i = entries.length - 1; i >= 0; i--) {
+      const [k, x] = entries[i]!;
+      if (x === null || typeof x !== 'object') continue;
+      const index = Array.isArray(v);
+      const keep = named >= 3;
+      const childParam = keep ? param : index ? `${param}[${k}]` : param === '' ? k : `${param}.${k}`;
+      stack.push({ v: x, depth: depth + 1, param: childParam, named: keep || index ? named : named + 1 });
+    }
+  }
+  return undefined;
+}
+
 /** Cross-field rules of the spec/OpenAI that JSON schema states poorly. Throws a 400 ApiError. */
 export function checkChatRequest(req: ChatCompletionRequest): void {
+  const deep = tooDeepParam(req);
+  if (deep !== undefined) {
+    throw new ApiError(
+      400,
+      `Invalid value for '${deep}': JSON nested deeper than ${MAX_JSON_DEPTH} levels (the request body is level 1). Flatten it (for a JSON schema, use $defs and $ref instead of nesting) to at most ${MAX_JSON_DEPTH} levels.`,
+      { param: deep, code: 'nesting_too_deep' },
+    );
+  }
   req.messages.forEach((m, i) => {
     const hasToolCalls = Array.isArray(m.tool_calls) && m.tool_calls.length > 0;
     if (m.content === undefined && !hasToolCalls) {
