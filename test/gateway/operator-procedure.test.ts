@@ -313,12 +313,19 @@ describe('settle deferred while a streamed request is in flight', () => {
     }
     expect(view.state).toBe('settled');
     expect(view.in_flight).toBe(0);
-    expect(BigInt(view.spent)).toBe(BigInt(usageChunk!.usage!.total_tokens) * 1000n);
     // The chain refunds what the recorded settlement leaves. It was made at finalize, while the
     // request was in flight: over the devshard protocol nothing after MsgFinalizeRound enters it, so
     // the streamed request is not in host_stats (the log bills it; the chain does not).
     const settled = [...gw.store.readAll()].filter((r) => r.type === 'EscrowSettled').at(-1)!;
-    expect(BigInt((settled.data as { refund: string }).refund)).toBe(expectedRefund(gw.store, id, AMOUNT));
+    const { refund, totalPayout } = settled.data as { refund: string; totalPayout: string };
+    expect(BigInt(refund)).toBe(expectedRefund(gw.store, id, AMOUNT));
+    // Once settled the view shows the chain's numbers, and its breakdown names the request the
+    // settlement did not pay: billed by the log, unreconciled by the same amount.
+    const bill = BigInt(usageChunk!.usage!.total_tokens) * 1000n;
+    expect(BigInt(view.spent)).toBe(BigInt(totalPayout));
+    expect(BigInt(view.balance)).toBe(BigInt(refund));
+    expect(BigInt(view.chain_settlement.spent_breakdown.billed_requests)).toBe(bill);
+    expect(BigInt(view.chain_settlement.spent_breakdown.unreconciled)).toBe(-bill);
   });
 
   it('a client that disconnects mid-stream cancels the host request; the usage so far is accounted', async () => {
