@@ -8,7 +8,17 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { disposeTestGateway, startTestGateway } from '../helpers/gateway.js';
 import { attach, chatLoad, FAST_CHAIN, MODEL, ofType, waitFor, type RotationGateway } from './helpers.js';
 
-describe('the quick start with rotation on', { retry: 1 }, () => {
+/** A quick start (first escrow, rotation on) on 90-block epochs (4.5 s): as the rotation cycle test, a loaded machine still settles in the window. */
+const startQuickStart = async (): Promise<RotationGateway> =>
+  attach(
+    await startTestGateway({
+      quickStartEscrow: true,
+      quickStartRotation: true,
+      env: { GATEWAY_ROTATION_INTERVAL_MS: '100', GATEWAY_BALANCE_CHECK_INTERVAL_MS: '300', ...FAST_CHAIN, DEVNET_EPOCH_BLOCKS: '90' },
+    }),
+  );
+
+describe('the quick start', { retry: 1 }, () => {
   let gw: RotationGateway | undefined;
   afterEach(async () => {
     await disposeTestGateway(gw);
@@ -16,14 +26,7 @@ describe('the quick start with rotation on', { retry: 1 }, () => {
   });
 
   it('turns rotation on for its first escrow\'s model; the escrow is settled and replaced before it could be pruned, and chat keeps working', async () => {
-    gw = attach(
-      await startTestGateway({
-        quickStartEscrow: true,
-        quickStartRotation: true,
-        // 90-block epochs (4.5 s), as the rotation cycle test: a loaded machine still settles in the window.
-        env: { GATEWAY_ROTATION_INTERVAL_MS: '100', GATEWAY_BALANCE_CHECK_INTERVAL_MS: '300', ...FAST_CHAIN, DEVNET_EPOCH_BLOCKS: '90' },
-      }),
-    );
+    gw = await startQuickStart();
     const g = gw;
     const q = g.quickStart!;
     expect(q).toMatchObject({ rotation: true });
@@ -36,23 +39,10 @@ describe('the quick start with rotation on', { retry: 1 }, () => {
     expect(r.json.id).not.toMatch(new RegExp(`^devshard-${q.escrowId}-`));
     expect(ofType(g, 'RotationFailed')).toEqual([]);
   }, 60_000);
-});
 
-describe('the quick start across several prune windows', { retry: 1 }, () => {
-  let gw: RotationGateway | undefined;
-  afterEach(async () => {
-    await disposeTestGateway(gw);
-    gw = undefined;
-  });
 
   it('serves chat under load through four epoch switches with no 5xx; every escrow it leaves behind is settled, none pruned with its deposit', async () => {
-    gw = attach(
-      await startTestGateway({
-        quickStartEscrow: true,
-        quickStartRotation: true,
-        env: { GATEWAY_ROTATION_INTERVAL_MS: '100', GATEWAY_BALANCE_CHECK_INTERVAL_MS: '300', ...FAST_CHAIN, DEVNET_EPOCH_BLOCKS: '90' },
-      }),
-    );
+    gw = await startQuickStart();
     const g = gw;
     expect((await g.call('/v1/admin/settings', { body: { model_limits: [{ model_id: MODEL, access_mode: 'api_key' }] } })).status).toBe(200);
     const startHeight = g.devnet!.chain.state.height;
