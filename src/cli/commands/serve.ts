@@ -75,8 +75,9 @@ export async function runServe(opts: ServeOptions): Promise<void> {
   tuneV8ForServing();
   let gw;
   try {
-    // Nothing configured (the quick start): rotation keeps the first escrow's model served past its epoch.
-    gw = await startGateway(config, { logger, quickStartEscrow: true, quickStartRotation: config.sources.DEVSHARDS_JSON === 'fallback' });
+    // The quick start (no initial escrows named in the process environment, as `npm start` runs it:
+    // the generated shardgate.env or nothing): rotation keeps the first escrow's model served past its epoch.
+    gw = await startGateway(config, { logger, quickStartEscrow: true, quickStartRotation: config.sources.DEVSHARDS_JSON !== 'env' });
   } catch (err) {
     // The ways a start commonly fails get a sentence, not a stack trace.
     if (err instanceof ConfigError) {
