@@ -19,7 +19,10 @@ import { Pool } from 'undici';
 import type { ChainEscrow } from '../src/chain/port.js';
 import { readHostEvent } from '../src/network/devshard/host-events.js';
 import { inferenceRequestJson, sessionUrl, type SignedDiff } from '../src/network/devshard/request-body.js';
-import { applyChainBindParams, canonicalPromptHash, composeDiff, requestHeaderMessage, sessionConfigFromEscrow, signDiff, signMessage, Replica, type ChainBindParams } from '../src/protocol/index.js';
+import { applyChainBindParams, canonicalPromptHash, composeDiff, requestHeaderMessage, sessionConfigFromEscrow, signDiff, signMessage, Replica, NEWEST_VERSION, versionSpec, type ChainBindParams } from '../src/protocol/index.js';
+
+/** The version the gateway's escrows speak on the devnet (the newest we speak): its route and tag. */
+const PROTOCOL = versionSpec(NEWEST_VERSION)!;
 import { DevshardTxSchema, type DevshardTx } from '../src/protocol/gen/devshard/v1/diff_pb.js';
 import { MsgConfirmStartSchema, MsgStartInferenceSchema } from '../src/protocol/gen/devshard/v1/tx_pb.js';
 
@@ -37,7 +40,7 @@ class MinimalSession {
   ) {
     const n = escrow.slots.length;
     const config = applyChainBindParams(sessionConfigFromEscrow(n, escrow.session ?? {}), n, bind ?? {});
-    this.replica = Replica.create({ escrowId: escrow.id, slots: escrow.slots.map((s) => s.host), amount: escrow.amount, userAddress: escrow.creator, config });
+    this.replica = Replica.create({ escrowId: escrow.id, slots: escrow.slots.map((s) => s.host), amount: escrow.amount, userAddress: escrow.creator, config, version: PROTOCOL.name });
   }
 
   /** The request for the next nonce: executor URL and signed body. */
@@ -104,7 +107,7 @@ export async function startMinimalClient(opts: { escrows: ChainEscrow[]; bind?: 
     const { url, body, nonce } = s.prepare(chat, prompt);
     const ts = BigInt(Math.floor(Date.now() / 1000));
     const sig = signMessage(requestHeaderMessage(s.escrow.id, Buffer.from(body), ts), opts.privateKey);
-    const target = new URL(sessionUrl(url, s.escrow.id, 'chat/completions'));
+    const target = new URL(sessionUrl(url, s.escrow.id, 'chat/completions', PROTOCOL.defaultRoute));
     const res = await poolOf(target.origin).request({
       path: target.pathname,
       method: 'POST',
