@@ -44,7 +44,7 @@ interface Ended {
 }
 
 /** The broker routes over a stand-in whose every stream is `total` bytes of content in `piece`-byte chunks. */
-async function brokerApp(opts: { server: HttpServerLimits; maxConcurrent: number; piece: number; total: number }) {
+async function brokerApp(opts: { server: HttpServerLimits; maxConcurrent: number; piece: number; total: number; whole?: boolean }) {
   const logs = captureLogs();
   const metrics = createGatewayMetrics(new MetricsRegistry({ defaultMetrics: false }));
   const app = createHttpApp({ logger: createLogger({ level: 'info', stream: logs.stream }), metrics, server: opts.server, fastify: { forceCloseConnections: true } });
@@ -65,10 +65,13 @@ async function brokerApp(opts: { server: HttpServerLimits; maxConcurrent: number
         for (let sent = 0; sent < opts.total && !cmd.signal.aborted; sent += opts.piece) yield chunk(content);
         hostDone[i] = true;
       }
+      const usage = { prompt_tokens: 1, completion_tokens: 2, total_tokens: 3 };
+      if (opts.whole) hostDone[i] = true;
+      const completion = () => ({ id: 'c', object: 'chat.completion', created: 1, model: MODEL, usage, choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: 'x'.repeat(opts.total) } }] });
       return {
         escrowId: '1',
         nonce: i + 1,
-        result: { kind: 'stream', chunks: chunks(), usage: () => ({ prompt_tokens: 1, completion_tokens: 2, total_tokens: 3 }) },
+        result: opts.whole ? { kind: 'completion', completion: completion() } : { kind: 'stream', chunks: chunks(), usage: () => usage },
         end: (outcome: Ended) => {
           ended.push(outcome);
           release();
@@ -89,12 +92,14 @@ async function brokerApp(opts: { server: HttpServerLimits; maxConcurrent: number
 
 const body = JSON.stringify({ model: MODEL, stream: true, max_tokens: 4096, messages: [{ role: 'user', content: 'hi' }] });
 
-/** A client that sends a stream request and never reads the answer. */
-function pausedClient(port: number): Socket {
+const wholeBody = JSON.stringify({ model: MODEL, stream: false, max_tokens: 4096, messages: [{ role: 'user', content: 'hi' }] });
+
+/** A client that sends a stream request (or `payload`) and never reads the answer. */
+function pausedClient(port: number, payload = body): Socket {
   const s = connect(port, '127.0.0.1');
   s.pause();
   s.on('error', () => {});
-  s.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${CLIENT_KEY}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+  s.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${CLIENT_KEY}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(payload)}\r\n\r\n${payload}`);
   return s;
 }
 
@@ -159,6 +164,36 @@ describe('clients that never read their streams', () => {
     await until('the slot to come back', () => gw.limiter.counts().active_requests === 0);
     expect(gw.ended[0]!.error).toMatch(/client too slow/);
     expect(gw.responses[0]!.destroyed).toBe(true);
+  });
+
+  it('a whole (non-stream) answer also keeps its slot until it has left the gateway, then the connection is ended', async () => {
+    // 24 MB of content: the OS takes a few MB, the rest waits in the gateway.
+    const gw = await brokerApp({ server: { slowClientTimeoutMs: SLOW_MS }, maxConcurrent: 1, piece: 0, total: 24 * 1024 * 1024, whole: true });
+    cleanup.push(() => gw.app.close());
+    const s = pausedClient(gw.port, wholeBody);
+    cleanup.push(() => s.destroy());
+    await until('the answer to be ended with bytes unsent', () => gw.responses[0]?.writableEnded === true);
+    expect(gw.responses[0]!.writableFinished).toBe(false);
+    // The host is done; the slot is still held (before this fix it was given back before the send).
+    expect(gw.ended).toHaveLength(0);
+    expect(gw.limiter.counts().active_requests).toBe(1);
+    expect((await chat(gw.port)).status).toBe(429);
+    await until('the slot to come back', () => gw.limiter.counts().active_requests === 0);
+    expect(gw.ended[0]!.error).toMatch(/client too slow/);
+    expect(gw.responses[0]!.destroyed).toBe(true);
+    const lines = gw.logs.parsed().filter((l) => l.msg === 'request' && l.route === '/v1/chat/completions');
+    expect(lines.filter((l) => l.error_code === 'slow_client')).toHaveLength(1);
+  });
+
+  it('a whole answer read by its client ends the request normally (200, slot back)', async () => {
+    const gw = await brokerApp({ server: { slowClientTimeoutMs: SLOW_MS }, maxConcurrent: 1, piece: 0, total: 2 * 1024 * 1024, whole: true });
+    cleanup.push(() => gw.app.close());
+    const res = await fetch(`http://127.0.0.1:${gw.port}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${CLIENT_KEY}`, 'content-type': 'application/json' }, body: wholeBody });
+    expect(res.status).toBe(200);
+    const json = (await res.json()) as { choices: { message: { content: string } }[] };
+    expect(json.choices[0]!.message.content).toHaveLength(2 * 1024 * 1024);
+    await until('the slot to come back', () => gw.limiter.counts().active_requests === 0);
+    expect(gw.ended).toEqual([{ usage: { prompt_tokens: 1, completion_tokens: 2, total_tokens: 3 } }]);
   });
 
   it('a client that reads its whole answer ends the request normally (200, slot back)', async () => {

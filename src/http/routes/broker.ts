@@ -11,6 +11,7 @@ import { answerFor } from '../gateway-answers.js';
 import type { GatewayMetrics } from '../metrics.js';
 import { doc } from '../openapi.js';
 import { chatCompletionRequestSchema, normalizeChatRequest } from '../schemas/chat.js';
+import { awaitDelivery } from '../delivery.js';
 import { openSse } from '../sse.js';
 
 const OWNED_BY = 'gonka';
@@ -109,11 +110,19 @@ export function registerBrokerRoutes(app: FastifyInstance, gateway: GatewayPort,
       const result = session.result;
       if (result.kind === 'completion') {
         const usage = result.completion.usage;
-        session.end({ usage });
-        observe(200, usage);
+        // The slot is held until the answer left the process (a client that does not read keeps it).
+        const delivered = awaitDelivery(reply.raw, { slowClientTimeoutMs: app.clientLimits.slowClientTimeoutMs, onSlowClient: () => (request.logFields.error_code = 'slow_client') });
         // The host's own text when it already names the model the client asked for (saves a serialization).
-        if (result.text !== undefined && result.completion.model === req.model) return reply.type('application/json; charset=utf-8').send(result.text);
-        return { ...result.completion, model: req.model };
+        if (result.text !== undefined && result.completion.model === req.model) reply.type('application/json; charset=utf-8').send(result.text);
+        else reply.send({ ...result.completion, model: req.model });
+        if (await delivered) {
+          session.end({ usage });
+          observe(200, usage);
+        } else {
+          session.end({ usage, error: request.logFields.error_code === 'slow_client' ? 'client too slow: unsent bytes not taken in time' : 'client disconnected' });
+          observe(499, usage);
+        }
+        return reply;
       }
 
       // The request (and its concurrency slot) ends when the answer left the process, not when the
