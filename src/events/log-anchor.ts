@@ -10,9 +10,10 @@
  * - an event after the anchor changed in place (its stored hash no longer recomputes);
  * - events before the anchor re-hashed after a change (the hash at the anchor differs);
  * - the whole chain and the anchor row rewritten together: only with the key (the MAC fails).
- * What it does not: an event before the anchor changed and its stored hash left as it was (found
- * by `shardgate verify`, which re-hashes everything); a rewrite by someone holding the key; a
- * whole-file rollback to an older copy (its anchor is older and still valid).
+ * An event before the anchor changed with its stored hash left as it was is found after the start
+ * by the background check of what the start did not re-hash (`checkPrefixInBackground`), and by
+ * `shardgate verify`. Not caught: a rewrite by someone holding the key; a whole-file rollback to
+ * an older copy (its anchor is older and still valid).
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { existsSync } from 'node:fs';
@@ -70,6 +71,9 @@ const ANCHOR_TABLE = `CREATE TABLE IF NOT EXISTS log_anchor (
   mac      TEXT
 ) STRICT`;
 
+const ADOPT_REMEDY =
+  'If DEVSHARD_LOG_HMAC_KEY was just set for this log, run `shardgate verify --anchor` once (it re-hashes the whole log and keys its anchor); otherwise the log may have been rewritten';
+
 export function anchorMac(key: string, position: number, hash: string): string {
   return createHmac('sha256', key).update(`shardgate-log-anchor\n${position}\n${hash}`).digest('hex');
 }
@@ -107,10 +111,11 @@ export function verifyChainFrom(
   db: Database.Database,
   after: number,
   prevHash: string,
+  until = Number.MAX_SAFE_INTEGER,
 ): { ok: true; position: number; hash: string; checked: number } | StartCheckFailure {
   let expected = after + 1;
   let prev = prevHash;
-  const rows = db.prepare(`SELECT ${EVENT_COLUMNS} FROM events WHERE position > ? ORDER BY position`).raw().iterate(after) as IterableIterator<EventRow>;
+  const rows = db.prepare(`SELECT ${EVENT_COLUMNS} FROM events WHERE position > ? AND position <= ? ORDER BY position`).raw().iterate(after, until) as IterableIterator<EventRow>;
   for (const [position, streamId, streamVersion, type, schemaVersion, dataJson, metadataJson, time, storedPrev, hash] of rows) {
     const fail = (reason: string): StartCheckFailure => {
       rows.return?.();
@@ -148,8 +153,9 @@ export function checkLogAtStart(filePath: string, opts: { key?: string } = {}): 
       if (stored === undefined) return { ok: false, position: anchor.position, reason: `the last verified event (position ${anchor.position}) is missing: the log was truncated or replaced` };
       if (stored !== anchor.hash) return { ok: false, position: anchor.position, reason: `the hash at the last verified position ${anchor.position} changed: events up to it were rewritten` };
       if (opts.key !== undefined) {
-        if (anchor.mac === null) warnings.push(`the log anchor at position ${anchor.position} was recorded without DEVSHARD_LOG_HMAC_KEY; it is keyed from now on`);
-        else if (!macMatches(opts.key, anchor)) {
+        // A stripped MAC and a key set for the first time look alike: the operator says which.
+        if (anchor.mac === null) return { ok: false, position: anchor.position, reason: `the log anchor at position ${anchor.position} was recorded without DEVSHARD_LOG_HMAC_KEY. ${ADOPT_REMEDY}` };
+        if (!macMatches(opts.key, anchor)) {
           return { ok: false, position: anchor.position, reason: `the log anchor at position ${anchor.position} does not match DEVSHARD_LOG_HMAC_KEY: the log was rewritten, or the key changed` };
         }
       } else if (anchor.mac !== null) {
@@ -157,6 +163,10 @@ export function checkLogAtStart(filePath: string, opts: { key?: string } = {}): 
       }
       from = anchor.position;
       fromHash = anchor.hash;
+    } else if (opts.key !== undefined) {
+      // With a key, a log that has events and no anchor had it deleted, or predates the key.
+      const tail = (db.prepare('SELECT MAX(position) FROM events').pluck().get() as number | null) ?? 0;
+      if (tail > 0) return { ok: false, position: tail, reason: `the log has no anchor recorded under DEVSHARD_LOG_HMAC_KEY. ${ADOPT_REMEDY}` };
     }
     const result = verifyChainFrom(db, from, fromHash);
     if (!result.ok) return result;
@@ -167,6 +177,93 @@ export function checkLogAtStart(filePath: string, opts: { key?: string } = {}): 
       opts.key !== undefined ? anchorMac(opts.key, result.position, result.hash) : null,
     );
     return { ok: true, from, to: result.position, checked: result.checked, keyed: opts.key !== undefined, warnings };
+  } finally {
+    db.close();
+  }
+}
+
+export type AnchorVerdict =
+  | { state: 'none' }
+  | { state: 'holds'; position: number; keyed: 'checked' | 'unkeyed' | 'key-unset' }
+  | { state: 'failed'; position: number; reason: string };
+
+/**
+ * `shardgate verify`'s look at the anchor, after the whole chain re-hashed: the event at the
+ * anchor's position still has the recorded hash, and with `key` the MAC holds. A log rewritten
+ * whole with a consistent chain passes the re-hash and fails here (with the key).
+ */
+export function verifyAnchor(filePath: string, key: string | undefined): AnchorVerdict {
+  if (!existsSync(filePath)) return { state: 'none' };
+  const db = new Database(filePath, { readonly: true, fileMustExist: true });
+  try {
+    const anchor = anchorRow(db);
+    if (!anchor) return { state: 'none' };
+    if (anchor.position > 0) {
+      const stored = db.prepare('SELECT hash FROM events WHERE position = ?').pluck().get(anchor.position) as string | undefined;
+      if (stored === undefined) return { state: 'failed', position: anchor.position, reason: `the last verified event (position ${anchor.position}) is missing: the log was truncated or replaced` };
+      if (stored !== anchor.hash) return { state: 'failed', position: anchor.position, reason: `the hash at the last verified position ${anchor.position} differs from the one a start recorded: events up to it were rewritten` };
+    }
+    if (key === undefined) return { state: 'holds', position: anchor.position, keyed: anchor.mac === null ? 'unkeyed' : 'key-unset' };
+    if (anchor.mac === null) return { state: 'holds', position: anchor.position, keyed: 'unkeyed' };
+    if (!macMatches(key, anchor)) return { state: 'failed', position: anchor.position, reason: `the log anchor at position ${anchor.position} does not match DEVSHARD_LOG_HMAC_KEY: the log was rewritten, or the key changed` };
+    return { state: 'holds', position: anchor.position, keyed: 'checked' };
+  } finally {
+    db.close();
+  }
+}
+
+export type PrefixCheckResult = { ok: true; checked: number } | StartCheckFailure;
+
+/**
+ * Re-hashes positions 1..`until` (what the start check took on trust from the anchor), a batch at a
+ * time with the event loop free between batches, each batch its own short read (no transaction
+ * held across the check). Ends at the first bad position. `stopped()` ends it early (shutdown).
+ */
+export async function checkPrefixInBackground(
+  filePath: string,
+  until: number,
+  opts: { batch?: number; stopped?: () => boolean } = {},
+): Promise<PrefixCheckResult | undefined> {
+  if (until <= 0) return { ok: true, checked: 0 };
+  const batch = opts.batch ?? 5_000;
+  const db = new Database(filePath, { readonly: true, fileMustExist: true });
+  try {
+    let at = 0;
+    let hash = '';
+    while (at < until) {
+      if (opts.stopped?.()) return undefined;
+      const to = Math.min(until, at + batch);
+      const r = verifyChainFrom(db, at, hash, to);
+      if (!r.ok) return r;
+      if (r.position !== to) return { ok: false, position: r.position + 1, reason: `gap: position ${r.position + 1} is missing` };
+      at = r.position;
+      hash = r.hash;
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    return { ok: true, checked: until };
+  } finally {
+    db.close();
+  }
+}
+
+/**
+ * `shardgate verify --anchor`: records `position`/`hash` (a tail the caller just verified whole) as
+ * the anchor, keyed when `key` is given. Refused when the log moved on or changed meanwhile.
+ */
+export function recordAnchor(filePath: string, position: number, hash: string, key: string | undefined): void {
+  const db = new Database(filePath, { fileMustExist: true, timeout: 5_000 });
+  try {
+    db.transaction(() => {
+      const tail = (db.prepare('SELECT MAX(position) FROM events').pluck().get() as number | null) ?? 0;
+      const stored = position === 0 ? '' : (db.prepare('SELECT hash FROM events WHERE position = ?').pluck().get(position) as string | undefined);
+      if (tail !== position || stored !== hash) throw new Error(`the log changed during verification (tail ${tail}, verified ${position}): stop the gateway and run it again`);
+      db.exec(ANCHOR_TABLE);
+      db.prepare('INSERT INTO log_anchor (id, position, hash, mac) VALUES (1, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET position = excluded.position, hash = excluded.hash, mac = excluded.mac').run(
+        position,
+        hash,
+        key !== undefined ? anchorMac(key, position, hash) : null,
+      );
+    })();
   } finally {
     db.close();
   }

@@ -68,6 +68,7 @@ export async function openChat(ctx: GatewayContext, cmd: ChatCommand): Promise<C
     throw refuse.adminOnlyModel(req.model);
   }
   admitDuringPoc(ctx);
+  if (ctx.logCheck?.state === 'failed') throw refuse.eventLogTampered(ctx.logCheck.position, ctx.logCheck.reason);
   const release = ctx.limiter.acquire(req.inputTokens);
   let session: ChatSession;
   try {

@@ -36,4 +36,14 @@ export interface GatewayContext {
   hostAcks?: { flush(): Promise<unknown> };
   /** Called after a settings change is durable (rotation reconfigures itself). */
   onSettingsChanged?: () => void;
+  /**
+   * The background re-hash of the log before the start's anchor (log-anchor.ts): while it runs or
+   * once it passed, chat is served; once it failed, chat answers 503 naming the position.
+   */
+  logCheck?: LogCheckState;
 }
+
+export type LogCheckState =
+  | { state: 'checking'; until: number }
+  | { state: 'ok'; checked: number }
+  | { state: 'failed'; position: number; reason: string };

@@ -69,6 +69,11 @@ export function clip(value: string, max = 256): string {
 
 /** Common refusals, so the same condition reads the same everywhere. */
 export const refuse = {
+  /** The background check found the log altered before the start's anchor: no more chat from it. */
+  eventLogTampered: (position: number, reason: string) =>
+    new GatewayError('unavailable', 'event_log_tampered', `The event log failed verification at position ${position} (${reason}); this gateway no longer serves chat from it.`, {
+      remedy: 'The operator runs `shardgate verify` and restores the log from a backup.',
+    }),
   invalid: (message: string, param: string | null = null, rule = 'invalid_value') => new GatewayError('invalid', rule, message, { param }),
   /**
    * The spec's admin_only refusal (401): the message must contain "requires an admin API key". The

@@ -118,6 +118,8 @@ export function statusDocument(ctx: GatewayContext) {
     limiter,
     // Disk space of the event log's file system: a full disk makes appends fail (chat 503).
     storage: storageSpace(ctx.config.server.storageDir, ctx.config.server.storageLowBytes),
+    // The background re-hash of the log before the start's anchor (failed: chat answers 503).
+    ...(ctx.logCheck ? { event_log_check: ctx.logCheck } : {}),
   };
   const only = devshards.length === 1 ? devshards[0]! : undefined;
   const singleId = ctx.config.mode.kind === 'single' ? ctx.config.mode.escrowId : only?.id;

@@ -14,7 +14,7 @@ import { startDevnet, type Devnet } from '../devnet/chain/index.js';
 import type { ChainPort } from '../chain/port.js';
 import type { GatewayConfig } from '../config/index.js';
 import { eventsFile, openSqliteEventStore, type SqliteEventStore } from '../events/sqlite-store.js';
-import { checkLogAtStart, EventLogTamperedError } from '../events/log-anchor.js';
+import { checkLogAtStart, checkPrefixInBackground, EventLogTamperedError, readAnchor, recordAnchor } from '../events/log-anchor.js';
 import { storageSpace } from '../gateway/status-document.js';
 import { createHttpApp } from '../http/app.js';
 import { createLogger } from '../http/logger.js';
@@ -71,7 +71,7 @@ export interface RunningGateway {
   /** What the quick start made (the first escrow, and whether rotation replaces it). */
   quickStart?: QuickStart;
   /** The background tasks (tests drive them with tick()). */
-  tasks: { rotation: ReturnType<typeof startRotation>; depletion: ReturnType<typeof startDepletionCheck>; drain: DrainTask; pruneWatch: ReturnType<typeof startPruneWatch> };
+  tasks: { rotation: ReturnType<typeof startRotation>; depletion: ReturnType<typeof startDepletionCheck>; drain: DrainTask; pruneWatch: ReturnType<typeof startPruneWatch>; /** The background re-hash of the log before the start's anchor; resolves when it ended. */ logCheck: Promise<void> };
   url: string;
   app: FastifyInstance;
   ctx: GatewayContext;
@@ -117,6 +117,9 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
     throw err;
   }
   const emptyLog = store.lastPosition() === 0;
+  // A new log gets its anchor at once (keyed when a key is set): with a key, a log with events and
+  // no anchor is refused at the next start (its anchor row was deleted).
+  if (emptyLog && readAnchor(eventsFile(config.server.storageDir)) === undefined) recordAnchor(eventsFile(config.server.storageDir), 0, '', config.keys.logHmacKey);
   const { projections, detach } = followProjections(store);
   const engine = new Engine(store, projections);
   // Before the chain is reached: a first start that fails there (node unreachable) has created the
@@ -240,6 +243,23 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
   };
 
   ctxRef = ctx;
+  // What the start check took on trust from the anchor (positions 1..check.from) is re-hashed in
+  // the background while the gateway serves; a failure stops chat (503 event_log_tampered).
+  let stoppingLogCheck = false;
+  ctx.logCheck = { state: 'checking', until: check.from };
+  const logCheck = checkPrefixInBackground(eventsFile(config.server.storageDir), check.from, { stopped: () => stoppingLogCheck }).then(
+    (r) => {
+      if (!r) return;
+      if (r.ok) {
+        ctx.logCheck = { state: 'ok', checked: r.checked };
+        logger.info({ component: 'event_log', events_checked: r.checked }, 'event_log_prefix_verified');
+      } else {
+        ctx.logCheck = { state: 'failed', position: r.position, reason: r.reason };
+        logger.fatal({ component: 'event_log', position: r.position }, `event_log_verification_failed: position ${r.position}: ${r.reason}. Chat is refused from now on (503 event_log_tampered); run \`shardgate verify\` and restore the log from a backup.`);
+      }
+    },
+    (err: unknown) => logger.error({ err, component: 'event_log' }, 'the background check of the event log could not run'),
+  );
   const report = await reconcile(ctx);
   if (report.creates.length || report.settles.length || report.orphanedRequests || report.noncesSkipped.length || report.noncesReleased.length) logger.info({ reconcile: report }, 'reconciled recorded chain intents');
   // Outcomes still unknown (node unreachable, tx not yet included) are asked for by hash until known.
@@ -283,6 +303,8 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
       await Promise.race([closed, new Promise((r) => setTimeout(r, Math.max(0, deadline - Date.now())))]);
       clearInterval(checkpointTimer);
       chainInfo.stop();
+      stoppingLogCheck = true;
+      await logCheck;
       await stopIntentReconciler();
       await rotation.stop();
       depletion.stop();
@@ -307,7 +329,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
       unlock();
     })());
 
-  return { url, app, ctx, store, devnet, stop, tasks: { rotation, depletion, drain: drainTask, pruneWatch }, ...(quickStart ? { quickStart } : {}) };
+  return { url, app, ctx, store, devnet, stop, tasks: { rotation, depletion, drain: drainTask, pruneWatch, logCheck }, ...(quickStart ? { quickStart } : {}) };
 }
 
 /**

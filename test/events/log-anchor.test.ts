@@ -5,7 +5,8 @@
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { eventHash } from '../../src/events/hash.js';
-import { checkLogAtStart, readAnchor } from '../../src/events/log-anchor.js';
+import { runVerify } from '../../src/cli/commands/verify.js';
+import { checkLogAtStart, checkPrefixInBackground, readAnchor } from '../../src/events/log-anchor.js';
 import { eventsFile, openSqliteEventStore } from '../../src/events/sqlite-store.js';
 import { ev, tempStorage } from '../helpers/store-fixtures.js';
 
@@ -44,6 +45,11 @@ function rehashAll(): void {
   }
   raw.exec(`CREATE TRIGGER events_no_update BEFORE UPDATE ON events BEGIN SELECT RAISE(ABORT, 'events are append-only: UPDATE is forbidden'); END`);
   raw.close();
+}
+
+/** The fixture's log was written before a key was set: the operator keys its anchor once. */
+async function keyAnchor(): Promise<void> {
+  if ((await runVerify(file, () => {}, () => {}, KEY, { anchor: true })) !== 0) throw new Error('verify --anchor failed');
 }
 
 beforeEach(async () => {
@@ -86,7 +92,8 @@ describe('checkLogAtStart', () => {
     expect(checkLogAtStart(file)).toMatchObject({ ok: false, position: 10 });
   });
 
-  it('with a key: refuses a whole-chain rewrite that also rewrote the anchor row', () => {
+  it('with a key: refuses a whole-chain rewrite that also rewrote the anchor row', async () => {
+    await keyAnchor();
     expect(checkLogAtStart(file, { key: KEY })).toMatchObject({ ok: true, keyed: true });
     tamper(`UPDATE events SET data = '{"amount":"999999","i":3}' WHERE position = 4`);
     rehashAll();
@@ -102,13 +109,29 @@ describe('checkLogAtStart', () => {
     expect(checkLogAtStart(file)).toMatchObject({ ok: true });
   });
 
-  it('keys an anchor recorded without a key from then on, with a warning', () => {
+  it('with a key: refuses an anchor recorded without one (a stripped MAC looks the same) until `verify --anchor` keys it', async () => {
     checkLogAtStart(file);
     const r = checkLogAtStart(file, { key: KEY });
-    expect(r).toMatchObject({ ok: true, keyed: true });
-    expect(r.ok && r.warnings.join()).toMatch(/without DEVSHARD_LOG_HMAC_KEY/);
+    expect(r).toMatchObject({ ok: false, position: 10 });
+    expect(!r.ok && r.reason).toMatch(/recorded without DEVSHARD_LOG_HMAC_KEY.*shardgate verify --anchor/);
+    // The operator's step: a whole verification, then the anchor keyed at the tail.
+    let out = '';
+    expect(await runVerify(file, (x) => (out += x), (x) => (out += x), KEY, { anchor: true })).toBe(0);
+    expect(out).toContain('log anchor recorded at position 10, keyed with DEVSHARD_LOG_HMAC_KEY');
     expect(readAnchor(file)?.mac).toMatch(/^[0-9a-f]{64}$/);
+    expect(checkLogAtStart(file, { key: KEY })).toMatchObject({ ok: true, keyed: true, warnings: [] });
     expect(checkLogAtStart(file, { key: 'another-key' })).toMatchObject({ ok: false, position: 10 });
+  });
+
+  it('with a key: refuses a log whose anchor row was deleted', async () => {
+    await keyAnchor();
+    expect(checkLogAtStart(file, { key: KEY })).toMatchObject({ ok: true });
+    const raw = new Database(file);
+    raw.exec('DELETE FROM log_anchor');
+    raw.close();
+    const r = checkLogAtStart(file, { key: KEY });
+    expect(r).toMatchObject({ ok: false, position: 10 });
+    expect(!r.ok && r.reason).toMatch(/no anchor recorded under DEVSHARD_LOG_HMAC_KEY/);
   });
 
   it('refuses a log truncated below the anchor', () => {
@@ -126,5 +149,65 @@ describe('checkLogAtStart', () => {
     openSqliteEventStore(empty).close();
     expect(checkLogAtStart(empty)).toMatchObject({ ok: true, to: 0 });
     expect(checkLogAtStart(empty)).toMatchObject({ ok: true, from: 0, to: 0 });
+  });
+});
+
+describe('shardgate verify and the anchor', () => {
+  const verify = async (key?: string) => {
+    let out = '';
+    const code = await runVerify(file, (x) => (out += x), (x) => (out += x), key);
+    return { code, out };
+  };
+
+  it('says the anchor holds, and whether its MAC was checked', async () => {
+    await keyAnchor();
+    expect(await verify(KEY)).toMatchObject({ code: 0, out: expect.stringContaining('log anchor at position 10 holds; its MAC matches DEVSHARD_LOG_HMAC_KEY') });
+    expect((await verify()).out).toContain('keyed, but DEVSHARD_LOG_HMAC_KEY is unset here');
+  });
+
+  it('with the key: fails a whole-chain rewrite that re-hashed everything and moved the anchor row (the chain alone verifies)', async () => {
+    await keyAnchor();
+    tamper(`UPDATE events SET data = '{"amount":"999999","i":3}' WHERE position = 4`);
+    rehashAll();
+    const raw = new Database(file);
+    raw.prepare('UPDATE log_anchor SET hash = ? WHERE id = 1').run(raw.prepare('SELECT hash FROM events WHERE position = 10').pluck().get());
+    raw.close();
+    const r = await verify(KEY);
+    expect(r.code).toBe(1);
+    expect(r.out).toMatch(/FAILED at position 10: the log anchor at position 10 does not match DEVSHARD_LOG_HMAC_KEY/);
+    expect(r.out).not.toContain(KEY);
+    // Without the key the rewrite is consistent: verify cannot tell (docs/faults.md says so).
+    expect((await verify()).code).toBe(0);
+  });
+
+  it('fails a chain re-hashed below an anchor that was left as it was', async () => {
+    checkLogAtStart(file);
+    tamper(`UPDATE events SET data = '{"amount":"999999","i":3}' WHERE position = 4`);
+    rehashAll();
+    const r = await verify();
+    expect(r.code).toBe(1);
+    expect(r.out).toMatch(/FAILED at position 10: the hash at the last verified position 10 differs/);
+  });
+});
+
+describe('the background check of what the start took on trust', () => {
+  it('finds an event before the anchor changed with its stored hash left as it was, by position', async () => {
+    checkLogAtStart(file);
+    await appendEvents(10, 5);
+    expect(checkLogAtStart(file)).toMatchObject({ ok: true, from: 10, to: 15 });
+    tamper(`UPDATE events SET data = '{"amount":"999999","i":3}' WHERE position = 4`);
+    // The start does not see it (only the tail is re-hashed)...
+    expect(checkLogAtStart(file)).toMatchObject({ ok: true, from: 15, checked: 0 });
+    // ...the background check does, in batches.
+    const r = await checkPrefixInBackground(file, 15, { batch: 3 });
+    expect(r).toMatchObject({ ok: false, position: 4 });
+    expect(r && !r.ok && r.reason).toMatch(/hash mismatch/);
+  });
+
+  it('passes an untouched log, batch by batch, and stops when asked', async () => {
+    await appendEvents(10, 5);
+    expect(await checkPrefixInBackground(file, 15, { batch: 4 })).toEqual({ ok: true, checked: 15 });
+    expect(await checkPrefixInBackground(file, 15, { batch: 4, stopped: () => true })).toBeUndefined();
+    expect(await checkPrefixInBackground(file, 0)).toEqual({ ok: true, checked: 0 });
   });
 });

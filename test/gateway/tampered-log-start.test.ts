@@ -9,7 +9,7 @@ import { ensureBuilt, repoRoot } from '../helpers/store-dist.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { eventsFile } from '../../src/events/sqlite-store.js';
 import { EventLogTamperedError } from '../../src/events/log-anchor.js';
-import { disposeTestGateway, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { disposeTestGateway, MODEL, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
 let gw: TestGateway | undefined;
 afterEach(async () => {
@@ -70,6 +70,38 @@ describe('start on a tampered log', () => {
     const again = JSON.parse(gw.logs.find((l) => l.includes('event_log_verified'))!);
     expect(again).toMatchObject({ verified_from: 0, verified_to: tail, keyed: false });
   }, 30_000);
+});
+
+describe('an event changed before the anchor, its stored hash left as it was', () => {
+  it('is found by the background check after the start: chat answers 503 event_log_tampered naming the position, /v1/status shows it', async () => {
+    gw = await startTestGateway({ quickStartEscrow: true });
+    expect((await gw.call('/v1/admin/settings', { method: 'POST', body: { default_request_max_tokens: 1000 } })).status).toBe(200);
+    await gw.ctx.engine.idle();
+    const changed = gw.store.lastPosition();
+    // A second start moves the anchor past it; the third start then re-hashes nothing before it.
+    gw = await gw.restart();
+    await gw.tasks.logCheck;
+    expect((await gw.call('/v1/status', { key: 'none' })).json.event_log_check).toMatchObject({ state: 'ok' });
+    const { storageDir, keys, env } = gw;
+    await gw.stop();
+    const raw = new Database(eventsFile(storageDir));
+    const data = JSON.parse(raw.prepare('SELECT data FROM events WHERE position = ?').pluck().get(changed) as string);
+    raw.exec('DROP TRIGGER events_no_update');
+    raw.prepare('UPDATE events SET data = ? WHERE position = ?').run(JSON.stringify({ ...data, tampered: true }), changed);
+    raw.exec(`CREATE TRIGGER events_no_update BEFORE UPDATE ON events BEGIN SELECT RAISE(ABORT, 'events are append-only: UPDATE is forbidden'); END`);
+    raw.close();
+
+    gw = await startTestGateway({ storageDir, keys, env });
+    await gw.tasks.logCheck;
+    const status = await gw.call('/v1/status', { key: 'none' });
+    expect(status.json.event_log_check).toMatchObject({ state: 'failed', position: changed });
+    const chat = await gw.call('/v1/chat/completions', { body: { model: MODEL, messages: [{ role: 'user', content: 'hi' }] } });
+    expect(chat.status).toBe(503);
+    expect(chat.json.error.code).toBe('event_log_tampered');
+    expect(chat.json.error.message).toContain(`position ${changed}`);
+    expect(chat.json.error.message).toContain('shardgate verify');
+    expect(gw.logs.join('\n')).toContain(`event_log_verification_failed: position ${changed}`);
+  }, 60_000);
 });
 
 describe('storage space', () => {

@@ -1,5 +1,7 @@
 import type { Command } from 'commander';
 import { eventsFile, defaultStorageDir } from '../../events/storage-path.js';
+import { recordAnchor, verifyAnchor, type AnchorVerdict } from '../../events/log-anchor.js';
+import { lockStorage } from '../../gateway/storage-lock.js';
 import { verifyLog } from '../../events/verify.js';
 import { projectionsCheck, type ProjectionsCheckReport } from '../../projections/verify-check.js';
 import { devshardCheck, failureText, isMissingFacts, type EscrowAudit } from '../../gateway/devshard-audit.js';
@@ -25,11 +27,37 @@ function hostsSummary(e: EscrowAudit): string {
   return `applied by the hosts: ${parts.join(', ')}`;
 }
 
-/** Verifies the log at `file`, writing the summary or the failures; answers the exit code. */
-export async function runVerify(file: string, out: (s: string) => void = (s) => process.stdout.write(s), err: (s: string) => void = (s) => process.stderr.write(s)): Promise<number> {
+/** The anchor's line of the summary (docs/faults.md, "Tampered log at start"). */
+function anchorSummary(a: Extract<AnchorVerdict, { state: 'holds' }>): string {
+  const mac =
+    a.keyed === 'checked'
+      ? 'its MAC matches DEVSHARD_LOG_HMAC_KEY'
+      : a.keyed === 'key-unset'
+        ? 'keyed, but DEVSHARD_LOG_HMAC_KEY is unset here: its MAC was not checked'
+        : 'recorded without a key (set DEVSHARD_LOG_HMAC_KEY to detect a rewrite of the whole log)';
+  return `log anchor at position ${a.position} holds; ${mac}`;
+}
+
+/**
+ * Verifies the log at `file`, writing the summary or the failures; answers the exit code. `key` is
+ * DEVSHARD_LOG_HMAC_KEY (the anchor's MAC is checked when it is given).
+ */
+export async function runVerify(
+  file: string,
+  out: (s: string) => void = (s) => process.stdout.write(s),
+  err: (s: string) => void = (s) => process.stderr.write(s),
+  key: string | undefined = process.env.DEVSHARD_LOG_HMAC_KEY || undefined,
+  opts: { anchor?: boolean } = {},
+): Promise<number> {
   let projections: ProjectionsCheckReport | undefined;
   let devshard: EscrowAudit[] = [];
-  const result = await verifyLog(file, [projectionsCheck((r) => (projections = r)), devshardCheck((r) => (devshard = r))]);
+  // --anchor: the whole log is about to be re-hashed, so the old anchor (unkeyed, or none) is not needed to trust it.
+  const anchor: AnchorVerdict = opts.anchor ? { state: 'none' } : verifyAnchor(file, key);
+  const result = await verifyLog(file, [
+    projectionsCheck((r) => (projections = r)),
+    devshardCheck((r) => (devshard = r)),
+    () => (anchor.state === 'failed' ? { position: anchor.position, reason: anchor.reason } : undefined),
+  ]);
   if (result.ok) {
     const head = result.lastHash ? `, last hash ${result.lastHash}` : '';
     const proj =
@@ -39,6 +67,11 @@ export async function runVerify(file: string, out: (s: string) => void = (s) => 
           ? `; projections checkpoint at position ${projections.position} has an older format (a gateway rebuilds it)`
           : '; no projections checkpoint stored yet';
     out(`ok: ${result.events} events verified in ${file}, last position ${result.lastPosition}${head}${proj}\n`);
+    if (anchor.state === 'holds') out(`${anchorSummary(anchor)}\n`);
+    if (opts.anchor) {
+      recordAnchor(file, result.lastPosition, result.lastHash, key);
+      out(`log anchor recorded at position ${result.lastPosition}${key !== undefined ? ', keyed with DEVSHARD_LOG_HMAC_KEY' : ' without a key (DEVSHARD_LOG_HMAC_KEY is unset)'}\n`);
+    }
     for (const line of devshardSummary(devshard)) out(`${line}\n`);
     for (const w of result.warnings) err(`warning: ${w}\n`);
     for (const f of devshard.flatMap((e) => e.failures).filter(isMissingFacts)) err(`warning: ${failureText(f)}\n`);
@@ -64,7 +97,19 @@ export function registerVerify(program: Command): void {
     .command('verify')
     .description('check positions, stream versions and the hash chain of the event log, the stored projections checkpoint against a rebuild, and every devshard protocol session against its replica rebuilt from the log')
     .option('--storage <dir>', 'storage directory (default: $DEVSHARD_STORAGE_DIR or .devshardctl)')
-    .action(async (opts: { storage?: string }) => {
-      process.exitCode = await runVerify(eventsFile(opts.storage ?? defaultStorageDir()));
+    .option('--anchor', 'after the whole log verified, record its tail as the start check\'s anchor, keyed with DEVSHARD_LOG_HMAC_KEY (once, when the key is set for an existing log; the gateway must be stopped)')
+    .action(async (opts: { storage?: string; anchor?: boolean }) => {
+      const dir = opts.storage ?? defaultStorageDir();
+      if (!opts.anchor) {
+        process.exitCode = await runVerify(eventsFile(dir));
+        return;
+      }
+      // Writing the anchor needs the storage to itself: a running gateway holds the lock.
+      const unlock = lockStorage(dir);
+      try {
+        process.exitCode = await runVerify(eventsFile(dir), undefined, undefined, undefined, { anchor: true });
+      } finally {
+        unlock();
+      }
     });
 }
