@@ -151,27 +151,31 @@ export interface TxOutcome {
   events: { type: string; attributes: { key: string; value: string }[] }[];
 }
 
-export type ChainErrorKind =
-  | 'not_allowlisted'
+/** The kinds of chain failure, as a list (a recorded failure's kind is one of them). */
+export const CHAIN_ERROR_KINDS = [
+  'not_allowlisted',
   /** The keeper's `escrow amount X out of range [min, max]`. */
-  | 'amount_out_of_range'
+  'amount_out_of_range',
   /** Older logs only (before the real texts were mapped). */
-  | 'below_min_amount'
-  | 'insufficient_funds'
-  | 'epoch_limit'
-  | 'already_settled'
-  | 'wrong_epoch'
-  | 'bad_signatures'
-  | 'wrong_settler'
-  | 'nonce_too_high'
+  'below_min_amount',
+  'insufficient_funds',
+  'epoch_limit',
+  'already_settled',
+  'wrong_epoch',
+  'bad_signatures',
+  'wrong_settler',
+  'nonce_too_high',
   /** The settlement's version tag is not among the approved devshard versions (a non-empty list). */
-  | 'version_not_approved'
-  | 'overspent'
-  | 'not_found'
-  | 'bad_sequence'
-  | 'unreachable'
-  | 'timeout'
-  | 'rejected';
+  'version_not_approved',
+  'overspent',
+  'not_found',
+  'bad_sequence',
+  'unreachable',
+  'timeout',
+  'rejected',
+] as const;
+
+export type ChainErrorKind = (typeof CHAIN_ERROR_KINDS)[number];
 
 /** A typed chain failure the gateway records as an event and maps to an HTTP answer. */
 export class ChainError extends Error {

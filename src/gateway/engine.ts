@@ -14,15 +14,21 @@ import { WrongExpectedVersionError } from '../events/errors.js';
 import { stepEscrowFast } from '../machines/escrow-fast.js';
 import { escrowMachine, initialSnapshot, stateName, type EscrowInput, type EscrowSnapshot } from '../machines/index.js';
 import type { Projections } from '../projections/index.js';
+import { GatewayError } from './errors.js';
 
-/** A command the statechart refuses in the escrow's current state. */
-export class TransitionRefused extends Error {
+/**
+ * A command the statechart refuses in the escrow's current state: a refusal (409 conflict) wherever
+ * it surfaces, never a 500, whether or not the use case that decided it catches it.
+ */
+export class TransitionRefused extends GatewayError {
   constructor(
     readonly escrowId: string,
     readonly eventType: string,
     readonly state: string,
   ) {
-    super(`escrow ${escrowId} is ${state}; ${eventType} is not allowed there`);
+    super('conflict', 'transition_refused', `Escrow ${escrowId} is ${state}; ${eventType} is not allowed there.`, {
+      remedy: 'Read its state with GET /v1/admin/escrows/{id} and act on what it allows.',
+    });
     this.name = 'TransitionRefused';
   }
 }

@@ -231,3 +231,30 @@ describe('OpenAPI document', () => {
     expect(doc.paths['/openapi.json']).toBeUndefined();
   });
 });
+
+describe('a statechart refusal that no use case caught', () => {
+  it('is a 409 naming the escrow, its state and the remedy (was a 500)', async () => {
+    const { TransitionRefused } = await import('../../src/gateway/engine.js');
+    const answer = answerFor(new TransitionRefused('7', 'EscrowSettleRequested', 'removed'));
+    expect(answer.status).toBe(409);
+    const body = answer.toBody().error;
+    expect(body.code).toBe('transition_refused');
+    expect(body.message).toContain('Escrow 7 is removed; EscrowSettleRequested is not allowed there.');
+    expect(body.message).toContain('GET /v1/admin/escrows/{id}');
+  });
+
+  it('reaches the client as 409 through the error handler of a route that throws it', async () => {
+    const { TransitionRefused } = await import('../../src/gateway/engine.js');
+    const { app } = buildTestApp();
+    app.get('/throws-refusal', async () => {
+      throw new TransitionRefused('9', 'EscrowFinalizeRequested', 'settled');
+    });
+    try {
+      const res = await app.inject({ method: 'GET', url: '/throws-refusal', headers: bearer(ADMIN_KEY) });
+      expect(res.statusCode).toBe(409);
+      expect(res.json().error.code).toBe('transition_refused');
+    } finally {
+      await app.close();
+    }
+  });
+});

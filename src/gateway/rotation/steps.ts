@@ -4,7 +4,7 @@
  * finalize + settle of an escrow (one attempt, and when a failed one is tried again), and turning
  * failures into recorded chain errors.
  */
-import { ChainError, type EpochInfo } from '../../chain/port.js';
+import { CHAIN_ERROR_KINDS, ChainError, type EpochInfo } from '../../chain/port.js';
 import { escrowStream, newEvent, rotationStream, type ChainErrorInfo, type ChainInputs, type EventDataMap, type ReplacementReason } from '../../events/catalog.js';
 import type { EventMetadata, RecordedEvent } from '../../events/envelope.js';
 import { GatewayError } from '../errors.js';
@@ -78,8 +78,8 @@ export function errorInfo(err: unknown): ChainErrorInfo {
   // A chain error raised as a refusal (settleEscrow): record what the chain said.
   if (err instanceof GatewayError && err.cause instanceof ChainError) return chainErrorInfo(err.cause);
   if (err instanceof GatewayError) {
-    const kinds = ['not_allowlisted', 'below_min_amount', 'insufficient_funds', 'epoch_limit', 'already_settled', 'wrong_epoch', 'bad_signatures', 'wrong_settler', 'nonce_too_high', 'overspent', 'not_found', 'bad_sequence', 'unreachable', 'timeout'];
-    const kind = (kinds.includes(err.rule) ? err.rule : 'rejected') as ChainErrorInfo['kind'];
+    // The chain's own list (chain/port.ts), so a kind added there is never recorded as 'rejected'.
+    const kind = ((CHAIN_ERROR_KINDS as readonly string[]).includes(err.rule) ? err.rule : 'rejected') as ChainErrorInfo['kind'];
     return { kind, message: err.message.slice(0, 500) };
   }
   return chainErrorInfo(err);
