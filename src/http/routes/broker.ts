@@ -115,13 +115,11 @@ export function registerBrokerRoutes(app: FastifyInstance, gateway: GatewayPort,
         // The host's own text when it already names the model the client asked for (saves a serialization).
         if (result.text !== undefined && result.completion.model === req.model) reply.type('application/json; charset=utf-8').send(result.text);
         else reply.send({ ...result.completion, model: req.model });
-        if (await delivered) {
-          session.end({ usage });
-          observe(200, usage);
-        } else {
-          session.end({ usage, error: request.logFields.error_code === 'slow_client' ? 'client too slow: unsent bytes not taken in time' : 'client disconnected' });
-          observe(499, usage);
-        }
+        const ok = await delivered;
+        // The host executed it whole: it ends finished (billed as its Finish says) whether or not the
+        // client took the bytes; only the status says the client did not (499).
+        session.end({ usage });
+        observe(ok ? 200 : 499, usage);
         return reply;
       }
 
