@@ -1,8 +1,10 @@
 /**
  * The refusals of the devshard state machine, with the exact texts hosts answer.
  * Source: gonka 8a35022 devshard/types/errors.go (the sentinels), devshard/state/machine.go (the
- * `fmt.Errorf("%w: …")` details). A refusal's `message` is Go's `err.Error()`; `code` names the
- * sentinel it wraps (`errors.Is`), without the `Err` prefix.
+ * `fmt.Errorf("%w: …")` details); v5's additions from zpoken/gonka@86cff503 ("Z5"):
+ * types/errors.go, heightsync/logplane.go (the log plane's `INVALID(…)` sentinels),
+ * heightsync/anchor.go (`ErrInvalidConfig`). A refusal's `message` is Go's `err.Error()`; `code`
+ * names the sentinel it wraps (`errors.Is`), without the `Err` prefix.
  */
 
 /** Sentinel texts by code (devshard/types/errors.go). */
@@ -31,6 +33,19 @@ export const DEVSHARD_ERRORS = {
   SlotNotInGroup: 'slot not in group',
   PostStateRootMismatch: 'post_state_root does not match computed state root',
   EscrowIDMismatch: 'escrow_id does not match session',
+  // v5 (Z5 types/errors.go)
+  MultipleForceHeightSyncTurnMsgs: 'at most one MsgForceHeightSyncTurn per diff',
+  MaxTokensBelowFloor: 'max_tokens below min_tokens floor',
+  FloorNotRestored: 'height-sync floor not restored',
+  // v5 log plane (Z5 heightsync/logplane.go): each refuses the whole diff.
+  HeightRegression: 'INVALID(height_regression)',
+  BadFraming: 'INVALID(bad_framing)',
+  AckSigInvalid: 'INVALID(ack_sig_invalid)',
+  AckCausality: 'INVALID(ack_causality)',
+  // v5 (Z5 heightsync/anchor.go): a forced turn whose anchor_k is below its slots_num.
+  InvalidSchedulerConfig: 'heightsync: invalid scheduler config (K < SlotsNum)',
+  // Z5 refuses a malformed MsgForceHeightSyncTurn with a bare fmt.Errorf (no sentinel); the text is the detail alone.
+  InvalidForceHeightSyncTurn: 'MsgForceHeightSyncTurn',
 } as const;
 
 export type DevshardErrorCode = keyof typeof DEVSHARD_ERRORS;
@@ -61,3 +76,10 @@ export class DevshardError extends Error {
 }
 
 export const refuse = (code: DevshardErrorCode, detail?: string): DevshardError => new DevshardError(code, detail);
+
+/** A refusal Go makes without a sentinel: `message` is the whole text (`fmt.Errorf` with no `%w`). */
+export function refuseBare(code: DevshardErrorCode, message: string): DevshardError {
+  const out = new DevshardError(code);
+  out.message = message;
+  return out;
+}

@@ -6,6 +6,8 @@
  *   inferences_hash = sha256(sealed_acc(32) ‖ live_hash)
  *   warm_keys_hash  = sha256("") when none, else sha256(Σ by slot: slot_be4 ‖ len_be4 ‖ addr)
  *   rest_hash       = sha256(balance_be8 ‖ inferences_hash ‖ warm_keys_hash)
+ *   rest_hash (v5)  = sha256(balance_be8 ‖ inferences_hash ‖ warm_keys_hash ‖ height_sync_hash)
+ *                     (zpoken/gonka@86cff503 state/hash.go `ComputeRestHashV2`; height-sync.ts)
  *   state_root      = sha256(host_stats_hash ‖ fees_be8 ‖ rest_hash ‖ sha256(version) ‖ phase)
  *   sealed fold     = sha256(acc ‖ seal_nonce_be8 ‖ id_be8 ‖ entry)
  */
@@ -68,6 +70,10 @@ export function warmKeysHash(warmKeys: ReadonlyMap<number, string>): Uint8Array 
 /** `ComputeRestHashV2`. */
 export const restHashV2 = (balance: bigint, sealedAcc: Uint8Array, live: Uint8Array, warm: Uint8Array): Uint8Array =>
   sha256(u64be(balance), sha256(sealedAcc, live), warm);
+
+/** v5's `ComputeRestHashV2`: v2's inputs followed by the height-sync flags' hash. */
+export const restHashV5 = (balance: bigint, sealedAcc: Uint8Array, live: Uint8Array, warm: Uint8Array, heightSync: Uint8Array): Uint8Array =>
+  sha256(u64be(balance), sha256(sealedAcc, live), warm, heightSync);
 
 /** `ComputeStateRootFromRestHash`. */
 export const stateRoot = (hostStats: Uint8Array, fees: bigint, rest: Uint8Array, version: string, phase: Phase): Uint8Array =>

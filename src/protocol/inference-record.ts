@@ -1,7 +1,8 @@
 /**
  * One inference in the session state and its canonical entry bytes (gonka 8a35022
  * devshard/types/domain.go `InferenceRecord`, `InferenceStatus`; devshard/state/hash.go
- * `marshalInferenceEntry`; devshard/types/bitmap.go `Bitmap128`).
+ * `marshalInferenceEntry`; devshard/types/bitmap.go `Bitmap128`; v5's record heights:
+ * zpoken/gonka@86cff503 state/hash.go, state.proto fields 18/19).
  */
 import { create, toBinary } from '@bufbuild/protobuf';
 import { InferenceRecordProtoSchema } from './gen/devshard/v1/state_pb.js';
@@ -46,6 +47,10 @@ export interface InferenceRecord {
   readonly actualCost: bigint;
   readonly startedAt: bigint;
   readonly confirmedAt: bigint;
+  /** v5: the Start's observed height when it was stamped (0 otherwise, and always under v2). */
+  readonly startedAtHeight: bigint;
+  /** v5: the ConfirmStart's observed height when it was stamped (0 otherwise, and always under v2). */
+  readonly confirmedAtHeight: bigint;
   readonly votesValid: number;
   readonly votesInvalid: number;
   /** Bitmap128 of slots that validated or voted (bit i = slot i; slots >= 128 are ignored). */
@@ -92,6 +97,9 @@ export function inferenceEntry(r: InferenceRecord): Uint8Array {
         actualCost: r.actualCost,
         startedAt: r.startedAt,
         confirmedAt: r.confirmedAt,
+        // Zero under v2, and proto3 does not write zero: v2 entries keep their bytes.
+        startedAtHeight: r.startedAtHeight,
+        confirmedAtHeight: r.confirmedAtHeight,
         votesValid: r.votesValid,
         votesInvalid: r.votesInvalid,
         validatedBy: bitmapBytes(r.validatedBy),

@@ -6,7 +6,14 @@
  * devshard/transport/auth.go (request header); devshard/proto/devshard/v1/diff.proto.
  */
 import { create, toBinary } from '@bufbuild/protobuf';
-import { DiffContentSchema, ExecutorReceiptContentSchema, StateSignatureContentSchema, TimeoutVoteContentSchema, type DevshardTx } from './gen/devshard/v1/diff_pb.js';
+import {
+  DiffContentSchema,
+  ErrorMissVoteContentSchema,
+  ExecutorReceiptContentSchema,
+  StateSignatureContentSchema,
+  TimeoutVoteContentSchema,
+  type DevshardTx,
+} from './gen/devshard/v1/diff_pb.js';
 import {
   MsgFinishInferenceSchema,
   MsgValidationSchema,
@@ -39,6 +46,9 @@ export interface ExecutorReceiptFields {
   startedAt: bigint;
   escrowId: string;
   confirmedAt: bigint;
+  /** v5: the executor's stamp (ExecutorReceiptContent 9/10); absent under v2. */
+  observedHeight?: bigint;
+  observedBlockHash?: Uint8Array;
 }
 
 /** What the executor signs in MsgConfirmStart.executor_sig: ExecutorReceiptContent. */
@@ -47,6 +57,13 @@ export const executorReceiptBytes = (f: ExecutorReceiptFields): Uint8Array => to
 /** What a host signs when it votes on a timeout: TimeoutVoteContent{escrow_id, inference_id, reason, accept}. */
 export const timeoutVoteBytes = (escrowId: string, inferenceId: bigint, reason: TimeoutReason, accept: boolean): Uint8Array =>
   toBinary(TimeoutVoteContentSchema, create(TimeoutVoteContentSchema, { escrowId, inferenceId, reason, accept }));
+
+/**
+ * v5: what a host signs when it votes on an error-miss: ErrorMissVoteContent{escrow_id,
+ * inference_id, accept, response_hash}, the response hash being the one the Finish recorded.
+ */
+export const errorMissVoteBytes = (escrowId: string, inferenceId: bigint, accept: boolean, responseHash: Uint8Array): Uint8Array =>
+  toBinary(ErrorMissVoteContentSchema, create(ErrorMissVoteContentSchema, { escrowId, inferenceId, accept, responseHash }));
 
 const EMPTY = new Uint8Array(0);
 

@@ -28,6 +28,8 @@ export function replay(params: ReplicaParams, recorded: Iterable<RecordedDiff>, 
     const allowed = d.warmKeyBindings.map((b) => ({ warm: b.warm, cold: params.slots[b.slot] }));
     replica.applyDiff(d, {
       checkUserSig: opts.checkUserSig ?? false,
+      // These diffs were accepted once: checks that only guard new work (v5's max_tokens floor) do not apply.
+      replayingPersisted: true,
       warmKeys: (warm, cold) => allowed.some((a) => a.warm === warm && a.cold === cold),
     });
     opts.onApplied?.(d, replica);

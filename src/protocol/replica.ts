@@ -3,18 +3,28 @@
  * `NewStateMachine`, `ApplyDiff`, `applyCore`, `ApplyLocal`, `ApplyLocalBestEffort`): the same
  * diffs give the same state and, byte for byte, the same roots the hosts compute. No I/O, no
  * clock, no storage; warm-key authorisations come in through a resolver given to each apply.
+ *
+ * Under the v5 rule set (zpoken/gonka@86cff503 state/machine.go, state/heightsync.go) a diff also
+ * passes the log plane before its txs apply (log-plane.ts), and each applied diff is folded into
+ * the height floor and the heartbeat turns (floor.ts, height-turns.ts).
  */
 import { DevshardError, refuse } from './errors.js';
 import type { DevshardTx } from './gen/devshard/v1/diff_pb.js';
 import { createHash, type Hash } from 'node:crypto';
-import { hostStatsHash, Phase, restHashV2, stateRoot, warmKeysHash, type HostStats } from './hashes.js';
+import { HeightFloor, type FloorClaim, type FloorPoint } from './floor.js';
+import { clearExpiredHeightSyncFlags, heightSyncHash, type HeightSyncFlags } from './height-sync-flags.js';
+import { HeightTurns } from './height-turns.js';
+import { hostStatsHash, Phase, restHashV2, restHashV5, stateRoot, warmKeysHash, type HostStats } from './hashes.js';
 import { inferenceEntry, type InferenceRecord } from './inference-record.js';
+import { logPlaneRefusal, type LogPlaneView } from './log-plane.js';
 import { diffSignedBytes } from './preimages.js';
 import { autoSeal, drainLive, shouldAutoSealAtNonce } from './seal.js';
 import { normalizeSessionConfig, type SessionConfig } from './session-config.js';
 import { SessionState } from './session-state.js';
 import { recoverAddress, RecoverError } from './signatures.js';
+import { logResidentHeight, SEQUENCER_SIGNER, stampOf, type Stamp } from './stamps.js';
 import { applyTx, type RuleContext } from './tx-rules.js';
+import type { RuleSet } from './versions.js';
 import { bytesEqual, toHex, varint } from './bytes.js';
 
 /** Entries between the kept sha256 states of the live hash. */
@@ -44,8 +54,10 @@ export interface ReplicaParams {
   userAddress: string;
   /** Config as given (normalised here, as at bind). */
   config: SessionConfig;
-  /** The state-root tag, "v2" unless a test says otherwise. */
+  /** The state-root tag: the rule set's name ("v2", "v5") unless the escrow names another. */
   version?: string;
+  /** The state machine's rules (default v2). */
+  rules?: RuleSet;
 }
 
 /** A diff as the hosts receive it. */
@@ -65,6 +77,19 @@ export interface ApplyOptions {
    * may skip it; the root comparison still runs.
    */
   checkUserSig?: boolean;
+  /**
+   * Replaying diffs already accepted (`ApplyLocalPersisted`): v5's max_tokens floor, which guards
+   * only the creation of new work, is not applied. Default false.
+   */
+  replayingPersisted?: boolean;
+}
+
+/** v5's height-sync state as a host reports it: the hashed flags and two log-derived heights. */
+export interface HeightSyncView extends HeightSyncFlags {
+  /** h_last: the height the last turn completed at, or the highest executor stamp when higher. */
+  lastCompletedHeight: bigint;
+  /** The start nonce of the newest heartbeat turn (0: none). */
+  latestTurnStart: bigint;
 }
 
 export interface ApplyResult {
@@ -85,6 +110,10 @@ export interface BestEffortResult extends ApplyResult {
 export class Replica {
   private readonly state: SessionState;
   private readonly addressSlots = new Map<string, number[]>();
+  readonly rules: RuleSet;
+  /** v5: the heartbeat turns and the height floor folded from the applied diffs (undefined under v2). */
+  private readonly turns: HeightTurns | undefined;
+  private floorIndex: HeightFloor | undefined;
   private statsHashCache: { version: number; hash: Uint8Array } | undefined;
   /** The live hash's cache: ids hashed in order, sha256 states after marks[i].n of them, the last digest. */
   private liveCache: { ids: bigint[]; marks: { n: number; hash: Hash }[]; digest: Uint8Array } | undefined;
@@ -95,7 +124,13 @@ export class Replica {
   ) {
     const fee = config.createDevshardFee;
     if (params.amount < fee) throw refuse('InsufficientBalance', `create devshard fee ${fee} exceeds escrow amount ${params.amount}`);
-    this.state = new SessionState(params.escrowId, params.version ?? STATE_ROOT_VERSION, config, [...params.slots], params.amount - fee, fee);
+    this.rules = params.rules ?? 'v2';
+    const tag = params.version ?? (this.rules === 'v2' ? STATE_ROOT_VERSION : this.rules);
+    this.state = new SessionState(params.escrowId, tag, config, [...params.slots], params.amount - fee, fee);
+    if (this.rules === 'v5') {
+      this.turns = new HeightTurns(params.slots.length);
+      this.floorIndex = new HeightFloor();
+    }
     params.slots.forEach((addr, slot) => this.addressSlots.set(addr, [...(this.addressSlots.get(addr) ?? []), slot]));
   }
 
@@ -164,10 +199,75 @@ export class Replica {
     return hash;
   }
 
-  /** `ComputeRestHashV2` of the current state. */
+  /** `ComputeRestHashV2` of the current state (v5: with the height-sync flags' hash). */
   restHash(): Uint8Array {
     const st = this.state;
-    return restHashV2(st.balance, st.sealedAcc, this.liveHash(), warmKeysHash(st.warmKeys));
+    if (this.rules === 'v2') return restHashV2(st.balance, st.sealedAcc, this.liveHash(), warmKeysHash(st.warmKeys));
+    return restHashV5(st.balance, st.sealedAcc, this.liveHash(), warmKeysHash(st.warmKeys), heightSyncHash(st.heightSync));
+  }
+
+  // ---- v5 height sync ------------------------------------------------------------------------
+
+  /** The height-sync flags and the log-derived heights (all zero under v2). */
+  heightSync(): HeightSyncView {
+    return { ...this.state.heightSync, lastCompletedHeight: this.turns?.lastCompletedHeight ?? 0n, latestTurnStart: this.turns?.latestTurnStart ?? 0n };
+  }
+
+  /** The heartbeat turns folded from the log (v5; undefined under v2). */
+  get heightTurns(): Readonly<HeightTurns> | undefined {
+    return this.turns;
+  }
+
+  /** F(m): the floor a stamp produced at nonce m must reach (v5; height 0 under v2 and before any host stamp). */
+  floorAt(m: bigint): FloorPoint {
+    return this.floorIndex?.asOf(m) ?? { height: 0n, hash: new Uint8Array(0), author: 0, nonce: 0n, known: true };
+  }
+
+  /** F(next nonce): the floor the next diff's own stamps are judged at. */
+  floor(): FloorPoint {
+    return this.floorAt(this.state.latestNonce + 1n);
+  }
+
+  /**
+   * The stamp the user may put on its own Start or Heartbeat at `nonce` (default the next): exactly
+   * F(nonce) with its hash, or none while there is no floor. Anything above F is unbacked (Z5 marks
+   * it), anything below is refused by L0; leaving it absent is always allowed.
+   */
+  referenceStamp(nonce: bigint = this.state.latestNonce + 1n): Stamp | undefined {
+    const f = this.floorAt(nonce);
+    return f.known && f.height > 0n && f.hash.length > 0 ? { height: f.height, hash: f.hash } : undefined;
+  }
+
+  /** Whether `nonce` falls inside the forced turn the state records (`HeightSyncForcedTurnActive`). */
+  forcedTurnActive(nonce: bigint): boolean {
+    const f = this.state.heightSync;
+    return f.forcedEnd !== 0n && nonce >= f.forcedStart && nonce <= f.forcedEnd;
+  }
+
+  /**
+   * Whether hosts would refuse a diff carrying `txs` at `nonce` (default the next) on the log plane
+   * (L1, L2, L3, L0, L0b): the refusal, or undefined. Under v2 there is no log plane. The gateway
+   * runs a host's tx through this before compose and drops it when refused: a host stamp below
+   * F(m) can never enter a diff, and would otherwise cost the whole diff.
+   */
+  logPlaneRefusal(txs: readonly DevshardTx[], opts: { nonce?: bigint; warmKeys?: WarmKeyResolver } = {}): DevshardError | undefined {
+    if (this.rules === 'v2') return undefined;
+    return logPlaneRefusal(opts.nonce ?? this.state.latestNonce + 1n, txs, this.logPlaneView(opts.warmKeys));
+  }
+
+  /** `logPlaneRefusal` of one tx alone: would its stamp (or, for an ack, its framing, signature or cause) be refused? */
+  stampRefusal(tx: DevshardTx, opts: { nonce?: bigint; warmKeys?: WarmKeyResolver } = {}): DevshardError | undefined {
+    return this.logPlaneRefusal([tx], opts);
+  }
+
+  private logPlaneView(resolver: WarmKeyResolver | undefined): LogPlaneView {
+    return {
+      slots: this.state.slots,
+      warmKeys: this.state.warmKeys,
+      acceptWarm: (recovered, cold) => resolver !== undefined && safe(() => resolver(recovered, cold)),
+      turns: this.turns!,
+      floor: this.floorIndex!,
+    };
   }
 
   /**
@@ -257,11 +357,17 @@ export class Replica {
   /** `applyCore`, after the user signature. */
   private applyCore(nonce: bigint, txs: readonly DevshardTx[], postStateRoot: Uint8Array, opts: ApplyOptions): ApplyResult {
     this.precheck(nonce, txs);
+    if (this.rules === 'v5') {
+      const refusal = logPlaneRefusal(nonce, txs, this.logPlaneView(opts.warmKeys));
+      if (refusal) throw refusal;
+    }
     const st = this.state;
     const snap = st.begin();
-    const ctx = this.context(opts.warmKeys);
+    const heights = this.markHeights();
+    const ctx = this.context(nonce, opts);
     try {
       for (const tx of txs) applyTx(ctx, tx);
+      this.observeHeights(nonce, txs);
       const sealedRecords = this.finishNonce(nonce);
       const sealed = sealedRecords.map((r) => r.id);
       const root = this.stateRoot();
@@ -273,6 +379,7 @@ export class Replica {
       return { root, warmKeyBindings, sealed, sealedRecords };
     } catch (e) {
       st.rollback(snap);
+      this.restoreHeights(heights);
       throw e;
     }
   }
@@ -281,16 +388,36 @@ export class Replica {
    * `ApplyLocalBestEffort` (user side, composing a diff): txs that are refused are skipped; a
    * refused MsgStartInference aborts the whole nonce (`mandatory start inference: …`). A warm key
    * bound while checking a tx that was then refused stays bound, as in Go (MACHINE.md rule 10).
+   *
+   * v5 (`localBestEffortLocked`): once Finalizing, heartbeats and acks are skipped; every other tx
+   * must keep the log plane clean together with the txs already taken, else it is skipped (a Start
+   * refused there aborts the nonce with the log plane's own text); when the log plane refused
+   * something and nothing was taken, the nonce is not used and that refusal is thrown.
    */
   applyLocalBestEffort(nonce: bigint, txs: readonly DevshardTx[], opts: ApplyOptions = {}): BestEffortResult {
     this.precheck(nonce, txs);
     const st = this.state;
     const snap = st.begin();
-    const ctx = this.context(opts.warmKeys);
+    const heights = this.markHeights();
+    const ctx = this.context(nonce, opts);
     const applied: DevshardTx[] = [];
     const skipped: BestEffortResult['skipped'] = [];
+    let logPlaneError: DevshardError | undefined;
     try {
       for (const tx of txs) {
+        if (this.rules === 'v5') {
+          if (st.phase === Phase.Finalizing && (tx.tx.case === 'heartbeat' || tx.tx.case === 'heightAck')) {
+            skipped.push({ tx, error: refuse('SessionFinalizing') });
+            continue;
+          }
+          const refusal = logPlaneRefusal(nonce, [...applied, tx], this.logPlaneView(opts.warmKeys));
+          if (refusal) {
+            if (tx.tx.case === 'startInference') throw refusal;
+            logPlaneError = refusal;
+            skipped.push({ tx, error: refusal });
+            continue;
+          }
+        }
         try {
           applyTx(ctx, tx);
           applied.push(tx);
@@ -300,6 +427,8 @@ export class Replica {
           skipped.push({ tx, error: e });
         }
       }
+      if (applied.length === 0 && logPlaneError) throw logPlaneError;
+      this.observeHeights(nonce, applied);
       const sealedRecords = this.finishNonce(nonce);
       const root = this.stateRoot();
       const warmKeyBindings = newBindings(snap.warmKeys, st.warmKeys);
@@ -307,8 +436,46 @@ export class Replica {
       return { root, warmKeyBindings, sealed: sealedRecords.map((r) => r.id), sealedRecords, applied, skipped };
     } catch (e) {
       st.rollback(snap);
+      this.restoreHeights(heights);
       throw e;
     }
+  }
+
+  /** v5: what a refused diff must put back (the turns' mark and the floor, which is replaced, never changed). */
+  private markHeights(): { turns: ReturnType<HeightTurns['mark']>; floor: HeightFloor } | undefined {
+    return this.turns && this.floorIndex ? { turns: this.turns.mark(), floor: this.floorIndex } : undefined;
+  }
+
+  private restoreHeights(m: ReturnType<Replica['markHeights']>): void {
+    if (!m) return;
+    this.turns!.restore(m.turns);
+    this.floorIndex = m.floor;
+  }
+
+  /**
+   * `observeHeightSyncLocked`: the applied txs feed the turns at the log's own height, and their
+   * host-signed stamps may raise the floor. Each stamp is attributed to its signer: an ack's slot,
+   * a finish's executor slot, a confirm's executor of record, the user (which never raises F) for
+   * a Start or a heartbeat.
+   */
+  private observeHeights(nonce: bigint, txs: readonly DevshardTx[]): void {
+    if (!this.turns || !this.floorIndex) return;
+    this.turns.observe(nonce, txs, logResidentHeight(txs, this.turns.lastCompletedHeight));
+    const claims: FloorClaim[] = [];
+    for (const tx of txs) {
+      const s = stampOf(tx);
+      if (!s) continue;
+      let signer = SEQUENCER_SIGNER;
+      if (tx.tx.case === 'heightAck') signer = tx.tx.value.slotId;
+      else if (tx.tx.case === 'finishInference') signer = tx.tx.value.executorSlot;
+      else if (tx.tx.case === 'confirmStart') {
+        const rec = this.state.getLive(tx.tx.value.inferenceId);
+        if (!rec) continue;
+        signer = rec.executorSlot;
+      }
+      claims.push({ signer, height: s.height, hash: s.hash });
+    }
+    this.floorIndex = this.floorIndex.observed(nonce, claims);
   }
 
   /** Steps 1–2 of `applyCore`: contiguous nonce; at most one start, and its id is the nonce. */
@@ -323,6 +490,7 @@ export class Replica {
       }
     }
     if (starts > 1) throw refuse('MultipleStartMsgs');
+    if (this.rules === 'v5' && txs.filter((t) => t.tx.case === 'forceHeightSyncTurn').length > 1) throw refuse('MultipleForceHeightSyncTurnMsgs');
   }
 
   /**
@@ -337,19 +505,24 @@ export class Replica {
       st.fees += st.config.feePerNonce;
     }
     st.latestNonce = nonce;
+    if (this.rules === 'v5') st.heightSync = clearExpiredHeightSyncFlags(st.heightSync, nonce);
     if (st.phase === Phase.Finalizing && st.finalizeNonce === 0n) st.finalizeNonce = nonce;
     if (st.phase === Phase.Finalizing && st.latestNonce >= st.finalizeNonce + BigInt(st.slots.length)) {
       st.phase = Phase.Settlement;
-      return drainLive(st, st.latestNonce);
+      return drainLive(st, st.latestNonce, this.rules);
     }
-    if (st.phase === Phase.Active && shouldAutoSealAtNonce(st.config.autoSealEveryNNonces, nonce)) return autoSeal(st, nonce);
+    if (st.phase === Phase.Active && shouldAutoSealAtNonce(st.config.autoSealEveryNNonces, nonce)) return autoSeal(st, nonce, this.rules);
     return [];
   }
 
-  private context(resolver: WarmKeyResolver | undefined): RuleContext {
+  private context(diffNonce: bigint, opts: ApplyOptions): RuleContext {
     const st = this.state;
+    const resolver = opts.warmKeys;
     return {
       state: st,
+      rules: this.rules,
+      diffNonce,
+      replayingPersisted: opts.replayingPersisted === true,
       addressSlots: this.addressSlots,
       resolveWarmKey(slot, recovered, expected) {
         const bound = st.warmKeys.get(slot);

@@ -1,11 +1,15 @@
 /**
- * The v2 sealed accumulator: auto-seal every N nonces and the drain at Settlement
+ * The sealed accumulator: auto-seal every N nonces and the drain at Settlement
  * (gonka 8a35022 devshard/state/seal.go `autoSealLocked`, `stateClockLocked`,
  * `drainLiveIntoSealedAccLocked`, `shouldAutoSealAtNonce`; hash.go `FoldSealedAccumulator`).
+ * v5 changes two things (zpoken/gonka@86cff503 state/seal.go, machine.go `settleLiveRecordLocked`):
+ * a Finished record's clock gate waits ExecutionTimeout more (`FinishedClockRequiredSeconds`), and
+ * the drain pays a record still Pending or Started its reservation before folding it.
  */
 import { foldSealedAcc } from './hashes.js';
 import { inferenceEntry, InferenceStatus, type InferenceRecord } from './inference-record.js';
 import type { SessionState } from './session-state.js';
+import type { RuleSet } from './versions.js';
 
 /** `stateClockWindowFactor`: the clock scans the 3·N highest live ids. */
 export const STATE_CLOCK_WINDOW_FACTOR = 3;
@@ -47,16 +51,27 @@ function fold(state: SessionState, records: readonly InferenceRecord[], sealNonc
 }
 
 /**
- * `autoSealLocked` at `sealNonce`: folds, in ascending id, every live record that passed
- * `sealNonce >= id + grace_nonces` and, when Finished, `grace_seconds - (clock - confirmed_at) <= 0`.
- * Returns the sealed records (as they were sealed).
+ * The seconds a Finished record's clock gate needs: v2 the seal grace; v5 the grace plus
+ * ExecutionTimeout (both floored at 0), since confirmed_at is the start of the execution window.
  */
-export function autoSeal(state: SessionState, sealNonce: bigint): InferenceRecord[] {
+export function finishedClockSeconds(state: SessionState, rules: RuleSet): bigint {
+  const grace = BigInt(state.config.inferenceSealGraceSeconds);
+  if (rules === 'v2') return grace;
+  const timeout = state.config.executionTimeout;
+  return (grace < 0n ? 0n : grace) + (timeout < 0n ? 0n : timeout);
+}
+
+/**
+ * `autoSealLocked` at `sealNonce`: folds, in ascending id, every live record that passed
+ * `sealNonce >= id + grace_nonces` and, when Finished, `required - (clock - confirmed_at) <= 0`
+ * (`finishedClockSeconds`). Returns the sealed records (as they were sealed).
+ */
+export function autoSeal(state: SessionState, sealNonce: bigint, rules: RuleSet = 'v2'): InferenceRecord[] {
   if (state.liveCount === 0) return [];
   const clock = stateClock(state);
   if (clock === undefined || clock === 0n) return [];
   const graceNonces = BigInt(state.config.inferenceSealGraceNonces);
-  const graceSeconds = BigInt(state.config.inferenceSealGraceSeconds);
+  const graceSeconds = finishedClockSeconds(state, rules);
   const eligible: InferenceRecord[] = [];
   for (const rec of state.liveRecords()) {
     if (!sealEligible(rec.status)) continue;
@@ -66,5 +81,23 @@ export function autoSeal(state: SessionState, sealNonce: bigint): InferenceRecor
   return fold(state, eligible, sealNonce);
 }
 
-/** `drainLiveIntoSealedAccLocked`: every live record, ascending id, at `sealNonce`. */
-export const drainLive = (state: SessionState, sealNonce: bigint): InferenceRecord[] => fold(state, [...state.liveRecords()], sealNonce);
+/**
+ * `drainLiveIntoSealedAccLocked`: every live record, ascending id, at `sealNonce`. Under v5 a record
+ * still Pending or Started is settled first (`settleLiveRecordLocked`): Finished at its full
+ * reservation, the executor's cost credited, no miss counted (delivery precedes ConfirmStart, so
+ * a pending record is not "no work"; refusals go through MsgTimeoutInference). The balance already
+ * paid the reservation at Start, so it does not move. Challenged and terminal records seal as they are.
+ */
+export function drainLive(state: SessionState, sealNonce: bigint, rules: RuleSet = 'v2'): InferenceRecord[] {
+  const live = [...state.liveRecords()];
+  if (rules === 'v2') return fold(state, live, sealNonce);
+  const settled = live.map((rec) => {
+    if (rec.status !== InferenceStatus.Pending && rec.status !== InferenceStatus.Started) return rec;
+    const paid: InferenceRecord = { ...rec, status: InferenceStatus.Finished, actualCost: rec.reservedCost };
+    state.putLive(paid);
+    const stats = state.hostStats[rec.executorSlot]!;
+    state.setStats(rec.executorSlot, { ...stats, cost: BigInt.asUintN(64, stats.cost + rec.reservedCost) });
+    return paid;
+  });
+  return fold(state, settled, sealNonce);
+}

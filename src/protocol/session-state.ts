@@ -7,6 +7,7 @@
 import type { InferenceRecord } from './inference-record.js';
 import { Phase, type HostStats } from './hashes.js';
 import type { SessionConfig } from './session-config.js';
+import { NO_HEIGHT_SYNC_FLAGS, type HeightSyncFlags } from './height-sync-flags.js';
 
 export const ZERO_ACC = new Uint8Array(32);
 
@@ -20,6 +21,7 @@ export interface Snapshot {
   warmKeys: Map<number, string>;
   sealedAcc: Uint8Array;
   sealedAny: boolean;
+  heightSync: HeightSyncFlags;
 }
 
 export class SessionState {
@@ -36,6 +38,8 @@ export class SessionState {
   sealedAcc: Uint8Array = ZERO_ACC;
   /** Whether anything was ever sealed (the accumulator is then "set"). */
   sealedAny = false;
+  /** v5: the forced-turn and cadence flags (replaced, never changed in place); always zero under v2. */
+  heightSync: HeightSyncFlags = NO_HEIGHT_SYNC_FLAGS;
   /** Live records, kept in ascending id order. */
   private live = new Map<bigint, InferenceRecord>();
   /** Sealed id → the nonce it was sealed at (`sealedNonces`). */
@@ -152,6 +156,7 @@ export class SessionState {
       warmKeys: new Map(this.warmKeys),
       sealedAcc: this.sealedAcc,
       sealedAny: this.sealedAny,
+      heightSync: this.heightSync,
     };
   }
 
@@ -171,6 +176,7 @@ export class SessionState {
     this.warmKeys = s.warmKeys;
     this.sealedAcc = s.sealedAcc;
     this.sealedAny = s.sealedAny;
+    this.heightSync = s.heightSync;
     for (const id of this.sealedJournal) this.sealed.delete(id);
     let reinserted = false;
     for (const [id, prev] of this.liveJournal ?? []) {

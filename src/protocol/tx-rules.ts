@@ -1,64 +1,25 @@
 /**
  * The rule of each devshard tx (gonka 8a35022 devshard/state/machine.go `applyTx` and the
- * `apply*` functions). Each rule checks first and changes the state last, so a refused tx leaves
- * the state as it was, except a warm-key binding made while checking a signature (as in Go).
+ * `apply*` functions; v5: zpoken/gonka@86cff503 state/machine.go, state/heightsync.go). Each rule
+ * checks first and changes the state last, so a refused tx leaves the state as it was, except a
+ * warm-key binding made while checking a signature (as in Go).
  */
 import type { DevshardTx } from './gen/devshard/v1/diff_pb.js';
 import { TimeoutReason, type MsgConfirmStart, type MsgFinishInference, type MsgStartInference, type MsgTimeoutInference, type MsgValidation, type MsgValidationVote } from './gen/devshard/v1/tx_pb.js';
-import { DevshardError, refuse } from './errors.js';
-import { Phase, type HostStats } from './hashes.js';
+import { refuse } from './errors.js';
+import { applyErrorMiss } from './error-miss.js';
+import { Phase } from './hashes.js';
+import { applyForceHeightSyncTurn, applyHeartbeat, applyHeightAck } from './height-sync.js';
 import { bitmapIsSet, bitmapSet, InferenceStatus, type InferenceRecord } from './inference-record.js';
 import { executorReceiptBytes, finishProposerBytes, timeoutVoteBytes, validationProposerBytes, validationVoteProposerBytes } from './preimages.js';
-import type { SessionState } from './session-state.js';
-import { recoverAddress, RecoverError } from './signatures.js';
-import { U64_MAX } from './bytes.js';
+import { countVotes, liveForTransition, recover, slotAddress, tokenCost, u32, u64, updateStats, weightOf, type RuleContext } from './rule-context.js';
+import { stampPresent } from './stamps.js';
 import { keepBytes, NO_BYTES } from './byte-slab.js';
 
-/** What the rules need besides the state: group lookups and warm-key resolution. */
-export interface RuleContext {
-  readonly state: SessionState;
-  /** Address → its slot ids, ascending. */
-  readonly addressSlots: ReadonlyMap<string, readonly number[]>;
-  /** `ResolveWarmKey`: may bind `recovered` as the warm key of `slot` (stored in state). */
-  resolveWarmKey(slot: number, recovered: string, expected: string): boolean;
-}
+/** v5's `completionapi.MinTokensFloor`: a smaller reservation is refused by the executor, so Start refuses it. */
+export const MIN_TOKENS_FLOOR = 64n;
 
-/** `tokenCost`: (a + b) × price with uint64 overflow checks. */
-export function tokenCost(a: bigint, b: bigint, price: bigint): bigint {
-  const sum = a + b;
-  if (sum > U64_MAX) throw refuse('CostOverflow');
-  const cost = sum * price;
-  if (cost > U64_MAX) throw refuse('CostOverflow');
-  return cost;
-}
-
-const u32 = (n: number): number => n >>> 0;
-const u64 = (n: bigint): bigint => BigInt.asUintN(64, n);
-
-function recover(message: Uint8Array, sig: Uint8Array, onError: (detail: string) => DevshardError): string {
-  try {
-    return recoverAddress(message, sig);
-  } catch (e) {
-    if (e instanceof RecoverError) throw onError(e.message);
-    throw e;
-  }
-}
-
-const slotAddress = (ctx: RuleContext, slot: number): string | undefined => (Number.isInteger(slot) && slot >= 0 && slot < ctx.state.slots.length ? ctx.state.slots[slot] : undefined);
-
-const weightOf = (ctx: RuleContext, addr: string): number => ctx.addressSlots.get(addr)?.length ?? 0;
-
-function updateStats(ctx: RuleContext, slot: number, change: (s: HostStats) => HostStats): void {
-  ctx.state.setStats(slot, change(ctx.state.hostStats[slot]!));
-}
-
-/** A live record, or the refusal Go gives for a sealed or unknown id (confirm / finish / timeout). */
-function liveForTransition(ctx: RuleContext, id: bigint): InferenceRecord {
-  const rec = ctx.state.getLive(id);
-  if (rec) return rec;
-  if (ctx.state.isSealed(id)) throw refuse('InvalidTransition', `inference ${id} is sealed`);
-  throw refuse('InferenceNotFound', `inference ${id}`);
-}
+export { tokenCost, type RuleContext } from './rule-context.js';
 
 /** A live record, or the refusal Go gives for a sealed or unknown id (validation / vote). */
 function liveForValidation(ctx: RuleContext, id: bigint): InferenceRecord {
@@ -90,6 +51,10 @@ function addressHasValidated(ctx: RuleContext, rec: InferenceRecord, slot: numbe
 function applyStart(ctx: RuleContext, msg: MsgStartInference): void {
   const st = ctx.state;
   if (st.phase !== Phase.Active) throw refuse('SessionFinalizing');
+  // v5: a reservation below the executor's floor would sit pending until seal; keep it out of state.
+  if (ctx.rules === 'v5' && !ctx.replayingPersisted && msg.maxTokens < MIN_TOKENS_FLOOR) {
+    throw refuse('MaxTokensBelowFloor', `max_tokens ${msg.maxTokens}, floor ${MIN_TOKENS_FLOOR}`);
+  }
   if (st.getLive(msg.inferenceId) || st.isSealed(msg.inferenceId)) throw refuse('DuplicateInferenceID');
   const executorSlot = Number(msg.inferenceId % BigInt(st.slots.length));
   const reservedCost = tokenCost(msg.inputLength, msg.maxTokens, st.config.tokenPrice);
@@ -110,6 +75,8 @@ function applyStart(ctx: RuleContext, msg: MsgStartInference): void {
     actualCost: 0n,
     startedAt: msg.startedAt,
     confirmedAt: 0n,
+    startedAtHeight: ctx.rules === 'v5' && stampPresent(msg.observedBlockHash) ? msg.observedHeight : 0n,
+    confirmedAtHeight: 0n,
     votesValid: 0,
     votesInvalid: 0,
     validatedBy: 0n,
@@ -128,13 +95,16 @@ function applyConfirm(ctx: RuleContext, msg: MsgConfirmStart): void {
     startedAt: rec.startedAt,
     escrowId: ctx.state.escrowId,
     confirmedAt: msg.confirmedAt,
+    // v5: the executor signed its stamp too; v2 hosts never read these fields.
+    ...(ctx.rules === 'v5' ? { observedHeight: msg.observedHeight, observedBlockHash: msg.observedBlockHash } : {}),
   });
   const recovered = recover(receipt, msg.executorSig, (d) => refuse('InvalidExecutorSig', d));
   const expected = ctx.state.slots[rec.executorSlot]!;
   if (recovered !== expected && !ctx.resolveWarmKey(rec.executorSlot, recovered, expected)) {
     throw refuse('InvalidExecutorSig', `expected executor ${expected} (slot ${rec.executorSlot}), got ${recovered}`);
   }
-  ctx.state.putLive({ ...rec, status: InferenceStatus.Started, confirmedAt: msg.confirmedAt });
+  const confirmedAtHeight = ctx.rules === 'v5' && stampPresent(msg.observedBlockHash) ? msg.observedHeight : rec.confirmedAtHeight;
+  ctx.state.putLive({ ...rec, status: InferenceStatus.Started, confirmedAt: msg.confirmedAt, confirmedAtHeight });
 }
 
 function applyFinish(ctx: RuleContext, msg: MsgFinishInference): void {
@@ -215,20 +185,7 @@ function applyTimeout(ctx: RuleContext, msg: MsgTimeoutInference): void {
   } else {
     throw refuse('InvalidTimeoutReason', `unknown reason ${goEnumName(msg.reason)}`);
   }
-  let accept = 0;
-  const seen = new Set<string>();
-  for (const vote of msg.votes) {
-    const voter = slotAddress(ctx, vote.voterSlot);
-    if (voter === undefined) throw refuse('SlotNotInGroup', `slot ${vote.voterSlot}`);
-    if (seen.has(voter)) throw refuse('DuplicateVote', `slot ${vote.voterSlot}`);
-    seen.add(voter);
-    const content = timeoutVoteBytes(st.escrowId, msg.inferenceId, msg.reason, vote.accept);
-    const recovered = recover(content, vote.signature, (d) => refuse('InvalidVoteSig', `vote from slot ${vote.voterSlot}: ${d}`));
-    if (recovered !== voter && !ctx.resolveWarmKey(vote.voterSlot, recovered, voter)) {
-      throw refuse('InvalidVoteSig', `vote from slot ${vote.voterSlot}: expected ${voter}, got ${recovered}`);
-    }
-    if (vote.accept) accept = u32(accept + weightOf(ctx, voter));
-  }
+  const accept = countVotes(ctx, msg.votes, (a) => timeoutVoteBytes(st.escrowId, msg.inferenceId, msg.reason, a));
   const threshold = st.config.voteThreshold;
   if (accept <= threshold) throw refuse('InsufficientVotes', `need >${threshold} accept votes, got ${accept}`);
   st.putLive({ ...rec, status: InferenceStatus.TimedOut });
@@ -262,6 +219,24 @@ export function applyTx(ctx: RuleContext, tx: DevshardTx): void {
       if (ctx.state.phase !== Phase.Active) throw refuse('AlreadyFinalizing');
       ctx.state.phase = Phase.Finalizing;
       return;
+    default:
+      if (ctx.rules === 'v5') return applyV5Tx(ctx, tx);
+      // Under v2 these kinds are unknown fields: the tx has no message set.
+      throw refuse('EmptyTx');
+  }
+}
+
+/** The kinds v5 adds. */
+function applyV5Tx(ctx: RuleContext, tx: DevshardTx): void {
+  switch (tx.tx.case) {
+    case 'forceHeightSyncTurn':
+      return applyForceHeightSyncTurn(ctx, tx.tx.value);
+    case 'heartbeat':
+      return applyHeartbeat(ctx);
+    case 'heightAck':
+      return applyHeightAck(ctx, tx.tx.value);
+    case 'errorMiss':
+      return applyErrorMiss(ctx, tx.tx.value);
     default:
       throw refuse('EmptyTx');
   }

@@ -17,8 +17,14 @@
  *   an escrow may name another (`state_root_version`) when its hosts were stamped otherwise.
  */
 
-/** The rule sets we implement: the state machine, hashes and tx kinds a version uses. */
-export type RuleSet = 'v2';
+/**
+ * The rule sets we implement: the state machine, hashes and tx kinds a version uses.
+ * - v2: gonka 8a35022 (v2, v3, v4, v4.1 use it).
+ * - v5: height-sync (zpoken/gonka@86cff503, "Z5"): rest_hash with height_sync_hash, record heights,
+ *   stamps, tx kinds 9/10/11/14, the log plane and its floor, the max_tokens floor, v5's seal gate and
+ *   settlement drain. Not yet an entry of PROTOCOL_VERSIONS: the gateway side of v5 comes first.
+ */
+export type RuleSet = 'v2' | 'v5';
 
 export interface VersionSpec {
   /** The approved-version name (`approved_versions[].name`, the route's segment). */
@@ -30,6 +36,11 @@ export interface VersionSpec {
   changes: string;
   /** Where that was read. */
   source: string;
+  /**
+   * False: spoken when an escrow names it (protocol_version, route_prefix, DEVSHARD_PROTOCOL_VERSION),
+   * never chosen by default. v5 until the gateway runs its idle heartbeats and error-miss votes.
+   */
+  byDefault?: false;
 }
 
 /** v2's route: the host API's in-process prefix at 8a35022, retired (410) since chain v0.2.14. */
@@ -41,12 +52,23 @@ export const PROTOCOL_VERSIONS: readonly VersionSpec[] = [
   { name: 'v3', rules: 'v2', defaultRoute: '/devshard/v3', changes: 'v2 rules under a versioned route; /v1/devshard answers 410', source: 'gonka 59b1ee7e (chain v0.2.14, #1267, #1386)' },
   { name: 'v4', rules: 'v2', defaultRoute: '/devshard/v4', changes: 'v2 rules under /devshard/v4 (create and settle over chain gRPC in the reference gateway)', source: 'gonka #1482 (chain v0.2.15)' },
   { name: 'v4.1', rules: 'v2', defaultRoute: '/devshard/v4.1', changes: 'v2 rules with the tag "v4.1"', source: 'gonka-ai/gonka@bb34d444 devshard/state/testdata/v41-state-roots.json (35 of 35 roots)' },
+  {
+    name: 'v5',
+    rules: 'v5',
+    defaultRoute: '/devshard/v5',
+    changes: 'height-sync: stamps on starts, confirms, finishes and receipts, heartbeats, acks, forced turns, the log plane and its floor, error-miss refunds, max_tokens ≥ 64',
+    source: 'zpoken/gonka@86cff503 ("Z5", release 0.2.15-devshard-v5; golden vectors s5a-s5e executed from it)',
+    byDefault: false,
+  },
 ];
 
 export const SUPPORTED_VERSION_NAMES: readonly string[] = PROTOCOL_VERSIONS.map((v) => v.name);
 
-/** The newest version we speak. */
-export const NEWEST_VERSION = PROTOCOL_VERSIONS[PROTOCOL_VERSIONS.length - 1]!.name;
+/** The versions an escrow gets when it names none, oldest first. */
+const DEFAULT_VERSIONS = PROTOCOL_VERSIONS.filter((v) => v.byDefault !== false);
+
+/** The newest version an escrow gets by default. */
+export const NEWEST_VERSION = DEFAULT_VERSIONS[DEFAULT_VERSIONS.length - 1]!.name;
 
 /** What an escrow's session speaks, as recorded in the log when it is created, registered or imported. */
 export interface EscrowProtocol {
@@ -142,10 +164,14 @@ export function chooseProtocol(c: ProtocolChoice, d: ProtocolDefaults): EscrowPr
   return { version, route: route?.replace(/\/+$/, '') ?? versionSpec(version)!.defaultRoute, tag };
 }
 
-/** The newest version we speak that `approved` lists (any, when it is empty); VersionError when none. */
+/** The newest default version that `approved` lists (any, when it is empty); VersionError when none. */
 export function newestApproved(approved: readonly string[]): string {
   if (approved.length === 0) return NEWEST_VERSION;
-  for (let i = PROTOCOL_VERSIONS.length - 1; i >= 0; i--) if (approved.includes(PROTOCOL_VERSIONS[i]!.name)) return PROTOCOL_VERSIONS[i]!.name;
+  for (let i = DEFAULT_VERSIONS.length - 1; i >= 0; i--) if (approved.includes(DEFAULT_VERSIONS[i]!.name)) return DEFAULT_VERSIONS[i]!.name;
+  const named = approved.filter((a) => versionSpec(a));
+  if (named.length > 0) {
+    throw new VersionError(`the chain approves ${approved.join(', ')}; of them this gateway speaks ${named.join(', ')} only when an escrow names it: set protocol_version (POST /v1/admin/escrows) or DEVSHARD_PROTOCOL_VERSION`);
+  }
   throw new VersionError(`the chain approves ${approved.join(', ')}, and this gateway speaks none of them (${SUPPORTED_VERSION_NAMES.join(', ')})`);
 }
 

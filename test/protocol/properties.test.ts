@@ -209,13 +209,15 @@ describe('replica properties', () => {
       actualCost: fc.bigInt({ min: 0n, max: 1n << 40n }),
       startedAt: fc.bigInt({ min: -(1n << 40n), max: 1n << 40n }),
       confirmedAt: fc.bigInt({ min: -(1n << 40n), max: 1n << 40n }),
+      startedAtHeight: fc.bigInt({ min: 0n, max: 1n << 40n }),
+      confirmedAtHeight: fc.bigInt({ min: 0n, max: 1n << 40n }),
       votesValid: fc.integer({ min: 0, max: 200 }),
       votesInvalid: fc.integer({ min: 0, max: 200 }),
       validatedBy: fc.bigInt({ min: 0n, max: (1n << 128n) - 1n }),
     }) as fc.Arbitrary<InferenceRecord>;
     const bump = (v: unknown): unknown =>
       typeof v === 'bigint' ? v + 1n : typeof v === 'number' ? v + 1 : typeof v === 'string' ? `${v}x` : v instanceof Uint8Array ? Uint8Array.from([...v, 1]) : v;
-    const fields = ['id', 'status', 'executorSlot', 'model', 'promptHash', 'responseHash', 'inputLength', 'maxTokens', 'inputTokens', 'outputTokens', 'reservedCost', 'actualCost', 'startedAt', 'confirmedAt', 'votesValid', 'votesInvalid'] as const;
+    const fields = ['id', 'status', 'executorSlot', 'model', 'promptHash', 'responseHash', 'inputLength', 'maxTokens', 'inputTokens', 'outputTokens', 'reservedCost', 'actualCost', 'startedAt', 'confirmedAt', 'startedAtHeight', 'confirmedAtHeight', 'votesValid', 'votesInvalid'] as const;
     fc.assert(
       fc.property(record, fc.constantFrom(...fields, 'validatedBy' as const), fc.integer({ min: 0, max: 127 }), (rec, field, bit) => {
         const changed = { ...rec, [field]: field === 'validatedBy' ? rec.validatedBy ^ (1n << BigInt(bit)) : bump(rec[field]) } as InferenceRecord;

@@ -1,4 +1,7 @@
-/** Loads the golden vectors (test/fixtures/devshard-vectors, produced by gonka 8a35022 devshard/state). */
+/**
+ * Loads the golden vectors: test/fixtures/devshard-vectors (produced by gonka 8a35022 devshard/state)
+ * and its v5/ (produced by zpoken/gonka@86cff503's v5 apply path).
+ */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fromBinary } from '@bufbuild/protobuf';
@@ -7,6 +10,20 @@ import type { SessionConfig } from '../../src/protocol/session-config.js';
 import type { ReplicaParams, WarmKeyResolver } from '../../src/protocol/replica.js';
 
 export const VECTOR_DIR = join(import.meta.dirname, '..', 'fixtures', 'devshard-vectors');
+export const VECTOR_DIR_V5 = join(VECTOR_DIR, 'v5');
+
+/** v5's height-sync state as the vectors write it (the first seven are hashed). */
+export interface VectorHeightSync {
+  forced_start: number;
+  forced_end: number;
+  cadence_swallow_until: number;
+  swallow_fe: number;
+  turn_k: number;
+  turn_slots: number;
+  reason: string;
+  last_completed_height: number;
+  latest_turn_start: number;
+}
 
 export interface VectorState {
   state_root: string;
@@ -20,8 +37,23 @@ export interface VectorState {
   sealed_acc: string;
   warm_keys: Record<string, string>;
   host_stats: Array<{ slot: number; missed: number; invalid: number; cost: number; required_validations: number; completed_validations: number }>;
-  live: Array<{ id: number; status: string; executor_slot: number; reserved_cost: number; actual_cost: number; confirmed_at: number; votes_valid: number; votes_invalid: number; validated_by: string }>;
+  live: Array<{
+    id: number;
+    status: string;
+    executor_slot: number;
+    reserved_cost: number;
+    actual_cost: number;
+    confirmed_at: number;
+    votes_valid: number;
+    votes_invalid: number;
+    validated_by: string;
+    /** v5 only. */
+    started_at_height?: number;
+    confirmed_at_height?: number;
+  }>;
   sealed_now: number[];
+  /** v5 only. */
+  height_sync?: VectorHeightSync;
 }
 
 export interface VectorStep {
@@ -64,11 +96,11 @@ export interface VectorFile {
   };
 }
 
-export const loadVectors = (): VectorFile[] =>
-  readdirSync(VECTOR_DIR)
+export const loadVectors = (dir: string = VECTOR_DIR): VectorFile[] =>
+  readdirSync(dir)
     .filter((f) => f.endsWith('.json'))
     .sort()
-    .map((f) => JSON.parse(readFileSync(join(VECTOR_DIR, f), 'utf8')) as VectorFile);
+    .map((f) => JSON.parse(readFileSync(join(dir, f), 'utf8')) as VectorFile);
 
 export const configOf = (c: Record<string, number>): SessionConfig => ({
   refusalTimeout: BigInt(c.refusal_timeout!),
@@ -90,6 +122,7 @@ export const paramsOf = (v: VectorFile): ReplicaParams => ({
   userAddress: v.user_address,
   config: configOf(v.config_input),
   version: v.version,
+  ...(v.version === 'v5' ? { rules: 'v5' as const } : {}),
 });
 
 export const resolverOf = (v: VectorFile): WarmKeyResolver => (warm, cold) => v.warm_key_authorized.some((a) => a.warm === warm && a.cold === cold);

@@ -16,7 +16,7 @@ describe('the version table', () => {
     expect(parseProtocolVersion(' v3 ')).toBe('v3');
     // devshardctl's v2-era registry stamp "1" named the protocol our v2 is (8a35022 types/domain.go).
     expect(parseProtocolVersion('1')).toBe('v2');
-    expect(() => parseProtocolVersion('v9')).toThrow(/not one this gateway speaks \(v2, v3, v4, v4\.1\)/);
+    expect(() => parseProtocolVersion('v9')).toThrow(/not one this gateway speaks \(v2, v3, v4, v4\.1, v5\)/);
     expect(() => parseProtocolVersion('latest')).toThrow(VersionError);
   });
 
@@ -42,7 +42,12 @@ describe('the version table', () => {
   it('refuses a route and a version that do not fit, and a chain that approves none we speak', () => {
     expect(() => chooseProtocol({ version: 'v4.1', route: '/v1/devshard' }, none)).toThrow('route prefix "/v1/devshard" serves v2, not the escrow\'s protocol version v4.1');
     expect(() => chooseProtocol({ route: '/devshard/v7' }, none)).toThrow(/names a version this gateway does not speak/);
-    expect(() => newestApproved(['v5', 'v6'])).toThrow('the chain approves v5, v6, and this gateway speaks none of them (v2, v3, v4, v4.1)');
+    expect(() => newestApproved(['v6', 'v7'])).toThrow('the chain approves v6, v7, and this gateway speaks none of them (v2, v3, v4, v4.1, v5)');
+    // v5 is spoken when an escrow names it, never chosen by default (until its heartbeats and error-miss are ours).
+    expect(() => newestApproved(['v5', 'v6'])).toThrow('the chain approves v5, v6; of them this gateway speaks v5 only when an escrow names it: set protocol_version (POST /v1/admin/escrows) or DEVSHARD_PROTOCOL_VERSION');
+    expect(newestApproved(['v4.1', 'v5'])).toBe('v4.1');
+    expect(chooseProtocol({ version: 'v5' }, none)).toEqual({ version: 'v5', route: '/devshard/v5', tag: 'v5' });
+    expect(chooseProtocol({ route: '/devshard/v5' }, none)).toEqual({ version: 'v5', route: '/devshard/v5', tag: 'v5' });
   });
 
   it('gives every version a rule set, and v2\'s rules to v3, v4 and v4.1', () => {
@@ -51,6 +56,7 @@ describe('the version table', () => {
       ['v3', 'v2'],
       ['v4', 'v2'],
       ['v4.1', 'v2'],
+      ['v5', 'v5'],
     ]);
     expect(() => rulesOf({ version: 'v9' })).toThrow(VersionError);
   });

@@ -38,6 +38,8 @@ const zeroRecord = (): InferenceRecord => ({
   actualCost: 0n,
   startedAt: 0n,
   confirmedAt: 0n,
+  startedAtHeight: 0n,
+  confirmedAtHeight: 0n,
   votesValid: 0,
   votesInvalid: 0,
   validatedBy: 0n,

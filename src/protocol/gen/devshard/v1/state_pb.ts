@@ -1,5 +1,6 @@
 // The deterministic encodings hashed into the state root.
 // Field numbers and types state gonka-ai/gonka 8a35022 devshard/proto/devshard/v1/state.proto
+// (v5's record heights 18/19: zpoken/gonka@86cff503, same path; zero in v2, so not written)
 // (the chain's inference-chain/proto/inference/inference/devshard_settlement.proto encodes the
 // host stats identically; the keeper's golden-value test pins both).
 
@@ -15,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file devshard/v1/state.proto.
  */
 export const file_devshard_v1_state: GenFile = /*@__PURE__*/
-  fileDesc("ChdkZXZzaGFyZC92MS9zdGF0ZS5wcm90bxILZGV2c2hhcmQudjEijQEKDkhvc3RTdGF0c1Byb3RvEg8KB3Nsb3RfaWQYASABKA0SDgoGbWlzc2VkGAIgASgNEg8KB2ludmFsaWQYAyABKA0SDAoEY29zdBgEIAEoBBIcChRyZXF1aXJlZF92YWxpZGF0aW9ucxgFIAEoDRIdChVjb21wbGV0ZWRfdmFsaWRhdGlvbnMYBiABKA0iQQoRSG9zdFN0YXRzTWFwUHJvdG8SLAoHZW50cmllcxgBIAMoCzIbLmRldnNoYXJkLnYxLkhvc3RTdGF0c1Byb3RvIv0CChRJbmZlcmVuY2VSZWNvcmRQcm90bxIUCgxpbmZlcmVuY2VfaWQYASABKAQSDgoGc3RhdHVzGAIgASgNEhUKDWV4ZWN1dG9yX3Nsb3QYAyABKA0SDQoFbW9kZWwYBCABKAkSEwoLcHJvbXB0X2hhc2gYBSABKAwSFQoNcmVzcG9uc2VfaGFzaBgGIAEoDBIUCgxpbnB1dF9sZW5ndGgYByABKAQSEgoKbWF4X3Rva2VucxgIIAEoBBIUCgxpbnB1dF90b2tlbnMYCSABKAQSFQoNb3V0cHV0X3Rva2VucxgKIAEoBBIVCg1yZXNlcnZlZF9jb3N0GAsgASgEEhMKC2FjdHVhbF9jb3N0GAwgASgEEhIKCnN0YXJ0ZWRfYXQYDSABKAMSFAoMY29uZmlybWVkX2F0GA4gASgDEhMKC3ZvdGVzX3ZhbGlkGA8gASgNEhUKDXZvdGVzX2ludmFsaWQYECABKA0SFAoMdmFsaWRhdGVkX2J5GBEgASgMIkgKEkluZmVyZW5jZXNNYXBQcm90bxIyCgdlbnRyaWVzGAEgAygLMiEuZGV2c2hhcmQudjEuSW5mZXJlbmNlUmVjb3JkUHJvdG9iBnByb3RvMw");
+  fileDesc("ChdkZXZzaGFyZC92MS9zdGF0ZS5wcm90bxILZGV2c2hhcmQudjEijQEKDkhvc3RTdGF0c1Byb3RvEg8KB3Nsb3RfaWQYASABKA0SDgoGbWlzc2VkGAIgASgNEg8KB2ludmFsaWQYAyABKA0SDAoEY29zdBgEIAEoBBIcChRyZXF1aXJlZF92YWxpZGF0aW9ucxgFIAEoDRIdChVjb21wbGV0ZWRfdmFsaWRhdGlvbnMYBiABKA0iQQoRSG9zdFN0YXRzTWFwUHJvdG8SLAoHZW50cmllcxgBIAMoCzIbLmRldnNoYXJkLnYxLkhvc3RTdGF0c1Byb3RvIrUDChRJbmZlcmVuY2VSZWNvcmRQcm90bxIUCgxpbmZlcmVuY2VfaWQYASABKAQSDgoGc3RhdHVzGAIgASgNEhUKDWV4ZWN1dG9yX3Nsb3QYAyABKA0SDQoFbW9kZWwYBCABKAkSEwoLcHJvbXB0X2hhc2gYBSABKAwSFQoNcmVzcG9uc2VfaGFzaBgGIAEoDBIUCgxpbnB1dF9sZW5ndGgYByABKAQSEgoKbWF4X3Rva2VucxgIIAEoBBIUCgxpbnB1dF90b2tlbnMYCSABKAQSFQoNb3V0cHV0X3Rva2VucxgKIAEoBBIVCg1yZXNlcnZlZF9jb3N0GAsgASgEEhMKC2FjdHVhbF9jb3N0GAwgASgEEhIKCnN0YXJ0ZWRfYXQYDSABKAMSFAoMY29uZmlybWVkX2F0GA4gASgDEhMKC3ZvdGVzX3ZhbGlkGA8gASgNEhUKDXZvdGVzX2ludmFsaWQYECABKA0SFAoMdmFsaWRhdGVkX2J5GBEgASgMEhkKEXN0YXJ0ZWRfYXRfaGVpZ2h0GBIgASgEEhsKE2NvbmZpcm1lZF9hdF9oZWlnaHQYEyABKAQiSAoSSW5mZXJlbmNlc01hcFByb3RvEjIKB2VudHJpZXMYASADKAsyIS5kZXZzaGFyZC52MS5JbmZlcmVuY2VSZWNvcmRQcm90b2IGcHJvdG8z");
 
 /**
  * @generated from message devshard.v1.HostStatsProto
@@ -164,6 +165,16 @@ export type InferenceRecordProto = Message<"devshard.v1.InferenceRecordProto"> &
    * @generated from field: bytes validated_by = 17;
    */
   validatedBy: Uint8Array;
+
+  /**
+   * @generated from field: uint64 started_at_height = 18;
+   */
+  startedAtHeight: bigint;
+
+  /**
+   * @generated from field: uint64 confirmed_at_height = 19;
+   */
+  confirmedAtHeight: bigint;
 };
 
 /**
