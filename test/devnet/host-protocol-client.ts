@@ -7,10 +7,14 @@
  * speaks one version's route (default the newest, `/devshard/v4.1`) and hashes that version's name
  * as its state-root tag, as the hosts' sessions under that route do.
  */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { registerSimulatedHosts, type SimulatedHosts } from '../../src/devnet/hosts/index.js';
-import type { DevnetChainView, DevnetEscrowView, HostIdentity } from '../../src/devnet/hosts/chain-view.js';
+import type { BlockHeader, DevnetChainView, DevnetEscrowView, HostIdentity } from '../../src/devnet/hosts/chain-view.js';
+import { HOST_VERSION_NAMES, hostRules } from '../../src/devnet/hosts/protocol/host-versions.js';
+import type { HostSessionStore } from '../../src/devnet/hosts/protocol/session.js';
 import type { HostFaults } from '../../src/devnet/hosts/faults.js';
 import { readHostEvent, type HostEvent, type HostReceipt } from '../../src/network/devshard/host-events.js';
 import { inferenceRequestJson, sessionUrl, type InferencePayload, type SignedDiff } from '../../src/network/devshard/request-body.js';
@@ -31,7 +35,7 @@ import {
   type EscrowSessionFields,
 } from '../../src/protocol/index.js';
 import { DevshardTxSchema, type DevshardTx } from '../../src/protocol/gen/devshard/v1/diff_pb.js';
-import { NEWEST_VERSION, SUPPORTED_VERSION_NAMES, versionOfRoute } from '../../src/protocol/versions.js';
+import { NEWEST_VERSION, versionOfRoute } from '../../src/protocol/versions.js';
 import { MsgConfirmStartSchema, MsgFinalizeRoundSchema, MsgStartInferenceSchema } from '../../src/protocol/gen/devshard/v1/tx_pb.js';
 import { newKey, type Key } from '../network/fixtures.js';
 
@@ -48,6 +52,12 @@ export interface TestNet {
   bind: ChainBindParams;
   /** The hosts' clock is Date.now() + offsetMs (the client signs with the same clock). */
   clock: { offsetMs: number };
+  /** The chain's latest height the hosts' block oracle reads (with `oracle`); tests move it. */
+  chainTip: { height: bigint };
+  /** The header at a height, as the hosts' oracle reports it (hash = sha256("testnet/block/<h>")). */
+  header(height: bigint): BlockHeader;
+  /** The chain view the hosts read (a second mount of the same hosts, as after a restart, reads it too). */
+  chain: DevnetChainView;
   hostUrl(i: number): string;
   /** The route prefix the clients speak by default (`/devshard/<version>`, or `/v1/devshard`). */
   route: string;
@@ -62,8 +72,12 @@ export interface TestNetOptions {
   tokenDelayMs?: number;
   /** The clients' route prefix; default `/devshard/<newest version>`. */
   route?: string;
-  /** The versions the hosts serve (SimulatedHostsOptions.versions); default every version we speak. */
+  /** The versions the hosts serve (SimulatedHostsOptions.versions); default every version they serve (ours and v5). */
   versions?: readonly string[];
+  /** Give the hosts a block oracle (the chain's latest block; v5 stamps and Anchors). Default off. */
+  oracle?: boolean;
+  /** Where the hosts keep the diffs they apply (SimulatedHostsOptions.sessionStore). */
+  sessionStore?: HostSessionStore;
   /**
    * Keep `/v1/devshard` for v2 (SimulatedHostsOptions.legacyRoute). Default on here (the hosts'
    * own default is off, as on the live network) so that tests whose escrows still speak v2 on the
@@ -83,7 +97,14 @@ export async function startTestNet(opts: TestNetOptions = {}): Promise<TestNet> 
   const hosts: HostIdentity[] = keys.map((k, index) => ({ index, address: k.address, privateKey: k.privateKey, pubKey: k.pubKey, prefix: `/hosts/${index}` }));
   const app = Fastify({ logger: false });
   const escrows = new Map<string, DevnetEscrowView>();
-  const chain: DevnetChainView = { escrow: (id) => escrows.get(id), tokenPrice: () => 3n, sessionBindParams: () => BIND };
+  const chainTip = { height: 1000n };
+  const header = (height: bigint): BlockHeader => ({ chainId: 'gonka-testnet', height, hash: sha256(new TextEncoder().encode(`testnet/block/${height}`)) });
+  const chain: DevnetChainView = {
+    escrow: (id) => escrows.get(id),
+    tokenPrice: () => 3n,
+    sessionBindParams: () => BIND,
+    ...(opts.oracle ? { latestBlock: () => header(chainTip.height), blockAt: (h: bigint) => (h >= 1n && h <= chainTip.height ? header(h) : undefined) } : {}),
+  };
   const faults: HostFaults = {};
   const clock = { offsetMs: 0 };
   const sim = registerSimulatedHosts(app, {
@@ -92,8 +113,9 @@ export async function startTestNet(opts: TestNetOptions = {}): Promise<TestNet> 
     tokenDelayMs: opts.tokenDelayMs ?? 0,
     faults,
     now: () => Date.now() + clock.offsetMs,
-    versions: opts.versions ?? SUPPORTED_VERSION_NAMES,
+    versions: opts.versions ?? HOST_VERSION_NAMES,
     legacyRoute: opts.legacyRoute ?? true,
+    ...(opts.sessionStore ? { sessionStore: opts.sessionStore } : {}),
   });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const addr = app.server.address();
@@ -112,7 +134,7 @@ export async function startTestNet(opts: TestNetOptions = {}): Promise<TestNet> 
     session: SESSION,
   };
   escrows.set(escrow.id, escrow);
-  return { app, base, creator, hosts, sim, faults, escrow, bind: BIND, clock, hostUrl, route, version, close: () => app.close() };
+  return { app, base, creator, hosts, sim, faults, escrow, bind: BIND, clock, chainTip, header, chain, hostUrl, route, version, close: () => app.close() };
 }
 
 /** One captured request (for the realnet capture and for inspection). */
@@ -134,6 +156,8 @@ export interface HostAnswer {
   output: string[];
   done: boolean;
   meta?: Uint8Array[];
+  /** The first event's JSON as sent (v5: its `height_sync` section, the receipt's stamp). */
+  first?: Record<string, unknown>;
 }
 
 const txKey = (tx: DevshardTx): string => toHex(sha256(toBinary(DevshardTxSchema, tx)));
@@ -163,7 +187,16 @@ export class ProtocolClient {
     this.tag = o.tag ?? (o.route !== undefined ? (versionOfRoute(o.route) ?? o.route.split('/').pop()!) : net.version);
     const n = net.escrow.slots.length;
     const config = applyChainBindParams(sessionConfigFromEscrow(n, net.escrow.session!), n, net.bind);
-    this.replica = Replica.create({ escrowId: net.escrow.id, slots: net.escrow.slots.map((s) => s.host), amount: net.escrow.amount!, userAddress: net.escrow.creator, config, version: this.tag });
+    const routeVersion = versionOfRoute(this.route) ?? this.route.split('/').pop()!;
+    this.replica = Replica.create({
+      escrowId: net.escrow.id,
+      slots: net.escrow.slots.map((s) => s.host),
+      amount: net.escrow.amount!,
+      userAddress: net.escrow.creator,
+      config,
+      version: this.tag,
+      rules: hostRules(routeVersion),
+    });
   }
 
   now(): number {
@@ -223,12 +256,16 @@ export class ProtocolClient {
       a.events.push(ev);
       if (ev.kind === 'receipt') {
         a.receipt = ev.receipt;
+        a.first = JSON.parse(block.slice(6)) as Record<string, unknown>;
         this.acked.set(i, ev.receipt.nonce);
         const ours = this.roots.get(ev.receipt.nonce);
         if (!ours || !ev.receipt.stateHash || !bytesEqual(ours, ev.receipt.stateHash)) this.mismatches.push(`host ${i} nonce ${ev.receipt.nonce}`);
         if (ev.receipt.receipt) {
+          // v5: the receipt signs the executor's stamp, which the ConfirmStart must carry unchanged.
+          const r = a.first.devshard_receipt as { observed_height?: number; observed_block_hash?: string };
+          const stamp = r.observed_block_hash ? { observedHeight: BigInt(r.observed_height ?? 0), observedBlockHash: new Uint8Array(Buffer.from(r.observed_block_hash, 'base64')) } : {};
           const tx = create(DevshardTxSchema, {
-            tx: { case: 'confirmStart', value: create(MsgConfirmStartSchema, { inferenceId: ev.receipt.nonce, executorSig: ev.receipt.receipt, confirmedAt: ev.receipt.confirmedAt ?? 0n }) },
+            tx: { case: 'confirmStart', value: create(MsgConfirmStartSchema, { inferenceId: ev.receipt.nonce, executorSig: ev.receipt.receipt, confirmedAt: ev.receipt.confirmedAt ?? 0n, ...stamp }) },
           });
           this.pending.set(txKey(tx), tx);
         }
@@ -327,4 +364,31 @@ export class ProtocolClient {
     const text = await res.text();
     return { status: res.status, json: JSON.parse(text) as unknown, text };
   }
+}
+
+/**
+ * Writes a client's requests in ../shared/tools/realnet's capture format (one file per request, as
+ * its tap.mjs writes them), the settlement file and the session's facts, for verify-request.mjs /
+ * verify-diffs.mjs / verify-finalize.mjs run by hand.
+ */
+export function writeWitnessCaptures(net: TestNet, client: ProtocolClient, dir: string, settlementFile: string): void {
+  mkdirSync(join(dir, 'caps'), { recursive: true });
+  client.captured.forEach((c, seq) => {
+    const u = new URL(c.url);
+    const hostIndex = Number(/^\/hosts\/(\d+)\//.exec(u.pathname)![1]);
+    const record = {
+      seq,
+      received_at: c.at,
+      method: 'POST',
+      url: u.pathname.replace(/^\/hosts\/\d+/, ''),
+      headers: c.headers,
+      body_base64: Buffer.from(c.body).toString('base64'),
+      target: net.hostUrl(hostIndex),
+      host_address: net.hosts[hostIndex]!.address,
+      response: { status: c.status },
+    };
+    writeFileSync(join(dir, 'caps', `${String(seq).padStart(4, '0')}-POST.json`), JSON.stringify(record));
+  });
+  writeFileSync(join(dir, 'settlement.json'), settlementFile);
+  writeFileSync(join(dir, 'session.json'), JSON.stringify({ creator: net.creator.address, slots: net.escrow.slots.map((s) => s.host), amount: String(net.escrow.amount) }));
 }

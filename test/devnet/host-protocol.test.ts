@@ -4,13 +4,11 @@
  * of src/protocol + src/network/devshard (host-protocol-client.ts), under the newest version's route
  * (`/devshard/v4.1`, tag "v4.1"; every version's route: host-versions.test.ts).
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { fromBinary } from '@bufbuild/protobuf';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DevshardTxSchema } from '../../src/protocol/gen/devshard/v1/diff_pb.js';
 import { buildSettlement, InferenceStatus, Phase, recoverAddress, settlementFileJson, settlementSignatureValid, stateSignatureBytes } from '../../src/protocol/index.js';
-import { MODEL, ProtocolClient, startTestNet, type TestNet } from './host-protocol-client.js';
+import { MODEL, ProtocolClient, startTestNet, writeWitnessCaptures, type TestNet } from './host-protocol-client.js';
 
 const chat = (i: number, extra: Record<string, unknown> = {}) => ({
   model: MODEL,
@@ -35,29 +33,7 @@ describe('simulated hosts: the real host protocol', () => {
     // (one file per request, as its tap.mjs writes them) and the settlement file, for
     // verify-request.mjs / verify-diffs.mjs / verify-finalize.mjs.
     const dir = process.env.HOSTPROTO_CAPTURE_DIR;
-    if (!dir) return;
-    mkdirSync(join(dir, 'caps'), { recursive: true });
-    client.captured.forEach((c, seq) => {
-      const u = new URL(c.url);
-      const hostIndex = Number(/^\/hosts\/(\d+)\//.exec(u.pathname)![1]);
-      const record = {
-        seq,
-        received_at: c.at,
-        method: 'POST',
-        url: u.pathname.replace(/^\/hosts\/\d+/, ''),
-        headers: c.headers,
-        body_base64: Buffer.from(c.body).toString('base64'),
-        target: net.hostUrl(hostIndex),
-        host_address: net.hosts[hostIndex]!.address,
-        response: { status: c.status },
-      };
-      writeFileSync(join(dir, 'caps', `${String(seq).padStart(4, '0')}-POST.json`), JSON.stringify(record));
-    });
-    writeFileSync(join(dir, 'settlement.json'), settlementFile);
-    writeFileSync(
-      join(dir, 'session.json'),
-      JSON.stringify({ creator: net.creator.address, slots: net.escrow.slots.map((s) => s.host), amount: String(net.escrow.amount) }),
-    );
+    if (dir) writeWitnessCaptures(net, client, dir, settlementFile);
   });
 
   it('serves a session of streamed and non-streamed inferences across 3 hosts with catch-up', async () => {

@@ -9,11 +9,12 @@
 import Fastify from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseHostVersions, parseLegacyRoute, registerSimulatedHosts } from '../../src/devnet/hosts/index.js';
+import { HOST_VERSION_NAMES } from '../../src/devnet/hosts/protocol/host-versions.js';
 import { SUPPORTED_VERSION_NAMES } from '../../src/protocol/versions.js';
 import { newKey } from '../network/fixtures.js';
 import { MODEL, ProtocolClient, startTestNet, type TestNet } from './host-protocol-client.js';
 
-const chat = (i: number) => ({ model: MODEL, messages: [{ role: 'user', content: `question ${i}` }], max_tokens: 16 });
+const chat = (i: number) => ({ model: MODEL, messages: [{ role: 'user', content: `question ${i}` }], max_tokens: 64 }) // v5's floor (every version takes 64);
 
 /**
  * The host API's answer to the retired prefix, byte for byte: gonka 59b1ee7e
@@ -66,8 +67,8 @@ describe('simulated hosts: one route per version, each session with its own tag'
   beforeAll(async () => (net = await startTestNet({ legacyRoute: false })));
   afterAll(async () => net.close());
 
-  it('serves every version we speak by default', () => {
-    expect(net.sim.versions).toEqual(SUPPORTED_VERSION_NAMES);
+  it('serves every version we speak, and v5, by default', () => {
+    expect(net.sim.versions).toEqual(HOST_VERSION_NAMES);
     expect(net.sim.legacyRoute).toBe(false);
   });
 
@@ -216,11 +217,13 @@ describe('simulated hosts: the legacy route kept (DEVNET_LEGACY_ROUTE=1)', () =>
 });
 
 describe('DEVNET_HOST_VERSIONS and DEVNET_LEGACY_ROUTE', () => {
-  it('read versions by name, default every version we speak, refuse one we do not', () => {
-    expect(parseHostVersions(undefined)).toEqual(SUPPORTED_VERSION_NAMES);
-    expect(parseHostVersions('  ')).toEqual(SUPPORTED_VERSION_NAMES);
+  it('read versions by name, default every version the hosts serve (ours and v5), refuse any other', () => {
+    expect(HOST_VERSION_NAMES).toEqual([...new Set([...SUPPORTED_VERSION_NAMES, 'v5'])]);
+    expect(parseHostVersions(undefined)).toEqual(HOST_VERSION_NAMES);
+    expect(parseHostVersions('  ')).toEqual(HOST_VERSION_NAMES);
     expect(parseHostVersions('v4.1,,v3')).toEqual(['v4.1', 'v3']);
-    expect(() => parseHostVersions('v3,v5')).toThrow('DEVNET_HOST_VERSIONS: "v5" is not a version the simulated hosts serve (v2, v3, v4, v4.1)');
+    expect(parseHostVersions('v5')).toEqual(['v5']);
+    expect(() => parseHostVersions('v3,v6')).toThrow(`DEVNET_HOST_VERSIONS: "v6" is not a version the simulated hosts serve (${HOST_VERSION_NAMES.join(', ')})`);
     expect(() => parseHostVersions('4.1')).toThrow(/"4\.1" is not a version/);
   });
 

@@ -6,7 +6,7 @@
 import { sha256 } from '@cosmjs/crypto';
 import { toBase64, toHex, toUtf8 } from '@cosmjs/encoding';
 import { TxMsgData } from 'cosmjs-types/cosmos/base/abci/v1beta1/abci';
-import type { DevnetChainView, DevnetEscrowView, HostIdentity } from '../hosts/chain-view.js';
+import type { BlockHeader, DevnetChainView, DevnetEscrowView, HostIdentity } from '../hosts/chain-view.js';
 import { SDK_CODES } from '../../chain/devshard-errors.js';
 import { DENOM } from '../../chain/keys.js';
 import { MsgCreateDevshardEscrowResponseType, MsgCreateDevshardEscrowType } from '../../chain/messages.js';
@@ -155,6 +155,16 @@ export class DevnetChain implements DevnetChainView {
 
   tokenPrice(): bigint {
     return this.state.params.tokenPrice;
+  }
+
+  /** The latest block as the hosts' block oracle sees it (its hash is `blockHash`, 32 bytes). */
+  latestBlock(): BlockHeader {
+    return this.blockAt(BigInt(this.state.height))!;
+  }
+
+  blockAt(height: bigint): BlockHeader | undefined {
+    if (height < 1n || height > BigInt(this.state.height)) return undefined;
+    return { chainId: this.state.chainId, height, hash: new Uint8Array(Buffer.from(this.blockHash(Number(height)), 'hex')) };
   }
 
   balanceOf(address: string): bigint {

@@ -19,8 +19,23 @@ export interface DevnetEscrowView {
   frozen?: ChainBindParams;
 }
 
+/** A block header as a host's chain oracle reads it (Z5 common/chainoracle/blocks `Header`). */
+export interface BlockHeader {
+  chainId: string;
+  height: bigint;
+  /** The block hash (a Tendermint sha256: 32 bytes). */
+  hash: Uint8Array;
+}
+
 export interface DevnetChainView {
   escrow(id: string): DevnetEscrowView | undefined;
+  /**
+   * The chain's latest block, as a v5 host's block oracle reports it; absent: the host runs without
+   * an oracle (Z5 hosts without DEVSHARD_CHAINORACLE_URL: no stamps, no height_sync, no seed RPC).
+   */
+  latestBlock?(): BlockHeader | undefined;
+  /** The header at `height` (at or below the latest), for a host told to sign an old height. */
+  blockAt?(height: bigint): BlockHeader | undefined;
   /** Price of one token in the smallest coin unit. */
   tokenPrice(): bigint;
   /** Chain params a host freezes into a session at bind (vote factor, timeouts, validation rate); absent: defaults. */

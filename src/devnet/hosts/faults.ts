@@ -29,6 +29,20 @@ export interface HostFaults {
   hold?: Promise<unknown>;
   /** Called when a request starts waiting on `hold` (a test waits for it: the held request is the one it meant). */
   onHold?: () => void;
+  /**
+   * v5: the host signs its height stamps one block below the floor F(m) (receipt and ConfirmStart,
+   * Finish, heartbeat acks), with that block's hash: what L0 refuses (`INVALID(height_regression)`),
+   * for tests of a gateway that must keep such a tx out of its diffs. No effect while F(m) ≤ 1.
+   */
+  subFloorStamps?: boolean;
+  /**
+   * The executor's answer turns into an error after this many output events, and it still signs
+   * the Finish over what it wrote: streamed, an `{"error":{…}}` event then `[DONE]` (an answer v5's
+   * error-miss refunds); whole, the error object as the body (not a miss under Z5's rule).
+   */
+  errorAnswerAfterChunks?: number;
+  /** v5: the seed RPC is off on this host (Z5 `WithHeightSyncSeedRPC(false)`): 404 `height-sync seed RPC disabled`. */
+  seedRpcOff?: boolean;
   /** Apply to this many more matching requests, then stop (undefined = until changed). */
   remaining?: number;
 }
@@ -43,7 +57,10 @@ export function faultFor(faults: HostFaults | undefined, hostIndex: number): Hos
     faults.truncateAfterChunks !== undefined ||
     faults.withholdSignature === true ||
     (faults.latencyMs !== undefined && faults.latencyMs > 0) ||
-    faults.hold !== undefined;
+    faults.hold !== undefined ||
+    faults.subFloorStamps === true ||
+    faults.errorAnswerAfterChunks !== undefined ||
+    faults.seedRpcOff === true;
   if (!any) return undefined;
   if (faults.remaining !== undefined) {
     if (faults.remaining <= 0) return undefined;

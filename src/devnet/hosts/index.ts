@@ -4,6 +4,7 @@
  * real host serves it behind versiond (one devshardd per version, each with its own sessions)
  *   {prefix}/devshard/<version>/sessions/{escrow_id}/{chat/completions, verify-timeout, diffs,
  *   mempool, signatures}                                                 (protocol/routes.ts)
+ *   and, under a v5 route, {height-sync, verify-error-miss}              (protocol/v5-routes.ts)
  * a session opened there hashing `<version>` as its state-root tag; versiond's answers around them
  * (an unserved version, health, the versionless observability GETs) and the host API's 410 for the
  * retired `{prefix}/v1/devshard[/*]` (protocol/versiond.ts), unless the legacy route is kept: then
@@ -17,7 +18,7 @@ import type { ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import type { DevnetChainView, HostIdentity } from './chain-view.js';
 import type { HostFaults } from './faults.js';
-import { SUPPORTED_VERSION_NAMES } from '../../protocol/versions.js';
+import { HOST_VERSION_NAMES } from './protocol/host-versions.js';
 import { HOST_ROUTE_PREFIX, protocolRoutes, VERSIONED_ROUTE_ROOT } from './protocol/routes.js';
 import { HostSessions, LEGACY_SESSION_VERSION, type HostSessionStore } from './protocol/session.js';
 import { legacyRouteGone, versiondRoutes } from './protocol/versiond.js';
@@ -40,7 +41,7 @@ export interface SimulatedHostsOptions {
   sessionStore?: HostSessionStore;
   /**
    * The versions served under `/devshard/<name>` (DEVNET_HOST_VERSIONS; default: every version the
-   * gateway speaks, SUPPORTED_VERSION_NAMES). Each must be one of those.
+   * hosts serve, HOST_VERSION_NAMES: the gateway's versions and v5). Each must be one of those.
    */
   versions?: readonly string[];
   /**
@@ -65,14 +66,14 @@ export interface SimulatedHosts {
 
 /**
  * DEVNET_HOST_VERSIONS: version names, comma-separated (spaces trimmed, empty entries and repeats
- * dropped); unset or empty: every version the gateway speaks. A name the gateway does not speak is
- * refused (the hosts would hash it with v2's rules).
+ * dropped); unset or empty: every version the hosts serve. Any other name is refused (the hosts
+ * would not know its rules).
  */
 export function parseHostVersions(value: string | readonly string[] | undefined, name = 'DEVNET_HOST_VERSIONS'): string[] {
-  if (value === undefined || (typeof value === 'string' && value.trim() === '')) return [...SUPPORTED_VERSION_NAMES];
+  if (value === undefined || (typeof value === 'string' && value.trim() === '')) return [...HOST_VERSION_NAMES];
   const list = (typeof value === 'string' ? value.split(',') : [...value]).map((v) => v.trim()).filter((v) => v !== '');
   for (const v of list) {
-    if (!SUPPORTED_VERSION_NAMES.includes(v)) throw new Error(`${name}: ${JSON.stringify(v)} is not a version the simulated hosts serve (${SUPPORTED_VERSION_NAMES.join(', ')})`);
+    if (!HOST_VERSION_NAMES.includes(v)) throw new Error(`${name}: ${JSON.stringify(v)} is not a version the simulated hosts serve (${HOST_VERSION_NAMES.join(', ')})`);
   }
   return [...new Set(list)];
 }
@@ -106,7 +107,7 @@ export function registerSimulatedHosts(app: FastifyInstance, opts: SimulatedHost
         child.addHook('onClose', async () => {
           for (const res of open) res.destroy();
         });
-        const common = { host, sessions, hosts: opts.hosts, faults, tokenDelayMs: opts.tokenDelayMs, now, open, bodyLimit };
+        const common = { host, sessions, chain: opts.chain, hosts: opts.hosts, faults, tokenDelayMs: opts.tokenDelayMs, now, open, bodyLimit };
         for (const version of versions) {
           void child.register(async (proto) => protocolRoutes(proto, { ...common, version }), { prefix: `${VERSIONED_ROUTE_ROOT}/${version}` });
         }

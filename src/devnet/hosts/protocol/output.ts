@@ -67,3 +67,20 @@ export function plannedOutput(plan: CompletionPlan, o: { escrowId: string; infer
 }
 
 export const responseHash = (out: PlannedOutput): Uint8Array => sha256(utf8(out.hashed));
+
+/** The error a failing model ends its answer with (the OpenAI `{"error":{code,message,type}}` shape). */
+export const SIMULATED_MODEL_ERROR = Object.freeze({ code: 'model_error', message: 'simulated model failure', type: 'server_error' });
+
+/**
+ * The fault `errorAnswerAfterChunks`: the answer as a failing model leaves it. Streamed: the first
+ * `after` events, then an error event and `[DONE]`, hashed as any stream is. Whole: the error object
+ * is the body. `outputTokens` counts the content events kept (the role chunk is not one).
+ */
+export function erroredOutput(out: PlannedOutput, after: number, stream: boolean, completionTokens: number): { out: PlannedOutput; outputTokens: number } {
+  const error = sortedJson({ error: SIMULATED_MODEL_ERROR });
+  if (!stream) return { out: { events: [error, '[DONE]'], hashed: error, cached: error }, outputTokens: 0 };
+  const kept = out.events.slice(0, Math.max(0, Math.min(after, out.events.length - 2)));
+  const events = [...kept, error, '[DONE]'];
+  const hashed = JSON.stringify({ events: events.map((e) => `data: ${e}`) });
+  return { out: { events, hashed, cached: hashed }, outputTokens: Math.min(completionTokens, Math.max(0, kept.length - 1)) };
+}

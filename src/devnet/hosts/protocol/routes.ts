@@ -9,25 +9,41 @@
  *   GET  sessions/:id/mempool            {txs:[base64 DevshardTx]}
  *   GET  sessions/:id/signatures?nonce=N {signatures:{"<slot>":"<base64>"}}
  * GETs are unauthenticated, as in gonka. Refusals are echo errors: `{"message": text}`.
+ * Under v5 (Z5 = zpoken/gonka@86cff503; docs/notes/v5-host-wire.md) the same routes change as a Z5
+ * host changes them: the body may be a protobuf envelope (envelope.ts), sessions are bound by chat
+ * and the seed only (session-access.ts), diffs apply through the v5 rules with Z5's texts, the host
+ * acks its heartbeats (height-acks.ts), stamps its receipt and Finish (stamped-receipt.ts,
+ * host-stamps.ts) and adds its `height_sync` Anchor (height-section.ts); the seed RPC and
+ * verify-error-miss are added (v5-routes.ts).
  */
 import type { ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { create } from '@bufbuild/protobuf';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { create, toBinary } from '@bufbuild/protobuf';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { DevshardTxSchema, type DevshardTx } from '../../../protocol/gen/devshard/v1/diff_pb.js';
 import { MsgFinishInferenceSchema } from '../../../protocol/gen/devshard/v1/tx_pb.js';
 import { finishProposerBytes } from '../../../protocol/preimages.js';
 import { signMessage } from '../../../protocol/signatures.js';
 import { LEGACY_ROUTE_PREFIX } from '../../../protocol/versions.js';
-import type { HostIdentity } from '../chain-view.js';
+import type { RuleSet } from '../../../protocol/versions.js';
+import type { DevnetChainView, HostIdentity } from '../chain-view.js';
 import { PlanError, planCompletion } from '../completion-plan.js';
 import { faultFor, type HostFaults } from '../faults.js';
 import { recoverRequestSigner, requireOwner } from './auth.js';
-import { plannedOutput, responseHash } from './output.js';
+import { unwrapInferenceRequest } from './envelope.js';
+import { ackHeartbeats } from './height-acks.js';
+import { escrowHints, shouldEmitAnchor, signedAnchor, type HeightSyncSection } from './height-section.js';
+import { hasOracle, headerStamp, hostStamp, readOracle } from './host-stamps.js';
+import { hostRules } from './host-versions.js';
+import { erroredOutput, plannedOutput, responseHash } from './output.js';
 import { signReceipt, type ReceiptOutcome } from './receipt.js';
 import type { HostSession, HostSessions } from './session.js';
-import { decideTimeout, signTimeoutVote, timeoutReason } from './timeout.js';
-import { decodeTimeoutDiffs, HostHttpError, parseInferenceRequest, parseVerifyTimeout } from './wire.js';
+import { bindOwnerSession, existingSession, existingSessionForOwner } from './session-access.js';
+import { signStampedReceipt, type StampedReceiptOutcome } from './stamped-receipt.js';
+import { decideTimeout, recoveryTxsFor, signTimeoutVote, timeoutReason } from './timeout.js';
+import { sendHttpError } from './http-answers.js';
+import { v5Routes } from './v5-routes.js';
+import { decodeTimeoutDiffs, HostHttpError, parseInferenceRequest, parseVerifyTimeout, type ParsedInferenceRequest } from './wire.js';
 
 /** v2's route, the host API's in-process prefix at 8a35022 (served only with the legacy route on). */
 export const HOST_ROUTE_PREFIX = LEGACY_ROUTE_PREFIX;
@@ -35,31 +51,16 @@ export const HOST_ROUTE_PREFIX = LEGACY_ROUTE_PREFIX;
 /** Where versiond is mounted on a real host (nginx `location /devshard/`, 59b1ee7e proxy/entrypoint.sh). */
 export const VERSIONED_ROUTE_ROOT = '/devshard';
 
-export interface ProtocolRouteContext {
-  host: HostIdentity;
-  sessions: HostSessions;
-  /** The version these routes serve: sessions opened here are this version's and hash its name as their tag. */
-  version: string;
-  /** Every simulated host (peer lookups: the executor's mempool for execution timeouts). */
-  hosts: readonly HostIdentity[];
-  faults: HostFaults;
-  tokenDelayMs: number;
-  now: () => number;
-  open: Set<ServerResponse>;
-  /** Largest accepted request body, bytes. */
-  bodyLimit: number;
-}
+export { sendHttpError } from './http-answers.js';
+
+export type { ProtocolRouteContext } from './route-context.js';
+import type { ProtocolRouteContext } from './route-context.js';
 
 /** Longest a stall fault holds a connection whose client never leaves. */
 const MAX_STALL_MS = 10 * 60_000;
 
 const b64 = (b: Uint8Array): string => Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('base64');
 
-/** An echo HTTP error answered as the host answers it, `{"message": text}` with its status; anything else is rethrown. */
-export function sendHttpError(reply: FastifyReply, e: unknown): FastifyReply {
-  if (e instanceof HostHttpError) return reply.code(e.status).type('application/json').send(JSON.stringify({ message: e.message }));
-  throw e;
-}
 
 const bodyOf = (request: FastifyRequest): Uint8Array => (Buffer.isBuffer(request.body) ? new Uint8Array(request.body) : new Uint8Array(0));
 
@@ -72,20 +73,25 @@ function closedPromise(res: ServerResponse): Promise<void> {
 
 export function protocolRoutes(app: FastifyInstance, ctx: ProtocolRouteContext): void {
   const nowSeconds = (): bigint => BigInt(Math.floor(ctx.now() / 1000));
+  const rules: RuleSet = hostRules(ctx.version);
   // Any content type: gonka reads the body as bytes whatever the header says.
   app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: ctx.bodyLimit }, (_req, body, done) => done(null, body));
+  if (rules === 'v5') v5Routes(app, ctx);
 
   app.post<{ Params: { escrowId: string } }>('/sessions/:escrowId/chat/completions', async (request, reply) => {
     const { escrowId } = request.params;
     let session: HostSession;
-    let outcome: ReceiptOutcome;
+    let outcome: StampedReceiptOutcome;
     let state: ReturnType<HostSession['signState']>;
     let fault: HostFaults | undefined;
+    let section: HeightSyncSection | undefined;
     try {
-      session = ctx.sessions.get(ctx.host, escrowId, ctx.version);
       const body = bodyOf(request);
-      const signer = recoverRequestSigner(request.headers, escrowId, body, nowSeconds());
-      requireOwner(signer, session.escrow.creator, session.groupAddresses);
+      if (rules === 'v5') session = bindOwnerSession(ctx, request.headers, escrowId, body, nowSeconds());
+      else {
+        session = ctx.sessions.get(ctx.host, escrowId, ctx.version);
+        requireOwner(recoverRequestSigner(request.headers, escrowId, body, nowSeconds()), session.escrow.creator, session.groupAddresses);
+      }
       fault = faultFor(ctx.faults, ctx.host.index);
       if (fault?.latencyMs) await sleep(fault.latencyMs);
       if (fault?.hold) {
@@ -93,9 +99,14 @@ export function protocolRoutes(app: FastifyInstance, ctx: ProtocolRouteContext):
         await fault.hold;
       }
       if (fault?.failStatus !== undefined) throw new HostHttpError(fault.failStatus, fault.failMessage ?? 'simulated host fault');
-      const req = parseInferenceRequest(body);
-      session.applyDiffs(req.diffs);
-      outcome = signReceipt(session, req.diffs, req.nonce, req.payload, nowSeconds());
+      if (rules === 'v5') {
+        const req = unwrapInferenceRequest(body);
+        ({ outcome, section } = handleV5Request(ctx, session, req, fault, nowSeconds()));
+      } else {
+        const req: ParsedInferenceRequest = parseInferenceRequest(body);
+        session.applyDiffs(req.diffs);
+        outcome = signReceipt(session, req.diffs, req.nonce, req.payload, nowSeconds());
+      }
       state = session.signState(fault?.withholdSignature === true);
     } catch (e) {
       return sendHttpError(reply, e);
@@ -115,7 +126,10 @@ export function protocolRoutes(app: FastifyInstance, ctx: ProtocolRouteContext):
       r.nonce = Number(state.nonce);
       if (outcome.receipt) r.receipt = b64(outcome.receipt);
       if (outcome.confirmedAt) r.confirmed_at = Number(outcome.confirmedAt);
-      write(JSON.stringify({ devshard_receipt: r }));
+      if (outcome.stamp && outcome.stamp.height !== 0n) r.observed_height = Number(outcome.stamp.height);
+      if (outcome.stamp && outcome.stamp.hash.length > 0) r.observed_block_hash = b64(outcome.stamp.hash);
+      // A Go map: keys sorted, so the section follows the receipt.
+      write(JSON.stringify(section ? { devshard_receipt: r, height_sync: section } : { devshard_receipt: r }));
       if (outcome.cached !== undefined) {
         write(outcome.cached);
         write('[DONE]');
@@ -137,9 +151,13 @@ export function protocolRoutes(app: FastifyInstance, ctx: ProtocolRouteContext):
   app.post<{ Params: { escrowId: string } }>('/sessions/:escrowId/verify-timeout', async (request, reply) => {
     const { escrowId } = request.params;
     try {
-      const session = ctx.sessions.get(ctx.host, escrowId, ctx.version);
       const body = bodyOf(request);
-      requireOwner(recoverRequestSigner(request.headers, escrowId, body, nowSeconds()), session.escrow.creator, session.groupAddresses);
+      let session: HostSession;
+      if (rules === 'v5') session = existingSessionForOwner(ctx, request.headers, escrowId, body, nowSeconds());
+      else {
+        session = ctx.sessions.get(ctx.host, escrowId, ctx.version);
+        requireOwner(recoverRequestSigner(request.headers, escrowId, body, nowSeconds()), session.escrow.creator, session.groupAddresses);
+      }
       const req = parseVerifyTimeout(body);
       const reason = timeoutReason(req.reason);
       session.applyCatchUp(decodeTimeoutDiffs(req.rawDiffs));
@@ -153,7 +171,11 @@ export function protocolRoutes(app: FastifyInstance, ctx: ProtocolRouteContext):
         nowSeconds: nowSeconds(),
         executorMempool: () => (executorHost ? ctx.sessions.peek(executorHost.index, escrowId, ctx.version)?.mempoolTxs() : undefined),
       });
-      if (!accept) return reply.type('application/json').send('{"accept":false,"voter_slot":0}');
+      if (!accept) {
+        // Z5 also answers the recovery txs it holds for the inference (ConfirmStart, Finish).
+        const recovery = rules === 'v5' ? recoveryTxsFor(session.mempoolTxs(), req.inferenceId).map((tx) => b64(toBinary(DevshardTxSchema, tx))) : [];
+        return reply.type('application/json').send(recovery.length > 0 ? JSON.stringify({ accept: false, voter_slot: 0, mempool: recovery }) : '{"accept":false,"voter_slot":0}');
+      }
       const vote = signTimeoutVote(session, req.inferenceId, reason);
       return reply.type('application/json').send(JSON.stringify({ accept: true, signature: b64(vote.signature), voter_slot: vote.voterSlot }));
     } catch (e) {
@@ -164,13 +186,37 @@ export function protocolRoutes(app: FastifyInstance, ctx: ProtocolRouteContext):
   for (const kind of SESSION_GETS) {
     app.get<{ Params: { escrowId: string }; Querystring: Record<string, string | undefined> }>(`/sessions/:escrowId/${kind}`, async (request, reply) => {
       try {
-        const session = ctx.sessions.get(ctx.host, request.params.escrowId, ctx.version);
+        const session = rules === 'v5' ? existingSession(ctx, request.params.escrowId) : ctx.sessions.get(ctx.host, request.params.escrowId, ctx.version);
         return reply.type('application/json').send(sessionGet(kind, session, request.query));
       } catch (e) {
         return sendHttpError(reply, e);
       }
     });
   }
+}
+
+/**
+ * Z5 `HandleRequest` once the body is read: the new diffs applied, the oracle read once, this
+ * host's heartbeats acked into its mempool, the executor's stamped receipt, and the response-leg
+ * Anchor when the cadence (or the request's force flag) calls for one.
+ */
+function handleV5Request(
+  ctx: ProtocolRouteContext,
+  session: HostSession,
+  req: ReturnType<typeof unwrapInferenceRequest>,
+  fault: HostFaults | undefined,
+  nowSeconds: bigint,
+): { outcome: StampedReceiptOutcome; section?: HeightSyncSection } {
+  const { applied } = session.applyDiffs(req.diffs);
+  const read = readOracle(ctx.chain);
+  const belowFloor = fault?.subFloorStamps === true;
+  ackHeartbeats(session, applied, { chain: ctx.chain, read, nowMs: ctx.now(), belowFloor });
+  const outcome = signStampedReceipt(session, req.diffs, req.nonce, req.payload, { nowSeconds, read, chain: ctx.chain, belowFloor });
+  if (!hasOracle(ctx.chain)) return { outcome };
+  const escrow = escrowHints(session.replica.heightSync());
+  const due = shouldEmitAnchor({ nonce: req.nonce, sessionStart: req.nonce === 1n, forceAnchor: req.forceAnchor && escrow === undefined, ...(escrow ? { escrow } : {}) });
+  const section = due ? signedAnchor(read.header, { address: ctx.host.address, privateKey: ctx.host.privateKey, nowMs: ctx.now() }) : undefined;
+  return section ? { outcome, section } : { outcome };
 }
 
 /** The unauthenticated session GETs (also served versionless under `/devshard`: versiond.ts). */
@@ -232,7 +278,9 @@ async function execute(
       throw e;
     }
     const stream = body.stream === true;
-    const out = plannedOutput(plan, { escrowId: session.escrowId, inferenceId: id, model: job.start.model, created: Math.floor(ctx.now() / 1000), stream });
+    let out = plannedOutput(plan, { escrowId: session.escrowId, inferenceId: id, model: job.start.model, created: Math.floor(ctx.now() / 1000), stream });
+    let outputTokens = plan.completionTokens;
+    if (fault?.errorAnswerAfterChunks !== undefined) ({ out, outputTokens } = erroredOutput(out, fault.errorAnswerAfterChunks, stream, plan.completionTokens));
     let gone = false;
     void closed.then(() => {
       gone = true;
@@ -247,13 +295,16 @@ async function execute(
       if (gone || res.destroyed) return false;
       if (!res.write(`data: ${out.events[k]}\n\n`)) await Promise.race([new Promise((r) => res.once('drain', r)), closed]);
     }
+    // v5: the oracle's tip when the answer is done, lifted to F(id) (Z5 RunExecution).
+    const stamp = session.rules === 'v5' ? hostStamp(session, id, headerStamp(readOracle(ctx.chain)), { chain: ctx.chain, belowFloor: fault?.subFloorStamps === true }) : undefined;
     const finish = create(MsgFinishInferenceSchema, {
       inferenceId: id,
       responseHash: responseHash(out),
       inputTokens: BigInt(plan.promptTokens),
-      outputTokens: BigInt(plan.completionTokens),
+      outputTokens: BigInt(outputTokens),
       executorSlot: job.executorSlot,
       escrowId: session.escrowId,
+      ...(stamp ? { observedHeight: stamp.height, observedBlockHash: stamp.hash } : {}),
     });
     finish.proposerSig = signMessage(finishProposerBytes(finish), session.host.privateKey);
     const tx: DevshardTx = create(DevshardTxSchema, { tx: { case: 'finishInference', value: finish } });

@@ -17,10 +17,12 @@ import { DevshardError } from '../../../protocol/errors.js';
 import { DevshardTxSchema, type DevshardTx } from '../../../protocol/gen/devshard/v1/diff_pb.js';
 import { stateSignatureBytes } from '../../../protocol/preimages.js';
 import { Replica, STATE_ROOT_VERSION } from '../../../protocol/replica.js';
-import { PROTOCOL_VERSIONS } from '../../../protocol/versions.js';
+import type { RuleSet } from '../../../protocol/versions.js';
 import { applyChainBindParams, bindParamsAtBind, sessionConfigFromEscrow } from '../../../protocol/session-config.js';
 import { signMessage } from '../../../protocol/signatures.js';
 import type { DevnetChainView, DevnetEscrowView, HostIdentity } from '../chain-view.js';
+import { PeerSeen } from './peer-seen.js';
+import { hostRules, hostVersionOrder } from './host-versions.js';
 import { decodeTimeoutDiffs, HostHttpError, type ReceivedDiff } from './wire.js';
 
 /**
@@ -50,6 +52,10 @@ const txKey = (tx: DevshardTx): string => toHex(sha256(toBinary(DevshardTxSchema
 
 export class HostSession {
   readonly replica: Replica;
+  /** The rule set of its version (v5: height sync, the log plane, Z5's host behaviour). */
+  readonly rules: RuleSet;
+  /** v5: the slots this host holds a fresh height claim from (an ack's `peer_seen`). */
+  readonly peerSeen: PeerSeen;
   /** The slots this host holds in the escrow, ascending (the first is its `PrimarySlot`). */
   readonly ownSlots: number[];
   /** Applied diffs by nonce, with the state root after each (storage `DiffRecord`). */
@@ -77,7 +83,9 @@ export class HostSession {
     const slots = escrow.slots.map((s) => s.host);
     const n = slots.length;
     const config = applyChainBindParams(sessionConfigFromEscrow(n, escrow.session ?? { tokenPrice: chain.tokenPrice() }), n, bindParamsAtBind(escrow.frozen, chain.sessionBindParams?.()) ?? {});
-    this.replica = Replica.create({ escrowId: escrow.id, slots, amount: escrow.amount, userAddress: escrow.creator, config, version });
+    this.rules = hostRules(version);
+    this.replica = Replica.create({ escrowId: escrow.id, slots, amount: escrow.amount, userAddress: escrow.creator, config, version, rules: this.rules });
+    this.peerSeen = new PeerSeen(n);
     this.ownSlots = escrow.slots.flatMap((s, i) => (s.host === host.address ? [i] : []));
     if (this.ownSlots.length === 0) throw new HostHttpError(500, `host not in group: ${host.address}`);
   }
@@ -99,13 +107,25 @@ export class HostSession {
    * `applyAndPersist` for each diff in order: at or below the latest nonce, skipped; otherwise applied
    * (user signature, sequence, txs, root). A refusal stops there (the diffs before it stay applied),
    * answered 500 `apply diff nonce N: <the state machine's text>` (host.go HandleRequest → server.go).
+   * v5 (Z5 host.go `applyAndPersist` with storage, reconcile.go `applyAndPersistReconciling`): the
+   * diff is validated before it is persisted, so the text is `validate diff nonce N: …` (the log
+   * plane's `INVALID(…)` refusals included), and a diff beyond the next nonce is
+   * `cannot reconcile nonce gap from store: escrow E need A..B have 0 record(s)` (the host's store
+   * holds nothing it has not applied).
+   * Returns the last diff's txs and the diffs newly applied (a v5 host acks their heartbeats).
    */
-  applyDiffs(diffs: readonly ReceivedDiff[]): { lastTxs: readonly DevshardTx[] | undefined } {
+  applyDiffs(diffs: readonly ReceivedDiff[]): { lastTxs: readonly DevshardTx[] | undefined; applied: ReceivedDiff[] } {
     let lastTxs: readonly DevshardTx[] | undefined;
+    const applied: ReceivedDiff[] = [];
     for (const diff of diffs) {
       if (diff.nonce <= this.replica.latestNonce) {
         this.observe?.(diff, 'known');
         continue;
+      }
+      if (this.rules === 'v5' && diff.nonce > this.replica.latestNonce + 1n) {
+        const why = `cannot reconcile nonce gap from store: escrow ${this.escrowId} need ${this.replica.latestNonce + 1n}..${diff.nonce - 1n} have 0 record(s)`;
+        this.observe?.(diff, 'refused', why);
+        throw new HostHttpError(500, why);
       }
       let root: Uint8Array;
       try {
@@ -113,20 +133,21 @@ export class HostSession {
       } catch (e) {
         if (e instanceof DevshardError) {
           this.observe?.(diff, 'refused', e.message);
-          throw new HostHttpError(500, `apply diff nonce ${diff.nonce}: ${e.message}`);
+          throw new HostHttpError(500, `${this.rules === 'v5' ? 'validate' : 'apply'} diff nonce ${diff.nonce}: ${e.message}`);
         }
         throw e;
       }
       this.observe?.(diff, 'applied');
       for (const tx of diff.txs) {
         this.mempool.delete(txKey(tx));
-        if (tx.tx.case === 'finishInference' || tx.tx.case === 'timeoutInference') this.completed.delete(tx.tx.value.inferenceId);
+        if (tx.tx.case === 'finishInference' || tx.tx.case === 'timeoutInference' || tx.tx.case === 'errorMiss') this.completed.delete(tx.tx.value.inferenceId);
       }
       this.applied.set(diff.nonce, { diff, stateHash: root });
       this.onApplied?.(diff);
       lastTxs = diff.txs;
+      applied.push(diff);
     }
-    return { lastTxs };
+    return { lastTxs, applied };
   }
 
   /** `ApplyCatchUpDiffs` (verify-timeout): refusals are ignored. */
@@ -223,6 +244,22 @@ export class HostSessions {
     s.onApplied = (diff) => store.save(s.host.address, s.escrowId, diff.json, s.version);
   }
 
+  /** The chain's escrow (what a host binds a new session to). */
+  escrowOf(escrowId: string): DevnetEscrowView | undefined {
+    return this.chain.escrow(escrowId);
+  }
+
+  /**
+   * A session already bound on this host (`SessionServerExisting`: in memory, or recovered from the
+   * host's store), never a new one: what a v5 host's routes other than chat and the seed resolve.
+   */
+  existing(host: HostIdentity, escrowId: string, version: string): HostSession | undefined {
+    const s = this.map.get(sessionKey(host.index, version, escrowId));
+    if (s) return s;
+    if (this.store && this.store.load(host.address, escrowId, version).length > 0) return this.get(host, escrowId, version);
+    return undefined;
+  }
+
   /**
    * An existing session (no creation), for peer lookups and tests: the one under `version`, or
    * without it the escrow's session under the newest version that has one on that host.
@@ -234,7 +271,7 @@ export class HostSessions {
 
   /** The versions under which `hostIndex` has a session of `escrowId`, newest first (known versions first, then any other). */
   versionsOf(hostIndex: number, escrowId: string): string[] {
-    const order = (v: string): number => PROTOCOL_VERSIONS.findIndex((p) => p.name === v);
+    const order = hostVersionOrder;
     const found = [...this.map.values()].filter((s) => s.host.index === hostIndex && s.escrowId === escrowId).map((s) => s.version);
     return found.sort((a, b) => order(b) - order(a));
   }

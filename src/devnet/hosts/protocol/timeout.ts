@@ -67,3 +67,8 @@ export function decideTimeout(session: HostSession, i: TimeoutVoteInput): boolea
 export function signTimeoutVote(session: HostSession, inferenceId: bigint, reason: TimeoutReason): { signature: Uint8Array; voterSlot: number } {
   return { signature: signMessage(timeoutVoteBytes(session.escrowId, inferenceId, reason, true), session.host.privateKey), voterSlot: session.primarySlot };
 }
+
+/** `RecoveryTxsFor` (Z5 host/timeout.go): the ConfirmStart and Finish txs of one inference, in mempool order. */
+export function recoveryTxsFor(txs: readonly DevshardTx[], id: bigint): DevshardTx[] {
+  return txs.filter((tx) => (tx.tx.case === 'confirmStart' || tx.tx.case === 'finishInference') && tx.tx.value.inferenceId === id);
+}

@@ -116,39 +116,104 @@ function decodeDiff(f: DiffJsonFields): ReceivedDiff {
   return { nonce: f.nonce, txs, userSig: f.userSig, postStateRoot: f.postStateRoot, json };
 }
 
-function parseJson(body: Uint8Array): Record<string, unknown> {
+function parseJson(body: Uint8Array, goType = 'transport.InferenceRequest'): Record<string, unknown> {
   let v: unknown;
   try {
     v = JSON.parse(Buffer.from(body).toString('utf8'));
   } catch (e) {
     throw new JsonShapeError((e as Error).message);
   }
-  if (!isObj(v)) throw new JsonShapeError(`cannot unmarshal ${Array.isArray(v) ? 'array' : typeof v} into Go value of type transport.InferenceRequest`);
+  if (!isObj(v)) throw new JsonShapeError(`cannot unmarshal ${Array.isArray(v) ? 'array' : typeof v} into Go value of type ${goType}`);
   return v;
 }
 
 /** HandleInference: 400 `invalid json: …`, then 400 `decode request: diff i: unmarshal diff content: …`. */
 export function parseInferenceRequest(body: Uint8Array): ParsedInferenceRequest {
-  let fields: DiffJsonFields[];
-  let nonce: bigint;
-  let payload: InferencePayload | undefined;
+  let fields: RequestJsonFields;
   try {
-    const o = parseJson(body);
-    fields = listOf(o, 'diffs').map(diffFields);
-    nonce = uint(o, 'nonce');
-    payload = payloadOf(o.payload);
+    fields = requestFields(parseJson(body));
   } catch (e) {
     if (e instanceof JsonShapeError) throw new HostHttpError(400, `invalid json: ${e.message}`);
     throw e;
   }
-  const diffs = fields.map((f, i) => {
+  return decodeRequest(fields);
+}
+
+interface RequestJsonFields {
+  diffs: DiffJsonFields[];
+  nonce: bigint;
+  payload?: InferencePayload;
+  forceAnchor: boolean;
+}
+
+function bool(o: Record<string, unknown>, key: string): boolean {
+  const v = o[key];
+  if (v === undefined || v === null) return false;
+  if (typeof v !== 'boolean') throw new JsonShapeError(`cannot unmarshal ${JSON.stringify(v)} into Go struct field .${key} of type bool`);
+  return v;
+}
+
+/** `transport.InferenceRequest` (v5 adds `stream` and `force_height_sync_anchor`, both optional). */
+function requestFields(o: Record<string, unknown>): RequestJsonFields {
+  const diffs = listOf(o, 'diffs').map(diffFields);
+  const nonce = uint(o, 'nonce');
+  const payload = payloadOf(o.payload);
+  bool(o, 'stream');
+  const forceAnchor = bool(o, 'force_height_sync_anchor');
+  return payload ? { diffs, nonce, payload, forceAnchor } : { diffs, nonce, forceAnchor };
+}
+
+/** `HostRequestFromJSON`: 400 `decode request: diff i: unmarshal diff content: …`. */
+function decodeRequest(f: RequestJsonFields): ParsedInferenceRequest {
+  const diffs = f.diffs.map((d, i) => {
     try {
-      return decodeDiff(f);
+      return decodeDiff(d);
     } catch (e) {
       throw new HostHttpError(400, `decode request: diff ${i}: ${(e as Error).message}`);
     }
   });
-  return payload ? { diffs, nonce, payload } : { diffs, nonce };
+  return f.payload ? { diffs, nonce: f.nonce, payload: f.payload } : { diffs, nonce: f.nonce };
+}
+
+/** A v5 request body: JSON, or the JSON a protobuf envelope carried (envelope.ts unwraps it). */
+export interface ParsedInferenceRequestV5 extends ParsedInferenceRequest {
+  /** `force_height_sync_anchor`: the host's answer carries an Anchor even off cadence. */
+  forceAnchor: boolean;
+}
+
+/**
+ * The JSON of a v5 request (Z5 transport/envelope.go `UnwrapInferenceRequestBody`, then
+ * `HostRequestFromJSON`): a JSON error is 400 `decode body: <context>: <detail>` (`context` says
+ * which JSON it was), a diff error 400 `decode request: diff i: …`.
+ */
+export function parseInferenceRequestJsonV5(json: Uint8Array, context: string): ParsedInferenceRequestV5 {
+  let fields: RequestJsonFields;
+  try {
+    fields = requestFields(parseJson(json, 'transport.InferenceRequest'));
+  } catch (e) {
+    if (e instanceof JsonShapeError) throw new HostHttpError(400, `decode body: ${context}: ${e.message}`);
+    throw e;
+  }
+  return { ...decodeRequest(fields), forceAnchor: fields.forceAnchor };
+}
+
+export interface ParsedVerifyErrorMiss {
+  inferenceId: bigint;
+  finishTx: Uint8Array;
+  responsePayload: Uint8Array;
+  /** Decoded later (`decode diff i: …`). */
+  rawDiffs: unknown[];
+}
+
+/** HandleVerifyErrorMiss (Z5): any JSON error is 400 `invalid json` (no detail). */
+export function parseVerifyErrorMiss(body: Uint8Array): ParsedVerifyErrorMiss {
+  try {
+    const o = parseJson(body);
+    return { inferenceId: uint(o, 'inference_id'), rawDiffs: listOf(o, 'diffs'), finishTx: bytes(o, 'finish_tx'), responsePayload: bytes(o, 'response_payload') };
+  } catch (e) {
+    if (e instanceof JsonShapeError) throw new HostHttpError(400, 'invalid json');
+    throw e;
+  }
 }
 
 /** HandleVerifyTimeout: any JSON error is 400 `invalid json` (no detail). */
