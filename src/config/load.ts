@@ -87,6 +87,10 @@ export interface GatewayConfig {
     reconcileIntervalMs: number;
     /** DEVSHARD_PRUNE_WARN_BLOCKS: warn (once per escrow) this many blocks before the chain prunes an unsettled escrow. */
     pruneWarnBlocks: number;
+    /** DEVSHARD_REQUIRE_HEIGHT_SEED: v5 chat waits on the session's height seed, 503 while it is missed. */
+    requireHeightSeed: boolean;
+    /** GATEWAY_HEARTBEAT_IDLE_MS: a v5 escrow quiet this long gets an idle heartbeat span; 0 = never. */
+    heartbeatIdleMs: number;
   };
   /**
    * Variables of the reference configuration that are accepted (and validated) but have no effect
@@ -285,6 +289,8 @@ export function loadConfig(options: LoadConfigOptions = {}): GatewayConfig {
     balanceCheckIntervalMs: int('GATEWAY_BALANCE_CHECK_INTERVAL_MS', 100),
     reconcileIntervalMs: int('GATEWAY_RECONCILE_INTERVAL_MS', 100),
     pruneWarnBlocks: int('DEVSHARD_PRUNE_WARN_BLOCKS', 0),
+    requireHeightSeed: bool('DEVSHARD_REQUIRE_HEIGHT_SEED'),
+    heartbeatIdleMs: int('GATEWAY_HEARTBEAT_IDLE_MS', 0),
   };
 
   const disabledBootstrap = {

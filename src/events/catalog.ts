@@ -14,7 +14,8 @@
  *                            (DevshardDiffSent), the devshard protocol's diffs, the host txs taken
  *                            from answers (DevshardHostTxsReceived), how far each host applied them
  *                            and what it refused (DevshardHostAcknowledged, DevshardHostRefused), the facts each run bound the
- *                            session to (DevshardSessionOpened).
+ *                            session to (DevshardSessionOpened), a v5 session's height seed
+ *                            (DevshardHeightSeeded).
  *
  * Amounts are decimal strings (see catalog/common.ts). Data of an older schema version is brought
  * forward by `upcast` before anything folds it.
@@ -82,6 +83,7 @@ export const SCHEMA_VERSIONS: { readonly [K in EventType]: number } = {
   DevshardHostTxsReceived: 1,
   DevshardHostAcknowledged: 1,
   DevshardHostRefused: 1,
+  DevshardHeightSeeded: 1,
 };
 
 /** All catalog event types, in catalog order. */

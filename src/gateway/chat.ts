@@ -17,11 +17,14 @@ import { newEvent, type InferenceEntry } from '../events/catalog.js';
 import type { Actor } from '../events/envelope.js';
 import { GatewayError, refuse } from './errors.js';
 import type { CancelController, CancelSignal } from '../network/call-signal.js';
-import { HostError, NotRecorded, type ChatResult, type Usage } from '../network/port.js';
+import { HostError, NotAdmitted, NotRecorded, type ChatResult, type Usage } from '../network/port.js';
 import type { GatewayContext } from './context.js';
 import { TransitionRefused } from './engine.js';
 import { isServedModel } from './models.js';
 import { knownEpoch, settleWindowClosedAt } from './prune-watch.js';
+import { MIN_TOKENS_FLOOR } from '../network/devshard/token-floor.js';
+import { rulesOf } from '../protocol/versions.js';
+import { escrowProtocol } from './escrow-protocol.js';
 
 /** A chat request as the use case takes it: validated and normalized by the HTTP layer. */
 export interface ChatRequest {
@@ -95,7 +98,10 @@ export async function openChat(ctx: GatewayContext, cmd: ChatCommand): Promise<C
 async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<ChatSession> {
   const { req } = cmd;
   const price = ctx.chainInfo.tokenPrice;
-  const reservedCost = BigInt(req.inputTokens + req.maxTokens) * price;
+  // A v5 host takes no budget below 64 tokens: devshardctl raises it there, the reservation with it
+  // (network/devshard/token-floor.ts). The statechart refuses a v5 escrow that cannot cover it.
+  const v5Tokens = Math.max(req.maxTokens, MIN_TOKENS_FLOOR);
+  const baseCost = BigInt(req.inputTokens + req.maxTokens) * price;
   // Keys in sorted order on this path: the log then writes them with JSON.stringify (canonicalJson).
   const actor: Actor = cmd.caller.kind === 'admin' ? { kind: 'admin' } : { keyId: cmd.caller.keyId, kind: 'client' };
   const metadata = { actor, correlationId: cmd.requestId, requestId: cmd.requestId };
@@ -105,17 +111,28 @@ async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<Ch
   // reservation still committing). The statechart has the last word: a refused escrow is skipped.
   let refused: Set<string> | undefined; // made on the first refusal (rare)
   for (let attempt = 0; ; attempt++) {
-    const picked = pickEscrow(ctx, req.model, reservedCost, refused);
+    const picked = pickEscrow(ctx, req.model, baseCost, refused);
     if (!picked && refused) throw noneAvailable(req.model);
-    if (!picked) throw noCapacity(ctx, req.model, reservedCost);
-    const snapshot = ctx.engine.escrow(picked.escrowId)!;
-    const c = snapshot.context;
-    const signer = c.creator ? ctx.keyring.signerFor(c.creator) : undefined;
-    const slots = c.slots;
-    if (!signer || slots.length === 0) {
+    if (!picked) throw noCapacity(ctx, req.model, baseCost);
+    const reservedCost = rulesOf(escrowProtocol(ctx.engine, picked.escrowId)) === 'v5' ? BigInt(req.inputTokens + v5Tokens) * price : baseCost;
+    const creator = ctx.engine.escrow(picked.escrowId)!.context.creator;
+    const signer = creator ? ctx.keyring.signerFor(creator) : undefined;
+    if (!signer || ctx.engine.escrow(picked.escrowId)!.context.slots.length === 0) {
       // An escrow whose creator key this process does not hold cannot sign host requests.
       throw refuse.unavailable(`No escrow of model '${req.model}' can be used: its creator key is not loaded (set DEVSHARD_PRIVATE_KEY).`, NO_CAPACITY_RETRY_S, 'creator_key_unavailable');
     }
+    // v5: before a nonce is taken, the session's height seed (at most 2 s; refused while missed).
+    if (ctx.network.admit) {
+      try {
+        await ctx.network.admit(picked.escrowId, signer);
+      } catch (err) {
+        if (err instanceof NotAdmitted) throw refuse.unavailable(`Escrow ${picked.escrowId} cannot take requests yet: ${err.message}.`, 1, err.rule);
+        throw hostFailure(err);
+      }
+    }
+    // Read after the wait: other requests may have moved the escrow on meanwhile.
+    const c = ctx.engine.escrow(picked.escrowId)!.context;
+    const slots = c.slots;
     const nonce = c.nonce + 1;
     let reservation: Promise<unknown> | undefined;
     let startedAt: Promise<unknown>;

@@ -141,3 +141,9 @@ export function recordedHostTxs(engine: Engine, escrowId: string): DevshardTx[] 
   }
   return out;
 }
+
+/** Records a v5 session's height seed as it moves (ok, missed). Best effort: the seed goes on either way. */
+export function recordHeightSeed(engine: Engine, escrowId: string, s: { state: 'ok' | 'missed' | 'pending'; seeded: number; slots: number; outcomes: { host: string; verdict: string; reason: string }[] }): Promise<RecordedEvent[]> {
+  const data = { escrowId, outcomes: s.outcomes.map((o) => ({ host: o.host, reason: o.reason.slice(0, 500), verdict: o.verdict })), seeded: s.seeded, slots: s.slots, state: s.state };
+  return engine.appendOrdered(devshardSessionStream(escrowId), [newEvent('DevshardHeightSeeded', data, { actor: { kind: 'chat' } })]);
+}

@@ -62,12 +62,15 @@ function protocolFields(ctx: GatewayContext, escrowId: string) {
   const p = escrowProtocol(ctx.engine, escrowId);
   const refused = ctx.network.routeRefusal?.(escrowId);
   const applied = ctx.network.acknowledged?.(escrowId);
+  const seed = ctx.network.heightSeed?.(escrowId);
   return {
     protocol_version: p.version,
     route_prefix: p.route,
     state_root_version: p.tag,
     // How far each host applied the diffs we composed (this run's receipts); absent before the session opens.
     ...(applied ? { hosts_applied: applied.map((a) => ({ host: a.host, nonce: a.nonce })) } : {}),
+    // v5: the session's height seed (devshardctl's /v1/status height_seed: state, seeded, slots, per-host verdicts).
+    ...(seed ? { height_seed: { state: seed.state, seeded: seed.seeded, slots: seed.slots, slot_outcomes: seed.outcomes } } : {}),
     ...(refused ? { protocol_error: { rule: refused.rule, host: refused.host, status: refused.status, message: refused.message, at: new Date(refused.at).toISOString() } } : {}),
   };
 }

@@ -27,5 +27,7 @@ export function answerFor(err: GatewayError): ApiError {
   const headers: Record<string, string> = {};
   if (err.retryAfterSeconds !== null) headers['retry-after'] = String(Math.max(1, Math.ceil(err.retryAfterSeconds)));
   if (err.kind === 'unauthorized') headers['www-authenticate'] = 'Bearer';
+  // The reference gateway names its own 503s in X-Devshard-Error (devshardctl: height_seed_incomplete).
+  if (err.rule === 'height_seed_incomplete') headers['x-devshard-error'] = err.rule;
   return new ApiError(status, err.message, { ...(type ? { type } : {}), code: err.rule, param: err.param, headers, cause: err });
 }

@@ -37,7 +37,7 @@ import { boundSessionEscrow } from '../gateway/devshard-session-import.js';
 import { HostAckRecorder } from '../gateway/devshard-host-acks.js';
 import type { QuickStart } from '../gateway/bootstrap.js';
 import { escrowProtocol, isLegacyProtocol } from '../gateway/escrow-protocol.js';
-import { boundSessionFacts, recordDiff, recordedDiffs, recordedHostTxs, recordHostTxs, recordSessionOpened } from '../gateway/devshard-diffs.js';
+import { boundSessionFacts, recordDiff, recordHeightSeed, recordedDiffs, recordedHostTxs, recordHostTxs, recordSessionOpened } from '../gateway/devshard-diffs.js';
 import { hostUrlOf } from '../gateway/host-urls.js';
 import { ProtocolBilling } from '../gateway/protocol-billing.js';
 import { createDrainReactor, type DrainTask } from '../gateway/reactors.js';
@@ -45,6 +45,7 @@ import { reconcile, releaseUnusedNonces, startIntentReconciler } from '../gatewa
 import { onRequestEnded, startDepletionCheck, startRotation } from '../gateway/rotation/index.js';
 import { disabledBootstrapRefusal, recordStartupSettings } from '../gateway/startup-settings.js';
 import { lockStorage } from '../gateway/storage-lock.js';
+import { startHeartbeats, type HeartbeatTask } from '../gateway/heartbeats.js';
 
 /** Spec: usable balance below 1,000,000 (smallest unit) makes an escrow depleted. */
 export const DEPLETION_THRESHOLD = 1_000_000n;
@@ -71,7 +72,7 @@ export interface RunningGateway {
   /** What the quick start made (the first escrow, and whether rotation replaces it). */
   quickStart?: QuickStart;
   /** The background tasks (tests drive them with tick()). */
-  tasks: { rotation: ReturnType<typeof startRotation>; depletion: ReturnType<typeof startDepletionCheck>; drain: DrainTask; pruneWatch: ReturnType<typeof startPruneWatch>; /** The background re-hash of the log before the start's anchor; resolves when it ended. */ logCheck: Promise<void> };
+  tasks: { rotation: ReturnType<typeof startRotation>; depletion: ReturnType<typeof startDepletionCheck>; drain: DrainTask; pruneWatch: ReturnType<typeof startPruneWatch>; /** The background re-hash of the log before the start's anchor; resolves when it ended. */ logCheck: Promise<void>; heartbeats: HeartbeatTask };
   url: string;
   app: FastifyInstance;
   ctx: GatewayContext;
@@ -207,6 +208,12 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
             timeoutMs: config.limits.requestTimeoutMs,
             // Host txs signed by a warm key are taken once the slot's address is seen to have granted it.
             warmKeyGranted: (cold, warm) => chain!.warmKeyGranted(cold, warm),
+            // v5: the reference gateway's seed gate, and the seed's moves in the log.
+            requireHeightSeed: config.behaviour.requireHeightSeed,
+            onHeightSeed: (escrowId, st) => {
+              if (st.state === 'missed') logger.error({ escrow_id: escrowId, seeded: st.seeded, slots: st.slots, outcomes: st.outcomes }, `height seed missed: ${st.seeded}/${st.slots} hosts returned a height anchor; chat on escrow ${escrowId} answers 503 height_seed_incomplete until they do`);
+              void recordHeightSeed(engine, escrowId, st).catch((err: unknown) => logger.warn({ err, escrow_id: escrowId }, 'could not record the height seed'));
+            },
           })
       : undefined;
   const network: InferencePort =
@@ -267,6 +274,8 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
   await drain.resumeDeferred(ctx);
   // Retries of drained settles that failed, on the balance check's period.
   const drainTask = drain.start(ctx);
+  // v5 escrows' idle heartbeat spans (heartbeats.ts).
+  const heartbeats = startHeartbeats(ctx, { idleMs: config.behaviour.heartbeatIdleMs });
   const quickStart = await bootstrap(ctx, { quickStartEscrow: options.quickStartEscrow === true && devnet !== undefined && emptyLog, quickStartRotation: options.quickStartRotation === true });
   const rotation = startRotation(ctx);
   const depletion = startDepletionCheck(ctx);
@@ -310,6 +319,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
       depletion.stop();
       pruneWatch.stop();
       await drainTask.stop();
+      await heartbeats.stop();
       await drain.idle();
       await hostAcks.close();
       // Nothing in flight: no reserved nonce beyond the last start can have been used.
@@ -329,7 +339,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
       unlock();
     })());
 
-  return { url, app, ctx, store, devnet, stop, tasks: { rotation, depletion, drain: drainTask, pruneWatch, logCheck }, ...(quickStart ? { quickStart } : {}) };
+  return { url, app, ctx, store, devnet, stop, tasks: { rotation, depletion, drain: drainTask, pruneWatch, logCheck, heartbeats }, ...(quickStart ? { quickStart } : {}) };
 }
 
 /**

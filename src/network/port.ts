@@ -66,6 +66,20 @@ export interface ChatCall {
   controller?: CancelController;
 }
 
+/**
+ * The escrow cannot take a request yet, before any nonce is used (v5: its height seed is incomplete).
+ * `rule` names why (`height_seed_incomplete`).
+ */
+export class NotAdmitted extends Error {
+  override name = 'NotAdmitted';
+  constructor(
+    readonly rule: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
 /** The request was not sent because what must be durable before it leaves (its diffs) could not be recorded. */
 export class NotRecorded extends Error {
   override name = 'NotRecorded';
@@ -126,4 +140,15 @@ export interface InferencePort {
   routeRefusal?(escrowId: string): { rule: string; host: string; status: number; message: string; at: number } | undefined;
   /** Per host of an open session, the last nonce it acknowledged (the protocol transport only). */
   acknowledged?(escrowId: string): { host: string; nonce: number }[] | undefined;
+  /**
+   * Before a nonce is taken: resolves when the escrow's session can take a request, or throws
+   * NotAdmitted (v5: the height seed gate). Opens the session. The protocol transport only.
+   */
+  admit?(escrowId: string, signer: RequestSigner): Promise<void>;
+  /** v5 idle heartbeats (the protocol transport only; ProtocolTransport documents them). */
+  heartbeatDue?(escrowId: string, idleMs: number): number | undefined;
+  heartbeatSpan?(escrowId: string, signer: RequestSigner, from: bigint, upTo: bigint): Promise<{ acks: number }>;
+  flush?(escrowId: string, signer: RequestSigner, nonce: bigint): Promise<void>;
+  /** v5: the escrow's height seed (state, seeded/slots, per-host verdicts), once its session is open. */
+  heightSeed?(escrowId: string): { state: string; seeded: number; slots: number; outcomes: { host: string; verdict: string; reason: string }[] } | undefined;
 }

@@ -86,7 +86,7 @@ describe('loadConfig', () => {
     expect(loadConfig({ env: { ...env, DEVSHARD_ROUTE_PREFIX: '/v1/devshard' } }).network.protocol).toEqual({ routePrefix: '/v1/devshard' });
     expect(issue({ DEVSHARD_ROUTE_PREFIX: '/v1/devshard', DEVSHARD_PROTOCOL_VERSION: 'v4.1' })).toContain('DEVSHARD_ROUTE_PREFIX "/v1/devshard" serves v2, but DEVSHARD_PROTOCOL_VERSION is v4.1');
     expect(issue({ DEVSHARD_ROUTE_PREFIX: '/api/devshard' })).toContain('DEVSHARD_ROUTE_PREFIX unsupported devshard route prefix "/api/devshard"');
-    expect(issue({ DEVSHARD_ROUTE_PREFIX: '/devshard/v9' })).toContain('names a version this gateway does not speak (v2, v3, v4, v4.1)');
+    expect(issue({ DEVSHARD_ROUTE_PREFIX: '/devshard/v9' })).toContain('names a version this gateway does not speak (v2, v3, v4, v4.1, v5)');
     expect(issue({ DEVSHARD_PROTOCOL_VERSION: 'v9' })).toContain('DEVSHARD_PROTOCOL_VERSION protocol version "v9" is not one this gateway speaks');
   });
 

@@ -93,6 +93,17 @@ export interface DevshardEventData {
     rule?: string;
   };
   /**
+   * v5: the session's height seed reached its quorum (`ok`) or was missed (the chat gate refuses
+   * then): `POST …/height-sync` to each host, the latest verdict per host. Recorded as it moves.
+   */
+  DevshardHeightSeeded: {
+    escrowId: string;
+    state: 'ok' | 'missed' | 'pending';
+    seeded: number;
+    slots: number;
+    outcomes: { host: string; verdict: string; reason: string }[];
+  };
+  /**
    * One diff as sent to the hosts (durable before the request that carries it first leaves).
    * Byte fields are standard base64: `txs` is the wire form proto DiffContent{nonce, txs}.
    */

@@ -1,6 +1,8 @@
 /**
  * The SSE data events a devshard host answers `chat/completions` with, told apart (HTTP 200 only):
- *   1. `{"devshard_receipt":{state_sig, state_hash, nonce, receipt, confirmed_at}}`, before execution;
+ *   1. `{"devshard_receipt":{state_sig, state_hash, nonce, receipt, confirmed_at}}`, before execution
+ *      (v5 adds `observed_height`, `observed_block_hash`, and a `height_sync` key beside it: the
+ *      host's signed Anchor, read by nothing here yet: our own stamps stay absent);
  *   2. the model's output: OpenAI chunks, or one whole `chat.completion` (non-streamed), then `[DONE]`;
  *   3. `{"devshard_meta":{"mempool":[base64 DevshardTx, …]}}`.
  * A non-executor answers 1 and 3 only; a failure after the receipt ends the stream without 3.
@@ -18,6 +20,13 @@ export interface HostReceipt {
   /** The executor's signature over ExecutorReceiptContent (becomes MsgConfirmStart). */
   receipt?: Uint8Array;
   confirmedAt?: bigint;
+  /**
+   * v5: the executor's stamp, signed inside its receipt (ExecutorReceiptContent 9/10): the
+   * MsgConfirmStart made of the receipt must carry it unchanged (Z5 transport/types.go
+   * DevshardReceiptEvent `observed_height`, `observed_block_hash`).
+   */
+  observedHeight?: bigint;
+  observedBlockHash?: Uint8Array;
 }
 
 export type HostEvent =
@@ -80,6 +89,10 @@ export function readHostEvent(data: string): HostEvent {
     if (stateHash) receipt.stateHash = stateHash;
     if (exec) receipt.receipt = exec;
     if (confirmedAt !== undefined) receipt.confirmedAt = confirmedAt;
+    const observedHeight = integerField(r, 'observed_height', 'devshard_receipt.observed_height', data);
+    const observedBlockHash = optionalBytes(r, 'observed_block_hash', 'devshard_receipt.observed_block_hash');
+    if (observedHeight !== undefined) receipt.observedHeight = observedHeight;
+    if (observedBlockHash) receipt.observedBlockHash = observedBlockHash;
     return { kind: 'receipt', receipt };
   }
   if (isObject(value) && 'devshard_meta' in value) {

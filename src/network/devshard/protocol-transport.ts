@@ -21,16 +21,18 @@
  */
 import type { Agent, Dispatcher } from 'undici';
 import { createHttpAgent, type AgentOptions } from '../http-agent.js';
-import { HostError, NotRecorded, type FinalizedSession, type ChatCall, type ChatChunk, type ChatCompletion, type ChatResult, type InferencePort, type RequestSigner, type Usage } from '../port.js';
+import { HostError, NotAdmitted, NotRecorded, type FinalizedSession, type ChatCall, type ChatChunk, type ChatCompletion, type ChatResult, type InferencePort, type RequestSigner, type Usage } from '../port.js';
 import { SseParser, type SseEvent } from '../sse.js';
 import { countCompletionTokens, countPromptTokens } from '../tokens.js';
 import { chunksForClient, clientAsk, completionForClient } from './client-output.js';
 import { HostEventError, readHostEvent, type HostReceipt } from './host-events.js';
 import { sessionUrl, verifyTimeoutJson } from './request-body.js';
-import { buildSettlement, settlementFileJson, settlementSignatureValid, type RecordedDiff, type Settlement } from '../../protocol/index.js';
+import { buildSettlement, Phase, rulesOf, settlementFileJson, settlementSignatureValid, type RecordedDiff, type Settlement } from '../../protocol/index.js';
 import type { DevshardTx } from '../../protocol/gen/devshard/v1/diff_pb.js';
 import { DevshardSession, ReceiptMismatch, type SentDiff, type SessionEscrow, type WarmKeyGrantLookup } from './session.js';
 import { routeRefusalOf, type RouteRefusal } from './host-refusals.js';
+import { applyTokenFloor, cutCompletion, StreamCut } from './token-floor.js';
+import { HeightSeed, HeightSeedIncomplete, type HeightSeedStatus, type SeedOutcome } from './height-seed.js';
 
 export interface ProtocolTransportOptions extends AgentOptions {
   /** The escrow's chain facts for its session (creator, amount, slots, session fields). */
@@ -71,6 +73,15 @@ export interface ProtocolTransportOptions extends AgentOptions {
    * session; none: host txs signed by a warm key are never taken.
    */
   warmKeyGranted?: WarmKeyGrantLookup;
+  /**
+   * v5: chat waits on the session's height seed and is refused while it is missed
+   * (DEVSHARD_REQUIRE_HEIGHT_SEED, the reference gateway's gate). Default true.
+   */
+  requireHeightSeed?: boolean;
+  /** v5: how long the seed may stay short of its quorum before it is missed. Default 30 s. */
+  heightSeedGateMs?: number;
+  /** v5: the height seed's state moved (the log's hook; not awaited). */
+  onHeightSeed?: (escrowId: string, s: HeightSeedStatus) => void;
 }
 
 export interface Exchange {
@@ -106,6 +117,17 @@ export interface ProtocolTransport extends InferencePort {
   finalize(escrowId: string, signer: RequestSigner, o?: { signatureWaitMs?: number }): Promise<FinalizedSession>;
   /** The latest answer of a host that refused the escrow's route or state-root tag, if any. */
   routeRefusal(escrowId: string): RouteRefusal | undefined;
+  /** v5: the escrow's height seed, once its session is open. */
+  heightSeed(escrowId: string): HeightSeedStatus | undefined;
+  /**
+   * v5: the nonces an idle span would take now, or undefined when none is due: not a v5 session,
+   * not active, no floor yet, or a diff composed within `idleMs`.
+   */
+  heartbeatDue(escrowId: string, idleMs: number): number | undefined;
+  /** v5: composes the span over the reserved nonces `from`..`upTo`, sends it to every host; answers the acks taken. */
+  heartbeatSpan(escrowId: string, signer: RequestSigner, from: bigint, upTo: bigint): Promise<{ acks: number }>;
+  /** A diff at the reserved `nonce` carrying the pending host txs (the acks after a span), sent to its host. */
+  flush(escrowId: string, signer: RequestSigner, nonce: bigint): Promise<void>;
   /** Replaces the traffic listener (ProtocolTransportOptions.onExchange); undefined stops it. */
   setExchangeListener(fn: ((x: Exchange) => void) | undefined): void;
   close(): Promise<void>;
@@ -115,6 +137,8 @@ const MAX_ERROR_BODY = 64 * 1024;
 
 /** Most diffs one catch-up request carries (gonka user/session.go catchUpChunkSize). */
 export const CATCH_UP_CHUNK = 200;
+/** One seed request's bound (Z5 transport DefaultHeightSeedTimeout is of this order). */
+const HEIGHT_SEED_ATTEMPT_MS = 5_000;
 
 class Stalled extends Error {}
 
@@ -202,6 +226,10 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
   let onExchange = opts.onExchange;
 
   const opening = new Map<string, Promise<DevshardSession>>();
+  /** Escrow → when its session last composed a diff (ms). */
+  const lastDiffAt = new Map<string, number>();
+  /** v5 sessions' height seeds, by escrow. */
+  const seeds = new Map<string, HeightSeed>();
   /** Escrow → the latest answer that says its protocol, not a request, is wrong (host-refusals.ts). */
   const routeRefusals = new Map<string, RouteRefusal>();
 
@@ -238,10 +266,13 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
     const s = new DevshardSession(escrow, (m) => signer.signProtocol!(m), opts.recordedDiffs?.(call.escrowId) ?? [], opts.recordedHostTxs?.(call.escrowId) ?? []);
     s.warmKeyGranted = opts.warmKeyGranted;
     s.now = now;
-    if (opts.onDiff) {
-      const onDiff = opts.onDiff;
-      s.onDiff = (d) => onDiff(call.escrowId, d);
-    }
+    // When the escrow last composed a diff: v5's idle heartbeats are due after a quiet period.
+    const onDiff = opts.onDiff;
+    lastDiffAt.set(call.escrowId, now());
+    s.onDiff = (d) => {
+      lastDiffAt.set(call.escrowId, now());
+      return onDiff?.(call.escrowId, d);
+    };
     if (opts.onHostTxs) {
       const onHostTxs = opts.onHostTxs;
       s.onHostTxs = (url, txs) => onHostTxs(call.escrowId, url, txs);
@@ -250,9 +281,53 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
       const onHostAck = opts.onHostAck;
       s.onAck = (url, nonce, stateHash) => onHostAck(call.escrowId, url, nonce, stateHash);
     }
+    if (rulesOf(s.protocol) === 'v5') {
+      const seed = new HeightSeed(s.hosts(), (url) => seedHost(s, url), {
+        required: opts.requireHeightSeed ?? true,
+        ...(opts.heightSeedGateMs !== undefined ? { gateMs: opts.heightSeedGateMs } : {}),
+        ...(opts.onHeightSeed ? { onChange: (st: HeightSeedStatus) => opts.onHeightSeed!(call.escrowId, st) } : {}),
+      });
+      // A session rebuilt past its first stamps has a floor: nothing to seed (Z5 runHeightSeedUntil).
+      if (s.replica.floor().height > 0n) seed.skip();
+      else seed.start();
+      seeds.set(call.escrowId, seed);
+    }
     opts.onSessionOpened?.(call.escrowId, s);
     sessions.set(call.escrowId, s);
     return s;
+  }
+
+  /**
+   * One seed request (Z5 transport/client_heightsync.go SeedHeightSync): `POST …/height-sync` with
+   * `{}`, signed as any session request. An Anchor (height > 0, a block hash) is a seed; a 200
+   * without one is to be asked again; 404/501 is the host declining (user/heightsync_seed.go
+   * classifySeedVerdict).
+   */
+  async function seedHost(s: DevshardSession, url: string): Promise<SeedOutcome> {
+    const body = Buffer.from('{}');
+    const ts = BigInt(Math.floor(now() / 1000));
+    const target = new URL(sessionUrl(url, s.escrow.escrowId, 'height-sync', s.protocol.route));
+    const headers = { 'content-type': 'application/json', 'x-devshard-signature': s.headerSignature(body, ts), 'x-devshard-timestamp': String(ts) };
+    let status: number;
+    let text: string;
+    try {
+      const res = await agent.request({ origin: target.origin, path: target.pathname, method: 'POST', headers, body, signal: AbortSignal.timeout(HEIGHT_SEED_ATTEMPT_MS) });
+      status = res.statusCode;
+      text = await res.body.text();
+    } catch (err) {
+      return { verdict: 'retry_later', reason: (err as Error)?.message ?? String(err) };
+    }
+    onExchange?.({ url: target.href, headers, body: body.toString('utf8'), status, response: text, at: now() });
+    if (status === 404 || status === 501) return { verdict: 'declined', reason: `${status} ${messageOf(text)}` };
+    if (status !== 200) return { verdict: 'retry_later', reason: `${status} ${messageOf(text)}` };
+    let hs: { mainnet_height?: unknown; mainnet_block_hash_hex?: unknown } | undefined;
+    try {
+      hs = (JSON.parse(text) as { height_sync?: typeof hs }).height_sync;
+    } catch {
+      return { verdict: 'retry_later', reason: 'the answer is not JSON' };
+    }
+    const anchor = hs && typeof hs.mainnet_height === 'number' && hs.mainnet_height > 0 && typeof hs.mainnet_block_hash_hex === 'string' && hs.mainnet_block_hash_hex.trim() !== '';
+    return anchor ? { verdict: 'anchored', reason: 'ok' } : { verdict: 'retry_later', reason: 'omit' };
   }
 
   /**
@@ -492,6 +567,54 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
       onExchange = fn;
     },
 
+    async admit(escrowId: string, signer: RequestSigner): Promise<void> {
+      const s = await sessionFor({ escrowId, signer });
+      try {
+        await seeds.get(s.escrow.escrowId)?.wait();
+      } catch (err) {
+        if (err instanceof HeightSeedIncomplete) throw new NotAdmitted('height_seed_incomplete', `escrow ${escrowId}'s hosts are ${err.message}`);
+        throw err;
+      }
+    },
+
+    heightSeed(escrowId: string): HeightSeedStatus | undefined {
+      return seeds.get(escrowId)?.status();
+    },
+
+    heartbeatDue(escrowId: string, idleMs: number): number | undefined {
+      const s = sessions.get(escrowId);
+      if (!s || rulesOf(s.protocol) !== 'v5' || s.replica.phase !== Phase.Active) return undefined;
+      // Never before a floor exists (Z5: no_height), nor while a diff was composed within idleMs.
+      if (s.replica.floor().height === 0n || now() - (lastDiffAt.get(escrowId) ?? 0) < idleMs) return undefined;
+      return s.spanNonces();
+    },
+
+    async heartbeatSpan(escrowId: string, signer: RequestSigner, from: bigint, upTo: bigint): Promise<{ acks: number }> {
+      const s = await sessionFor({ escrowId, signer });
+      let span;
+      try {
+        span = s.heartbeatSpan(from, upTo);
+      } finally {
+        wake(escrowId, s);
+      }
+      if (span.recorded.length > 0) await Promise.all(span.recorded);
+      // Every host is sent the span (its heartbeats answered with acks by the slot each addresses), at once.
+      await Promise.allSettled(s.hosts().map((url) => syncHost(s, url)));
+      return { acks: s.pendingAcks() };
+    },
+
+    async flush(escrowId: string, signer: RequestSigner, nonce: bigint): Promise<void> {
+      const s = await sessionFor({ escrowId, signer });
+      let step;
+      try {
+        step = s.flushDiff(nonce);
+      } finally {
+        wake(escrowId, s);
+      }
+      if (step.recorded.length > 0) await Promise.all(step.recorded);
+      await syncHost(s, s.executorUrl(nonce));
+    },
+
     async chat(call: ChatCall): Promise<ChatResult> {
       const s = await sessionFor(call);
       const nonce = BigInt(call.nonce);
@@ -509,8 +632,12 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
         await p;
       }
       await turn(call.escrowId, s, nonce);
-      const prompt = Buffer.from(JSON.stringify(call.body), 'utf8');
-      const maxTokens = typeof call.body.max_tokens === 'number' ? BigInt(call.body.max_tokens) : 0n;
+      // A v5 host refuses a budget below 64: raise it as devshardctl does, cut the answer at the client's (token-floor.ts).
+      const floored = rulesOf(s.protocol) === 'v5' ? applyTokenFloor(call.body) : undefined;
+      const hostBody = floored?.body ?? call.body;
+      const prompt = Buffer.from(JSON.stringify(hostBody), 'utf8');
+      const maxTokens = typeof hostBody.max_tokens === 'number' ? BigInt(hostBody.max_tokens) : 0n;
+      const cutAt = floored?.clientLimit;
       // The gateway calls a host that moved at its participant's new inference_url (gateway/host-urls.ts):
       // the session follows it, for this call and every later one to that host (and its finalize).
       if (call.hostUrl && call.hostUrl !== s.executorUrl(nonce)) s.moveHost(s.executorHost(nonce), call.hostUrl);
@@ -615,9 +742,15 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
               const v = ev.value as (ChatCompletion & Record<string, unknown>) | undefined;
               if (!v || typeof v !== 'object' || !Array.isArray(v.choices)) throw new HostError('bad_response', `${label} answered without choices`);
               if ((v as { error?: unknown }).error) throw new HostError('rejected', `${label} failed: ${messageOf(data)}`);
-              // completionForClient strips `v` in place: `text` is `v` as JSON, no need to parse it again.
-              text = completionForClient(data, v, ask);
-              completion = v;
+              if (cutAt !== undefined) {
+                const cut = cutCompletion(v, cutAt) as typeof v;
+                text = completionForClient(JSON.stringify(cut), cut, ask);
+                completion = cut;
+              } else {
+                // completionForClient strips `v` in place: `text` is `v` as JSON, no need to parse it again.
+                text = completionForClient(data, v, ask);
+                completion = v;
+              }
             }
           }
         } catch (err) {
@@ -653,6 +786,7 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
         if (Array.isArray(chunk.choices)) for (const c of chunk.choices) if (typeof c?.delta?.content === 'string') contentChars += c.delta.content.length;
       };
 
+      const cut = cutAt !== undefined ? new StreamCut(cutAt) : undefined;
       async function* chunks(): AsyncGenerator<ChatChunk> {
         let handedOff = false;
         try {
@@ -670,7 +804,10 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
               throw new HostError('rejected', `${label} failed mid-stream: ${messageOf(data)}`, undefined, usage());
             }
             track(ev.value);
-            for (const out of chunksForClient(data, ev.value, ask)) yield JSON.parse(out) as ChatChunk;
+            // Past the client's own max_tokens (a v5 floor raised it): read on for the meta, send nothing.
+            const value = cut && ev.value && typeof ev.value === 'object' ? cut.take(ev.value as Record<string, unknown>) : ev.value;
+            if (value === undefined) continue;
+            for (const out of chunksForClient(value === ev.value ? data : JSON.stringify(value), value, ask)) yield JSON.parse(out) as ChatChunk;
           }
           // [DONE]: the meta follows at once; wait for it briefly, then read on without the client.
           handedOff = true;
@@ -693,6 +830,7 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
 
     async close() {
       if (sweepTimer) clearInterval(sweepTimer);
+      for (const seed of seeds.values()) seed.stop();
       for (const s of sessions.values()) s.onDiff = undefined;
       await Promise.race([Promise.allSettled([...drains]), new Promise((r) => setTimeout(r, 1_000).unref())]);
       if (ownsAgent) await agent.close();

@@ -50,6 +50,10 @@ import {
 import { DevshardTxSchema, type DevshardTx } from '../../protocol/gen/devshard/v1/diff_pb.js';
 import { MsgConfirmStartSchema, MsgFinalizeRoundSchema, MsgStartInferenceSchema, MsgTimeoutInferenceSchema, TimeoutReason, TimeoutVoteSchema } from '../../protocol/gen/devshard/v1/tx_pb.js';
 import { InferenceStatus } from '../../protocol/inference-record.js';
+import { forceHeightSyncTurnTx, heartbeatTx, type HeightSyncReason } from '../../protocol/height-sync.js';
+
+/** The reference gateway's K when it opens a heartbeat turn: max(K or 10, slots) (Z5 user/heartbeat.go). */
+const HEARTBEAT_TURN_K = 10;
 import type { HostReceipt } from './host-events.js';
 import { inferenceRequestJson, type InferencePayload, type SignedDiff } from './request-body.js';
 
@@ -78,8 +82,8 @@ export function replicaParamsOf(escrow: SessionEscrow): ReplicaParams {
   const n = escrow.slots.length;
   const config = applyChainBindParams(sessionConfigFromEscrow(n, escrow.session), n, escrow.bind ?? {});
   const protocol = escrow.protocol ?? LEGACY_PROTOCOL;
-  rulesOf(protocol); // a version we do not speak cannot open a session
-  return { escrowId: escrow.escrowId, slots: escrow.slots.map((s) => s.host), amount: escrow.amount, userAddress: escrow.creator, config, version: protocol.tag };
+  // A version we do not speak cannot open a session (rulesOf throws).
+  return { escrowId: escrow.escrowId, slots: escrow.slots.map((s) => s.host), amount: escrow.amount, userAddress: escrow.creator, config, version: protocol.tag, rules: rulesOf(protocol) };
 }
 
 /** Signs sha256(message), 65 bytes R‖S‖V (the creator's key, held by the signer). */
@@ -334,6 +338,64 @@ export class DevshardSession {
   }
 
   /**
+   * v5: how many nonces an idle span takes now (Z5 user/heartbeat.go): one heartbeat diff per slot,
+   * after a diff of its own for the host txs still pending (the heartbeat diffs stay payload-less).
+   */
+  spanNonces(): number {
+    return this.escrow.slots.length + (this.pending.size > 0 ? 1 : 0);
+  }
+
+  /**
+   * v5: an idle span over the nonces `from`..`upTo` (reserved by the caller; empty diffs fill any
+   * nonce reserved before `from` and not sent). The pending host txs go first in a diff of their
+   * own when the span has room for it; then each nonce carries one MsgHeartbeat stamped exactly
+   * F(nonce) (absent before any floor), the first preceded by a MsgForceHeightSyncTurn over the
+   * span unless a forced turn is already open (Z5 user/heartbeat.go, heightsync/compose.go).
+   * Answers the diffs and their recordings (settle before sending).
+   */
+  heartbeatSpan(from: bigint, upTo: bigint, reason: HeightSyncReason = 'quiet_session'): { diffs: SentDiff[]; recorded: Promise<unknown>[] } {
+    if (from <= this.replica.latestNonce) throw new RangeError(`nonce ${from} is already used on escrow ${this.escrow.escrowId} (latest ${this.replica.latestNonce})`);
+    this.recording = [];
+    while (this.replica.latestNonce + 1n < from) this.next([]);
+    const n = this.escrow.slots.length;
+    const diffs: SentDiff[] = [];
+    if (this.pending.size > 0 && upTo - from + 1n > BigInt(n)) diffs.push(this.next([]));
+    let first = true;
+    while (this.replica.latestNonce < upTo) {
+      const m = this.replica.latestNonce + 1n;
+      const stamp = this.replica.referenceStamp(m);
+      const extra: DevshardTx[] = [];
+      if (first && !this.replica.forcedTurnActive(m)) {
+        extra.push(forceHeightSyncTurnTx({ triggerNonce: m, slotsNum: n, anchorK: BigInt(Math.max(HEARTBEAT_TURN_K, n)), reason: 'heartbeat' }));
+      }
+      first = false;
+      extra.push(heartbeatTx({ slotsNum: n, reason, ...(stamp ? { stamp } : {}) }));
+      diffs.push(this.next(extra));
+    }
+    const recorded = this.recording;
+    this.recording = [];
+    return { diffs, recorded };
+  }
+
+  /** v5: host acks waiting for a diff (a span's answers bring them). */
+  pendingAcks(): number {
+    let k = 0;
+    for (const tx of this.pending.values()) if (tx.tx.case === 'heightAck') k++;
+    return k;
+  }
+
+  /** A diff at `nonce` carrying only the pending host txs (v5: the acks after a span). */
+  flushDiff(nonce: bigint): { diff: SentDiff; recorded: Promise<unknown>[] } {
+    if (nonce <= this.replica.latestNonce) throw new RangeError(`nonce ${nonce} is already used on escrow ${this.escrow.escrowId} (latest ${this.replica.latestNonce})`);
+    this.recording = [];
+    while (this.replica.latestNonce + 1n < nonce) this.next([]);
+    const diff = this.next([]);
+    const recorded = this.recording;
+    this.recording = [];
+    return { diff, recorded };
+  }
+
+  /**
    * The next finalize diff (gonka user/session.go `Finalize`): the MsgFinalizeRound while the
    * session is active, then diffs with only the pending host txs until the phase is Settlement
    * (FinalizeNonce + n). Undefined once there. Answers the diff and its recording to await.
@@ -417,7 +479,9 @@ export class DevshardSession {
       this.onAck?.(url, r.nonce, r.stateHash);
     }
     if (r.receipt && r.receipt.length > 0) {
-      const confirm = create(DevshardTxSchema, { tx: { case: 'confirmStart', value: create(MsgConfirmStartSchema, { inferenceId, executorSig: r.receipt, confirmedAt: r.confirmedAt ?? 0n }) } });
+      // v5: the stamp the executor signed into its receipt goes into the ConfirmStart unchanged.
+      const stamp = { ...(r.observedHeight !== undefined ? { observedHeight: r.observedHeight } : {}), ...(r.observedBlockHash ? { observedBlockHash: r.observedBlockHash } : {}) };
+      const confirm = create(DevshardTxSchema, { tx: { case: 'confirmStart', value: create(MsgConfirmStartSchema, { inferenceId, executorSig: r.receipt, confirmedAt: r.confirmedAt ?? 0n, ...stamp }) } });
       if (this.take(confirm)) this.onHostTxs?.(url, [confirm]);
     }
     this.prune();
