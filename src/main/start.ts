@@ -210,6 +210,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
             warmKeyGranted: (cold, warm) => chain!.warmKeyGranted(cold, warm),
             // v5: the reference gateway's seed gate, and the seed's moves in the log.
             requireHeightSeed: config.behaviour.requireHeightSeed,
+            onHostTxDropped: (escrowId, kind, reason) => logger.warn({ escrow_id: escrowId, tx: kind }, `a host tx the v5 log plane refuses was kept out of the diffs: ${reason}`),
             onHeightSeed: (escrowId, st) => {
               if (st.state === 'missed') logger.error({ escrow_id: escrowId, seeded: st.seeded, slots: st.slots, outcomes: st.outcomes }, `height seed missed: ${st.seeded}/${st.slots} hosts returned a height anchor; chat on escrow ${escrowId} answers 503 height_seed_incomplete until they do`);
               void recordHeightSeed(engine, escrowId, st).catch((err: unknown) => logger.warn({ err, escrow_id: escrowId }, 'could not record the height seed'));

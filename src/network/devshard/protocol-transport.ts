@@ -80,6 +80,8 @@ export interface ProtocolTransportOptions extends AgentOptions {
   requireHeightSeed?: boolean;
   /** v5: how long the seed may stay short of its quorum before it is missed. Default 30 s. */
   heightSeedGateMs?: number;
+  /** v5: a host tx the log plane refuses was dropped before compose (a stamp below the floor). */
+  onHostTxDropped?: (escrowId: string, kind: string, reason: string) => void;
   /** v5: the height seed's state moved (the log's hook; not awaited). */
   onHeightSeed?: (escrowId: string, s: HeightSeedStatus) => void;
 }
@@ -266,6 +268,10 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
     const s = new DevshardSession(escrow, (m) => signer.signProtocol!(m), opts.recordedDiffs?.(call.escrowId) ?? [], opts.recordedHostTxs?.(call.escrowId) ?? []);
     s.warmKeyGranted = opts.warmKeyGranted;
     s.now = now;
+    if (opts.onHostTxDropped) {
+      const dropped = opts.onHostTxDropped;
+      s.onDropped = (tx, reason) => dropped(call.escrowId, tx.tx.case ?? 'unknown', reason);
+    }
     // When the escrow last composed a diff: v5's idle heartbeats are due after a quiet period.
     const onDiff = opts.onDiff;
     lastDiffAt.set(call.escrowId, now());

@@ -151,6 +151,8 @@ export class DevshardSession {
   private readonly timingOut = new Map<bigint, bigint>();
   /** Called with every diff as it is composed (before it is sent); a promise answered is awaited before sending. */
   onDiff: ((d: SentDiff) => unknown) | undefined;
+  /** v5: called with a host tx dropped before compose and the log plane's refusal of it. */
+  onDropped: ((tx: DevshardTx, reason: string) => void) | undefined;
   /** Called with the host txs of a host's answer not seen before (the log's hook; not awaited). */
   onHostTxs: ((url: string, txs: DevshardTx[]) => void) | undefined;
   /** Called when a host's acknowledged nonce moves, with its receipt's state_hash (equal to our root). */
@@ -299,6 +301,18 @@ export class DevshardSession {
 
   /** Composes, applies, signs and keeps the next nonce's diff. */
   private next(extra: DevshardTx[]): SentDiff {
+    // v5: a host tx the log plane refuses (a stamp below the floor, a bad ack) is dropped before
+    // compose, for good: the floor never falls, so it would never be accepted (and a diff of only
+    // refused txs cannot be composed at all).
+    if (this.replica.rules === 'v5') {
+      for (const [key, tx] of this.pending) {
+        const refusal = this.replica.stampRefusal(tx, { warmKeys: this.resolveWarmKey });
+        if (refusal) {
+          this.pending.delete(key);
+          this.onDropped?.(tx, refusal.message);
+        }
+      }
+    }
     const c = composeDiff(this.replica, { pending: [...this.pending.values()], extra, warmKeys: this.resolveWarmKey });
     this.pending.clear();
     const userSig = this.sign(diffSignedBytes(this.escrow.escrowId, c.nonce, c.applied, c.root));
