@@ -122,7 +122,7 @@ async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<Ch
       throw refuse.unavailable(`No escrow of model '${req.model}' can be used: its creator key is not loaded (set DEVSHARD_PRIVATE_KEY).`, NO_CAPACITY_RETRY_S, 'creator_key_unavailable');
     }
     // v5: before a nonce is taken, the session's height seed (at most 2 s; refused while missed).
-    if (ctx.network.admit) {
+    if (ctx.network.admit && rulesOf(escrowProtocol(ctx.engine, picked.escrowId)) === 'v5') {
       try {
         await ctx.network.admit(picked.escrowId, signer);
       } catch (err) {

@@ -55,7 +55,8 @@ export interface GatewayPort {
   /** The key is `privateKey`, or env variable `keyEnv`, or DEVSHARD_PRIVATE_KEY (operator-key.ts). */
   createEscrow(cmd: Omit<OperatorCreate, 'privateKeyHex' | 'keySource'> & { privateKey?: string | undefined; keyEnv?: string | undefined }): Promise<OperatorCreateOutcome & { storagePath: string }>;
   devshards(): DevshardView[];
-  devshard(id: string): DevshardView;
+  /** One escrow's view, after what was decided is committed (its state and its money read alike). */
+  devshard(id: string): Promise<DevshardView>;
   /** Registers an on-chain escrow, or re-activates a deactivated one (devshardctl's POST /v1/admin/devshards). */
   registerEscrow(id: string, metadata: EventMetadata, expectedModel?: string, key?: OperatorKey, protocol?: ProtocolChoice): Promise<Answer<typeof registerEscrow>>;
   importEscrow(id: string, body: ImportBody, metadata: EventMetadata): Promise<Answer<typeof importEscrow>>;
@@ -121,8 +122,11 @@ export function gatewayPort(ctx: GatewayContext): GatewayPort {
       storagePath: eventsFile(ctx.config.server.storageDir),
     }),
     devshards: () => live().map((e) => devshardView(ctx, e.escrowId)),
-    devshard: (id) => {
+    devshard: async (id) => {
       escrowOr404(ctx, id);
+      // The state is the decided one, the money is read from the committed log: wait for the
+      // commit, or a settle decided a moment ago shows "settled" with the log's money.
+      await ctx.engine.idle();
       return devshardView(ctx, id);
     },
     registerEscrow: (id, metadata, expectedModel, key = {}, protocol = {}) =>

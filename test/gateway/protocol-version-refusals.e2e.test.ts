@@ -46,7 +46,7 @@ describe('a chain that approves only v4.1 and v3', () => {
     const v9 = await create(gw, { protocol_version: 'v9' });
     expect(v9.status).toBe(400);
     expect(v9.json.error).toMatchObject({ code: 'unsupported_protocol_version', param: 'protocol_version' });
-    expect(v9.json.error.message).toContain('"v9" is not one this gateway speaks (v2, v3, v4, v4.1)');
+    expect(v9.json.error.message).toContain('"v9" is not one this gateway speaks (v2, v3, v4, v4.1, v5)');
     const route = await create(gw, { route_prefix: '/api/devshard' });
     expect(route.status).toBe(400);
     expect(route.json.error).toMatchObject({ code: 'unsupported_protocol_version', param: 'route_prefix' });
