@@ -3,6 +3,8 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
+    // Worker threads run compiled modules, from dist/ under vitest (src/events/worker-file.ts).
+    globalSetup: ['test/helpers/build-workers.ts'],
     // Tests start real servers on loopback and child processes; 2 cores, so keep workers few.
     maxWorkers: 2,
     testTimeout: 30_000,

@@ -30,6 +30,7 @@ import { Pool } from 'undici';
 import { generateKeys, loadConfig } from '../src/config/index.js';
 import { startGateway, type RunningGateway } from '../src/main/start.js';
 import { createLogger } from '../src/http/logger.js';
+import { eventsFile, SqliteEventStore } from '../src/events/sqlite-store.js';
 import { ROUTING_STOP_NONCE } from '../src/machines/index.js';
 import type { AutocannonSummary, FixedRateSummary, Job, Percentiles } from './load-worker.js';
 import { rebuildInChild, type RebuildOnce } from './rebuild-once.js';
@@ -213,7 +214,8 @@ export async function startGatewayTarget(
     storeStats: () => gateway.store.stats(),
     gateway,
     threadNames: () => {
-      const id = gateway.store.writerThreadId;
+      // The writer thread is the SQLite store's own (the port has no threads to name).
+      const id = gateway.store instanceof SqliteEventStore ? gateway.store.writerThreadId : undefined;
       return id === undefined ? {} : { [String(id)]: 'log writer' };
     },
     storageDir,
@@ -344,7 +346,7 @@ async function soak(worker: LoadWorker, target: GatewayTarget, requests: number,
   // rebuild runs in a fresh process, as a gateway starting on this log would (bench/rebuild-once.ts).
   // Three runs; the median is the figure, all three are printed.
   await target.gateway.stop();
-  const file = target.gateway.store.file;
+  const file = eventsFile(target.storageDir);
   const fd = openSync(file, 'r');
   fsyncSync(fd);
   closeSync(fd);

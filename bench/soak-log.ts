@@ -9,6 +9,7 @@
 import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
+import { eventsFile } from '../src/events/sqlite-store.js';
 import { ROUTING_STOP_NONCE } from '../src/machines/index.js';
 import { LoadWorker, request, startGatewayTarget } from './gateway-bench.js';
 import { startHost } from './host.js';
@@ -27,7 +28,7 @@ try {
     const r = await worker.run<AutocannonSummary>({ kind: 'autocannon', ...request(target), connections: 64, amount: requests });
     console.log(`${requests.toLocaleString('en')} requests in ${r.seconds.toFixed(0)} s (${r.requestsPerSec} req/s, ${r.errors + r.non2xx} errors)`);
     await target.gateway.stop();
-    const file = target.gateway.store.file;
+    const file = eventsFile(target.storageDir);
     mkdirSync(dir, { recursive: true });
     for (const suffix of ['', '-wal', '-shm']) {
       const to = join(dir, basename(file) + suffix);

@@ -14,11 +14,12 @@
  * a dictionary, and rows carry their index.
  *
  * The folding thread waits for pages synchronously (Atomics.wait + receiveMessageOnPort), so this
- * stays a plain synchronous iterator. The worker keeps at most AHEAD pages unconsumed.
+ * stays a plain synchronous iterator. The worker (fold-reader-worker.ts, compiled: worker-file.ts)
+ * keeps at most AHEAD pages unconsumed.
  */
-import { createRequire } from 'node:module';
-import { MessageChannel, receiveMessageOnPort, Worker } from 'node:worker_threads';
-import { FOLD_COLUMNS, StoredRecord, type HashLoader } from './fold-read.js';
+import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
+import { StoredRecord, type HashLoader } from './fold-read.js';
+import { workerFile } from './worker-file.js';
 
 const AHEAD = 4;
 /** A page takes milliseconds to read; this long without one means the worker is gone. */
@@ -30,7 +31,7 @@ const SILENT_WORKER_SECONDS = 120;
  * position, stream (dict index), streamVersion, type (dict index), schemaVersion; `dict` the new
  * dictionary entries, in index order.
  */
-interface PageMessage {
+export interface PageMessage {
   count: number;
   bytes: ArrayBuffer;
   ends: Int32Array;
@@ -40,78 +41,17 @@ interface PageMessage {
   error?: string;
 }
 
-const WORKER_SOURCE = `
-const { workerData } = require('node:worker_threads');
-const { file, port, flag, after: start, pageSize, ahead, mmapBytes, columns } = workerData;
-let sent = 0;
-const post = (m, transfer) => {
-  port.postMessage(m, transfer);
-  sent++;
-  Atomics.store(flag, 0, sent);
-  Atomics.notify(flag, 0);
-};
-try {
-  const Database = require(workerData.sqlite);
-  const db = new Database(file, { readonly: true, fileMustExist: true });
-  db.pragma('mmap_size = ' + mmapBytes);
-  const page = db.prepare('SELECT ' + columns + ' FROM events WHERE position > ? ORDER BY position LIMIT ?').raw();
-  const dict = new Map();
-  let after = start;
-  for (;;) {
-    if (Atomics.load(flag, 2) === 1) break;
-    const rows = page.all(after, pageSize);
-    const n = rows.length;
-    const nums = new Float64Array(n * 5);
-    const ends = new Int32Array(1 + 2 * n);
-    const datas = new Array(n);
-    const added = [];
-    const id = (s) => {
-      let i = dict.get(s);
-      if (i === undefined) {
-        i = dict.size;
-        dict.set(s, i);
-        added.push(s);
-      }
-      return i;
-    };
-    let chars = 2 + n;
-    for (let i = 0; i < n; i++) {
-      const r = rows[i];
-      nums[i * 5] = r[0];
-      nums[i * 5 + 1] = id(r[1]);
-      nums[i * 5 + 2] = r[2];
-      nums[i * 5 + 3] = id(r[3]);
-      nums[i * 5 + 4] = r[4];
-      datas[i] = r[5];
-      chars += r[5].length + r[6].length + r[7].length;
-    }
-    // UTF-8 takes at most 3 bytes per UTF-16 code unit.
-    const bytes = Buffer.allocUnsafeSlow(chars * 3);
-    let o = bytes.write(n ? '[' + datas.join(',') + ']' : '[]', 0);
-    ends[0] = o;
-    for (let i = 0; i < n; i++) {
-      const r = rows[i];
-      o += bytes.write(r[6], o);
-      ends[1 + 2 * i] = o;
-      o += bytes.write(r[7], o);
-      ends[2 + 2 * i] = o;
-    }
-    const done = n < pageSize;
-    // Wait while the folding thread is AHEAD pages behind (or until told to stop).
-    for (;;) {
-      const consumed = Atomics.load(flag, 1);
-      if (sent - consumed < ahead || Atomics.load(flag, 2) === 1) break;
-      Atomics.wait(flag, 1, consumed, 1000);
-    }
-    post({ count: n, bytes: bytes.buffer, ends, nums, dict: added, done }, [bytes.buffer, ends.buffer, nums.buffer]);
-    if (done) break;
-    after = rows[n - 1][0];
-  }
-  db.close();
-} catch (e) {
-  post({ count: 0, bytes: new ArrayBuffer(0), ends: new Int32Array(1), nums: new Float64Array(0), dict: [], done: true, error: String((e && e.message) || e) });
+
+/** What the reader thread starts with. `flag`: [0] pages posted, [1] pages consumed, [2] stop. */
+export interface FoldReaderData {
+  file: string;
+  port: MessagePort;
+  flag: Int32Array;
+  after: number;
+  pageSize: number;
+  ahead: number;
+  mmapBytes: number;
 }
-`;
 
 /** An internalized copy of a string (property-key lookups of catalog types then hit V8's fast path). */
 const internalize = (s: string): string => Object.keys({ [s]: 0 })[0]!;
@@ -124,11 +64,8 @@ export function* readAllOnThread(file: string, afterPosition: number, pageSize: 
   const { port1, port2 } = new MessageChannel();
   // [0] pages posted, [1] pages consumed, [2] stop
   const flag = new Int32Array(new SharedArrayBuffer(12));
-  const worker = new Worker(WORKER_SOURCE, {
-    eval: true,
-    workerData: { file, port: port2, flag, after: afterPosition, pageSize, ahead: AHEAD, mmapBytes, columns: FOLD_COLUMNS, sqlite: createRequire(import.meta.url).resolve('better-sqlite3') },
-    transferList: [port2],
-  });
+  const workerData: FoldReaderData = { file, port: port2, flag, after: afterPosition, pageSize, ahead: AHEAD, mmapBytes };
+  const worker = new Worker(workerFile('fold-reader-worker', import.meta.url), { workerData, transferList: [port2] });
   worker.unref();
   const dict: string[] = [];
   let consumed = 0;

@@ -1,6 +1,18 @@
 import type { Observable } from 'rxjs';
 import type { NewEvent, RecordedEvent } from './envelope.js';
 
+/** Runs synchronously right after each commit, with its events in position order. */
+export type CommitListener = (records: RecordedEvent[]) => void;
+
+export interface Checkpoint<S = unknown> {
+  name: string;
+  /** Last global position folded into `state`. */
+  position: number;
+  state: S;
+  /** Hash of the event at `position` ("" at 0): ties the checkpoint to this exact log. */
+  hash: string;
+}
+
 /**
  * `expectedVersion`:
  *  - a number: the stream's current last version must equal it (-1 = the stream must not exist);
@@ -27,27 +39,93 @@ export interface AppendResult {
   records: RecordedEvent[];
 }
 
+/** Counters of the write path (benchmarks report commits per request from them). */
+export interface StoreStats {
+  /** Write transactions committed (one fsync each). */
+  commits: number;
+  /** append/appendNow calls that committed. */
+  appends: number;
+  events: number;
+  /** Appends rejected with WrongExpectedVersionError. */
+  conflicts: number;
+}
+
 /**
- * The log. The SQLite implementation is synchronous underneath, but the interface is async so a
- * shared PostgreSQL backend can implement it later (docs/architecture.md, "Designed for later").
+ * The event log port: what the engine, the projections and the composition root use, so a server
+ * database (PostgreSQL, issue 42) can implement it beside SQLite (`openSqliteEventStore`).
+ * `test/events/store-contract.ts` is the behaviour every implementation must pass.
  *
- * Group commit: appends issued while a commit is pending are written together in the next single
- * transaction (one fsync); every caller's promise resolves only after its own commit.
+ * **Asynchronous: what must reach the database.** `append` (and the group commit behind it),
+ * `saveCheckpoint` and `close` return promises that settle only once durable: a network store
+ * pays a round trip there, and callers already wait for it off the request path.
+ *
+ * **Group commit.** Appends issued while a commit is pending are written together in the next
+ * single transaction (one fsync); every caller's promise resolves only after its own commit.
+ * `stageForNextBatch` lets a caller add to the next batch as late as possible.
+ *
+ * **In memory: the hot path.** `lastPosition` and `streamVersion` answer from what the store keeps
+ * as it commits and follows the log (its tail, each stream's head), never from a query: the engine
+ * decides every chat request's nonce against them synchronously on the event loop
+ * (docs/architecture.md, principle 4), so a backend's latency may not sit there.
+ *
+ * **Following the log.** `onCommit` listeners and `subscribe` hear every committed event, in
+ * position order, once; the projections (router pool, status, settings) are folded from them, so
+ * every other hot-path read comes from memory too.
+ *
+ * **Synchronous log reads (not the hot path).** `readStream`, `readAll` and `loadCheckpoint` are
+ * synchronous: the gateway reads a stream when an escrow's devshard session opens (its diffs, its
+ * protocol) and for admin views, and the projections' start-up catch-up folds `readAll` in one
+ * synchronous stretch with attaching to `onCommit`, so no commit slips between them. SQLite reads
+ * its own file. A network store has to serve these from a local copy (the streams of the escrows
+ * it owns are loaded when it takes their lease, issue 42) until those callers are made async.
  */
 export interface EventStore {
+  // ---- write (async) ----
+  /**
+   * Queues the append for the next group commit. Resolves after commit; a version conflict
+   * rejects this call only, with WrongExpectedVersionError; after close, EventStoreClosedError.
+   */
   append(streamId: string, events: NewEvent[], options: AppendOptions): Promise<AppendResult>;
+  /**
+   * Runs `take` right before the next batch is formed (once, however often it is staged before
+   * that), so appends it makes join that batch. `withinMs` (> 0): no batch is formed for this
+   * alone before that many milliseconds have passed; any other append's batch takes it sooner.
+   */
+  stageForNextBatch(take: () => void, opts?: { withinMs?: number }): void;
+  /** Waits for pending commits (staged work included), then closes. */
+  close(): Promise<void>;
+
+  // ---- checkpoints ----
+  /**
+   * Stores a projection checkpoint (overwrites the previous one of that name); not an event.
+   * Rejects with RangeError if `position` is beyond the log. `soon`: the store may write it with
+   * its next commit, off the event loop (a serving gateway's periodic checkpoint); the promise
+   * settles once it is written either way.
+   */
+  saveCheckpoint(name: string, position: number, state: unknown, options?: { soon?: boolean }): Promise<void>;
+  /** The checkpoint of that name; undefined when absent or when it does not belong to this log. */
+  loadCheckpoint<S = unknown>(name: string): Checkpoint<S> | undefined;
+
+  // ---- follow ----
+  /**
+   * `listener` runs synchronously right after each commit, with that commit's events in position
+   * order, before any appender's promise resolves. Returns an unsubscribe function.
+   */
+  onCommit(listener: CommitListener): () => void;
+  /** Catch up from `afterPosition` (exclusive) then go live: every committed event, in order, once. */
+  subscribe(afterPosition?: number): Observable<RecordedEvent>;
+
+  // ---- in-memory reads (hot path) ----
+  /** Last committed global position (0 when empty). */
+  lastPosition(): number;
+  /** Current last committed version of a stream, -1 when absent. */
+  streamVersion(streamId: string): number;
+
+  // ---- log reads (synchronous, off the hot path; see above) ----
   /** A stream's events from `fromVersion` on, in order; at most `limit` of them (default: all). */
   readStream(streamId: string, fromVersion?: number, limit?: number): RecordedEvent[];
   /** Events with position > `afterPosition` (exclusive), in order. */
   readAll(afterPosition?: number, limit?: number): Iterable<RecordedEvent>;
-  /** Last global position (0 when empty). */
-  lastPosition(): number;
-  /** Current last version of a stream, -1 when absent. */
-  streamVersion(streamId: string): number;
-  /**
-   * Catch up from `afterPosition` (exclusive) then go live: every committed event, in order, once.
-   */
-  subscribe(afterPosition?: number): Observable<RecordedEvent>;
-  /** Waits for pending commits, then closes the database. */
-  close(): Promise<void>;
+
+  stats(): StoreStats;
 }

@@ -8,8 +8,7 @@
  */
 import type { EventMetadata, NewEvent, RecordedEvent } from '../events/envelope.js';
 import { escrowStream, createIntentStream, newEvent, upcast, type CatalogEvent, type InferenceEntry } from '../events/catalog.js';
-import type { SqliteEventStore } from '../events/sqlite-store.js';
-import type { AppendResult } from '../events/store.js';
+import type { AppendResult, EventStore } from '../events/store.js';
 import { WrongExpectedVersionError } from '../events/errors.js';
 import { stepEscrowFast } from '../machines/escrow-fast.js';
 import { escrowMachine, initialSnapshot, stateName, type EscrowInput, type EscrowSnapshot } from '../machines/index.js';
@@ -94,7 +93,7 @@ export class Engine {
   private readonly unwritable = new Map<string, string>();
 
   constructor(
-    readonly store: SqliteEventStore,
+    readonly store: EventStore,
     readonly projections: Projections,
     private readonly escrowInput: EscrowInput = {},
   ) {

@@ -6,6 +6,7 @@
 import { parseStreamId } from '../events/catalog.js';
 import type { RecordedEvent } from '../events/envelope.js';
 import type { PartitionableLog } from '../events/fold-partition.js';
+import type { EventStore } from '../events/store.js';
 import type { EscrowInput } from '../machines/index.js';
 import { EscrowPoolProjection, streamRefs, type EscrowPoolState, type StreamRef } from './escrow-pool.js';
 import { RotationDebugProjection, type RotationDebugState } from './rotation-debug.js';
@@ -34,18 +35,15 @@ export interface ProjectionsOptions {
   escrow?: EscrowInput;
 }
 
-/** The part of the SQLite store the projections use (structural, so tests can fake it). */
-export interface CheckpointingStore {
-  readAll(afterPosition?: number, limit?: number): Iterable<RecordedEvent>;
+/**
+ * The part of the store port the projections use, and the fold read path a local store may offer
+ * besides (SqliteEventStore: cheaper records, a split over threads). Structural, so tests can fake it.
+ */
+export interface CheckpointingStore extends Pick<EventStore, 'readAll' | 'onCommit' | 'saveCheckpoint' | 'loadCheckpoint'> {
   /** The same events as readAll, cheaper to fold (SqliteEventStore.readAllForFold); used for catch-up when present. */
   readAllForFold?(afterPosition?: number): Iterable<RecordedEvent>;
   /** The log for a fold split by stream over threads (SqliteEventStore on a file); used for long catch-ups when present. */
   foldPartitions?(): PartitionableLog | undefined;
-  onCommit(listener: (records: RecordedEvent[]) => void): () => void;
-  saveCheckpoint(name: string, position: number, state: unknown): void;
-  /** Written off the event loop (SqliteEventStore with its writer thread). */
-  saveCheckpointSoon?(name: string, position: number, state: unknown): void;
-  loadCheckpoint<S = unknown>(name: string): { position: number; state: S } | undefined;
 }
 
 /** Every projection, applied together. */
@@ -144,13 +142,13 @@ export class Projections {
   }
 
   /**
-   * Saves a checkpoint at the current position (nothing at position 0). `soon`: let the store
-   * write it off the event loop when it can (the periodic checkpoint of a serving gateway).
+   * Saves a checkpoint at the current position (nothing at position 0); settles once it is written.
+   * `soon`: let the store write it off the event loop with its next commit (the periodic checkpoint
+   * of a serving gateway).
    */
-  checkpoint(store: CheckpointingStore, options: { soon?: boolean } = {}): void {
-    if (this.position === 0) return;
+  checkpoint(store: Pick<EventStore, 'saveCheckpoint'>, options: { soon?: boolean } = {}): Promise<void> {
+    if (this.position === 0) return Promise.resolve();
     const cp = this.toCheckpoint();
-    if (options.soon && store.saveCheckpointSoon) store.saveCheckpointSoon(PROJECTIONS_CHECKPOINT, cp.position, cp.state);
-    else store.saveCheckpoint(PROJECTIONS_CHECKPOINT, cp.position, cp.state);
+    return store.saveCheckpoint(PROJECTIONS_CHECKPOINT, cp.position, cp.state, options.soon ? { soon: true } : {});
   }
 }

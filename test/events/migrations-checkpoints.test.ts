@@ -67,7 +67,7 @@ describe('checkpoints', () => {
     const r = await store.append('s', [ev(), ev()], { expectedVersion: -1 });
     store.saveCheckpoint('pool', 2, { escrows: ['e1'] });
     expect(store.loadCheckpoint('pool')).toEqual({ name: 'pool', position: 2, state: { escrows: ['e1'] }, hash: r.records[1]!.hash });
-    expect(() => store.saveCheckpoint('pool', 3, {})).toThrow(/no event at position 3/);
+    await expect(store.saveCheckpoint('pool', 3, {})).rejects.toThrow(/no event at position 3/);
     await store.close();
   });
 

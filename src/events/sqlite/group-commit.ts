@@ -1,0 +1,459 @@
+/**
+ * The SQLite log's write path: appends queue for the next group commit (one transaction, one
+ * fsync), positions, versions and the hash chain are decided here, and the batch is written
+ * in-thread or by the writer thread (writer.ts). After each commit: the cached tail and stream
+ * heads, the counters, the commit listeners and live subscriptions, then the appenders' promises.
+ */
+import type Database from 'better-sqlite3';
+import { Subject, type Observable } from 'rxjs';
+import type { NewEvent, RecordedEvent } from '../envelope.js';
+import { EventStoreClosedError } from '../errors.js';
+import { EVENT_COLUMNS } from '../rows.js';
+import type { AppendOptions, AppendResult, CommitListener, StoreStats } from '../store.js';
+import { decideBatch, sealBatch, type LogTail, type SealedBatch } from './batch.js';
+import { checkExpected, prepareEvents, recordOf, type PendingAppend } from './prepare.js';
+import { SqliteWriter, type WriteReply } from './writer.js';
+
+/** A checkpoint row (name, position, state text, hash at position). */
+export type CheckpointRow = [string, number, string, string];
+
+/** A checkpoint to write with the next batch, and who waits for it. */
+interface DueCheckpoint {
+  row: CheckpointRow;
+  waiters: { resolve(): void; reject(error: unknown): void }[];
+}
+
+/** A batch prepared on the main thread and being written by the writer thread. */
+interface InFlightBatch extends SealedBatch {
+  id: number;
+  batch: PendingAppend[];
+  checkpoint?: DueCheckpoint;
+}
+
+export interface GroupCommitOptions {
+  maxBatchEvents: number;
+  busyTimeoutMs: number;
+  now: () => Date;
+  onListenerError: (error: unknown) => void;
+  writerThread: boolean;
+}
+
+/**
+ * One writer process per file: positions and the hash chain are assigned here. (A foreign commit
+ * is noticed at the next batch and caches are reloaded, so the chain stays consistent, but live
+ * subscriptions only hear about this process's commits.)
+ */
+export class SqliteGroupCommit {
+  private queue: PendingAppend[] = [];
+  /** Callbacks to run right before the next batch is formed (stageForNextBatch). */
+  private readonly stagers = new Set<() => void>();
+  private flushHandle: NodeJS.Immediate | undefined;
+  /** The deadline of deferred work (appends and staged callbacks given `withinMs`) while no flush is scheduled. */
+  private deferTimer: NodeJS.Timeout | undefined;
+  /** The queue holds an append that was not deferred (or a leftover of a flushed batch): commit it next. */
+  private urgent = false;
+  private readonly writer: SqliteWriter | undefined;
+  private inFlight: InFlightBatch | undefined;
+  /** A checkpoint waiting for the writer thread (checkpointSoon). */
+  private checkpointDue: DueCheckpoint | undefined;
+  private batchIds = 0;
+  private closedFlag = false;
+  /** True while commit listeners and subscribers run; see appendNow. */
+  private notifying = false;
+  private lastPos: number;
+  private lastHash: string;
+  /** Committed stream heads; filled lazily from the streams table. */
+  private readonly versions = new Map<string, number>();
+  private readonly listeners = new Set<CommitListener>();
+  private readonly committed$ = new Subject<RecordedEvent[]>();
+  private readonly counters: StoreStats = { commits: 0, appends: 0, events: 0, conflicts: 0 };
+
+  private readonly stmt: {
+    begin: Database.Statement;
+    commit: Database.Statement;
+    rollback: Database.Statement;
+    tail: Database.Statement;
+    streamHead: Database.Statement;
+    upsertStream: Database.Statement;
+    insert: Database.Statement;
+    saveCheckpoint: Database.Statement;
+  };
+
+  constructor(
+    private readonly db: Database.Database,
+    file: string,
+    private readonly opts: GroupCommitOptions,
+  ) {
+    this.stmt = {
+      begin: db.prepare('BEGIN IMMEDIATE'),
+      commit: db.prepare('COMMIT'),
+      rollback: db.prepare('ROLLBACK'),
+      tail: db.prepare('SELECT position, hash FROM events ORDER BY position DESC LIMIT 1').raw(),
+      streamHead: db.prepare('SELECT version FROM streams WHERE stream_id = ?').pluck(),
+      upsertStream: db.prepare(
+        'INSERT INTO streams (stream_id, version) VALUES (?, ?) ON CONFLICT (stream_id) DO UPDATE SET version = excluded.version',
+      ),
+      insert: db.prepare(`INSERT INTO events (${EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+      saveCheckpoint: db.prepare(
+        'INSERT INTO checkpoints (name, position, state, hash) VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET position = excluded.position, state = excluded.state, hash = excluded.hash',
+      ),
+    };
+    const tail = this.stmt.tail.get() as [number, string] | undefined;
+    this.lastPos = tail?.[0] ?? 0;
+    this.lastHash = tail?.[1] ?? '';
+    this.writer = opts.writerThread ? new SqliteWriter(file, opts.busyTimeoutMs, (reply) => this.written(reply)) : undefined;
+  }
+
+  get closed(): boolean {
+    return this.closedFlag;
+  }
+
+  /** Batches of committed records, in position order (what live subscriptions follow). */
+  get commits(): Observable<RecordedEvent[]> {
+    return this.committed$;
+  }
+
+  get hasWriterThread(): boolean {
+    return this.writer !== undefined;
+  }
+
+  /** The writer thread's Linux thread id, when commits run on one. */
+  get writerThreadId(): number | undefined {
+    return this.writer?.threadId;
+  }
+
+  lastPosition(): number {
+    return this.lastPos;
+  }
+
+  stats(): StoreStats {
+    return { ...this.counters };
+  }
+
+  onCommit(listener: CommitListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /**
+   * Queues the append for the next group commit (scheduled with setImmediate, so every append
+   * issued in this event-loop turn shares one transaction and one fsync). Resolves after commit;
+   * a version conflict rejects this call only, with WrongExpectedVersionError.
+   */
+  append(streamId: string, events: NewEvent[], options: AppendOptions): Promise<AppendResult> {
+    if (this.closedFlag) return Promise.reject(new EventStoreClosedError());
+    let pending: PendingAppend;
+    const promise = new Promise<AppendResult>((resolve, reject) => {
+      pending = { streamId, expected: options.expectedVersion, events: [], resolve, reject };
+    });
+    try {
+      checkExpected(options.expectedVersion);
+      pending!.events = prepareEvents(streamId, events);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    this.queue.push(pending!);
+    if ((options.withinMs ?? 0) > 0) this.defer(options.withinMs!);
+    else {
+      this.urgent = true;
+      this.flushHandle ??= setImmediate(() => this.flush());
+    }
+    return promise;
+  }
+
+  /**
+   * Runs `take` right before the next batch is formed (once, however often it is staged before
+   * that), so appends it makes join that batch. Lets a caller gather what it would append for as
+   * long as the writer is busy and append it as late as possible: the engine records one escrow's
+   * chat starts and ends of a batch as one event (engine.ts, InferencesRecorded).
+   *
+   * `withinMs` (> 0): no batch is formed for this alone before that many milliseconds have passed;
+   * any other append's batch takes it sooner. For records no caller waits on, so that many of
+   * them share one commit (fewer fsyncs and writer round trips per request).
+   */
+  stageForNextBatch(take: () => void, opts: { withinMs?: number } = {}): void {
+    if (this.closedFlag) throw new EventStoreClosedError();
+    this.stagers.add(take);
+    if ((opts.withinMs ?? 0) > 0) this.defer(opts.withinMs!);
+    else this.flushHandle ??= setImmediate(() => this.flush());
+  }
+
+  /**
+   * Synchronous append in its own transaction (after committing anything already queued, to keep
+   * call order). For tools and benchmarks; the server should use `append` to get group commit.
+   */
+  appendNow(streamId: string, events: NewEvent[], options: AppendOptions): AppendResult {
+    if (this.closedFlag) throw new EventStoreClosedError();
+    // Committing from inside a commit notification would hand later listeners batches out of
+    // position order; listeners that need to write use `append`, which queues.
+    if (this.notifying) throw new Error('appendNow cannot be called from a commit listener; use append');
+    checkExpected(options.expectedVersion);
+    const prepared = prepareEvents(streamId, events);
+    this.drain();
+    let outcome: { ok: true; result: AppendResult } | { ok: false; error: unknown } | undefined;
+    this.commitBatch([
+      {
+        streamId,
+        expected: options.expectedVersion,
+        events: prepared,
+        resolve: (result) => (outcome = { ok: true, result }),
+        reject: (error) => (outcome = { ok: false, error }),
+      },
+    ]);
+    if (!outcome) throw new Error('appendNow: append was not settled'); // unreachable: batch of one
+    if (!outcome.ok) throw outcome.error;
+    return outcome.result;
+  }
+
+  /** Writes a checkpoint row now, in its own statement (no writer thread involved). */
+  writeCheckpointNow(row: CheckpointRow): void {
+    this.stmt.saveCheckpoint.run(...row);
+  }
+
+  /**
+   * Hands a checkpoint row to the writer thread, to be written with the next batch (alone when
+   * nothing else is queued). A later call before the write replaces the earlier row; both callers
+   * hear when the later one is written. Needs a writer thread.
+   */
+  checkpointSoon(row: CheckpointRow): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const waiters = this.checkpointDue?.waiters ?? [];
+      waiters.push({ resolve, reject });
+      this.checkpointDue = { row, waiters };
+      this.flushHandle ??= setImmediate(() => this.flush());
+    });
+  }
+
+  /** Current committed version of a stream (-1 when absent), cached once read. */
+  committedVersion(streamId: string): number {
+    let v = this.versions.get(streamId);
+    if (v === undefined) {
+      v = (this.stmt.streamHead.get(streamId) as number | undefined) ?? -1;
+      this.versions.set(streamId, v);
+    }
+    return v;
+  }
+
+  /** Commits everything queued (and a due checkpoint), ends the writer thread; no append after. */
+  close(): void {
+    if (this.closedFlag) return;
+    this.drain();
+    this.writer?.close();
+    this.closedFlag = true;
+    this.committed$.complete();
+  }
+
+  /** Deferred work waits at most `ms` for a batch, unless one is already scheduled. */
+  private defer(ms: number): void {
+    if (!this.flushHandle) this.deferTimer ??= setTimeout(() => this.deferDue(), ms);
+  }
+
+  /** The deferred work's deadline passed: form a batch (or, while one is being written, right after it). */
+  private deferDue(): void {
+    this.deferTimer = undefined;
+    if (!this.closedFlag) this.flushHandle ??= setImmediate(() => this.flush());
+  }
+
+  /** Runs the staged callbacks (their appends queue up). */
+  private takeStaged(): void {
+    if (this.deferTimer) {
+      clearTimeout(this.deferTimer);
+      this.deferTimer = undefined;
+    }
+    if (this.stagers.size === 0) return;
+    const takes = [...this.stagers];
+    this.stagers.clear();
+    for (const take of takes) take();
+  }
+
+  private flush(): void {
+    this.flushHandle = undefined;
+    if (this.closedFlag) return;
+    // One batch on the writer thread at a time; what queues (and stays staged) meanwhile is the next batch.
+    if (this.writer && this.inFlight) return;
+    this.takeStaged();
+    if (this.flushHandle) {
+      // The staged appends scheduled a flush of their own: this one takes them.
+      clearImmediate(this.flushHandle);
+      this.flushHandle = undefined;
+    }
+    if (this.queue.length === 0 && !this.checkpointDue) return;
+    if (this.writer) {
+      this.sendBatch(this.takeBatch());
+      return;
+    }
+    this.commitBatch(this.takeBatch());
+    // Leftovers (over maxBatchEvents) go next turn, letting this batch's callers run first.
+    if (this.queue.length > 0) this.flushHandle ??= setImmediate(() => this.flush());
+  }
+
+  /** Commits everything queued, now. */
+  private drain(): void {
+    this.writer?.waitSync();
+    this.takeStaged();
+    if (this.flushHandle) clearImmediate(this.flushHandle);
+    this.flushHandle = undefined;
+    while (this.queue.length > 0) this.commitBatch(this.takeBatch());
+    this.writeDueCheckpoint();
+  }
+
+  /** A checkpoint the writer thread did not get to write (closing, or its batch was redone here). */
+  private writeDueCheckpoint(checkpoint = this.checkpointDue): void {
+    if (checkpoint === this.checkpointDue) this.checkpointDue = undefined;
+    if (!checkpoint) return;
+    // Runs from the writer thread's answer too, where a throw would end the process: a checkpoint
+    // that cannot be written (disk full) only means a longer catch-up at the next start.
+    try {
+      this.stmt.saveCheckpoint.run(...checkpoint.row);
+    } catch (error) {
+      if (checkpoint.waiters.length > 0) for (const w of checkpoint.waiters) w.reject(error);
+      else process.emitWarning(`projection checkpoint ${checkpoint.row[0]} not written: ${(error as Error).message}`, 'EventStoreWarning');
+      return;
+    }
+    for (const w of checkpoint.waiters) w.resolve();
+  }
+
+  private takeBatch(): PendingAppend[] {
+    let events = 0;
+    let n = 0;
+    while (n < this.queue.length) {
+      events += this.queue[n]!.events.length;
+      n++;
+      if (events >= this.opts.maxBatchEvents) break;
+    }
+    const batch = this.queue.splice(0, n);
+    // What a full batch left behind was due with it: it goes next, deferred or not.
+    this.urgent = this.queue.length > 0;
+    return batch;
+  }
+
+  private commitBatch(batch: PendingAppend[]): void {
+    let sealed: SealedBatch;
+    let failing = -1;
+    try {
+      this.stmt.begin.run();
+      this.syncTail();
+      sealed = sealBatch(batch, this.tail(), (row, i) => {
+        failing = i;
+        this.stmt.insert.run(...row);
+      });
+      failing = -1;
+      for (const [streamId, version] of sealed.heads) this.stmt.upsertStream.run(streamId, version);
+      this.stmt.commit.run();
+    } catch (error) {
+      if (this.db.inTransaction) this.stmt.rollback.run();
+      if (failing >= 0) {
+        // Only that append is at fault: reject it and retry the others in a fresh transaction.
+        batch[failing]!.reject(error);
+        this.queue.unshift(...batch.filter((_, i) => i !== failing));
+        this.urgent = true;
+        this.flushHandle ??= setImmediate(() => this.flush());
+      } else {
+        for (const item of batch) item.reject(error); // BEGIN/COMMIT failed (disk full, I/O...)
+      }
+      return;
+    }
+
+    this.finishCommit(batch, sealed.outcomes, sealed.committed, sealed.heads, sealed.pos, sealed.hash);
+  }
+
+  /** After the commit is on disk: caches, counters, listeners (in position order), then callers. */
+  private finishCommit(batch: PendingAppend[], outcomes: (AppendResult | Error)[], committed: RecordedEvent[], heads: Map<string, number>, pos: number, hash: string): void {
+    this.lastPos = pos;
+    this.lastHash = hash;
+    for (const [streamId, version] of heads) this.versions.set(streamId, version);
+    this.counters.commits++;
+    this.counters.events += committed.length;
+    if (committed.length > 0) {
+      this.notifying = true;
+      try {
+        for (const listener of this.listeners) {
+          try {
+            listener(committed);
+          } catch (error) {
+            this.opts.onListenerError(error);
+          }
+        }
+        this.committed$.next(committed);
+      } finally {
+        this.notifying = false;
+      }
+    }
+    for (let i = 0; i < batch.length; i++) {
+      const outcome = outcomes[i]!;
+      if (outcome instanceof Error) {
+        this.counters.conflicts++;
+        batch[i]!.reject(outcome);
+      } else {
+        this.counters.appends++;
+        batch[i]!.resolve(outcome);
+      }
+    }
+  }
+
+  /**
+   * Writer-thread path: decides versions, positions and hashes here (this process is the only
+   * writer; a foreign commit makes the writer refuse the batch, which is then redone in-thread),
+   * and hands the rows to the writer thread.
+   */
+  private sendBatch(batch: PendingAppend[]): void {
+    const rows: unknown[][] = [];
+    // Records leave here without their hashes: the writer thread chains them and answers them.
+    const sealed = decideBatch(batch, this.tail(), (e, streamId, pos, version, time) => {
+      rows.push([pos, streamId, version, e.type, e.schemaVersion, e.dataJson, e.metadataJson, time]);
+      return recordOf(e, streamId, pos, version, time, '', '');
+    });
+    const id = ++this.batchIds;
+    const checkpoint = this.checkpointDue;
+    this.checkpointDue = undefined;
+    this.inFlight = { id, batch, ...sealed, ...(checkpoint ? { checkpoint } : {}) };
+    this.writer!.write({ id, lastPos: this.lastPos, lastHash: this.lastHash, rows, heads: [...sealed.heads], ...(checkpoint ? { checkpoint: checkpoint.row } : {}) });
+  }
+
+  /** The writer thread answered the batch under way. */
+  private written(reply: WriteReply): void {
+    const f = this.inFlight;
+    if (!f || f.id !== reply.id) return;
+    this.inFlight = undefined;
+    if (reply.ok) {
+      // The hash chain as the writer computed and stored it, in position order.
+      let prev = this.lastHash;
+      for (let i = 0; i < f.committed.length; i++) {
+        const r = f.committed[i]!;
+        r.prevHash = prev;
+        prev = r.hash = reply.hashes[i]!;
+      }
+      this.finishCommit(f.batch, f.outcomes, f.committed, f.heads, f.pos, prev);
+      if (f.checkpoint) for (const w of f.checkpoint.waiters) w.resolve();
+    }
+    // Another connection wrote first, or a row failed: redo the batch in-thread, which reloads the
+    // tail and isolates a failing append exactly as before (and the checkpoint is written here).
+    else {
+      if (f.batch.length > 0) this.commitBatch(f.batch);
+      if (f.checkpoint) {
+        // A newer checkpoint already due replaces this one; its callers wait for that one.
+        if (this.checkpointDue) this.checkpointDue.waiters.push(...f.checkpoint.waiters);
+        else this.writeDueCheckpoint(f.checkpoint);
+      }
+    }
+    // Deferred work still inside its withinMs waits for its timer; anything else goes now.
+    const deferredDue = (this.queue.length > 0 || this.stagers.size > 0) && !this.deferTimer;
+    if (((this.urgent && this.queue.length > 0) || deferredDue || this.checkpointDue) && !this.closedFlag) this.flushHandle ??= setImmediate(() => this.flush());
+  }
+
+  /** The committed tail a batch is sealed after. */
+  private tail(): LogTail {
+    return { pos: this.lastPos, hash: this.lastHash, time: this.opts.now().toISOString(), versionOf: (streamId) => this.committedVersion(streamId) };
+  }
+
+  /** Inside the write transaction: if another connection appended, reload what we cached. */
+  private syncTail(): void {
+    const tail = this.stmt.tail.get() as [number, string] | undefined;
+    const pos = tail?.[0] ?? 0;
+    const hash = tail?.[1] ?? '';
+    if (pos === this.lastPos && hash === this.lastHash) return;
+    this.lastPos = pos;
+    this.lastHash = hash;
+    this.versions.clear();
+  }
+}
