@@ -33,6 +33,7 @@ import { DevshardSession, ReceiptMismatch, type SentDiff, type SessionEscrow, ty
 import { routeRefusalOf, type RouteRefusal } from './host-refusals.js';
 import { applyTokenFloor, cutCompletion, StreamCut } from './token-floor.js';
 import { HeightSeed, HeightSeedIncomplete, type HeightSeedStatus, type SeedOutcome } from './height-seed.js';
+import { AnswerLines, claimOf, ErrorMissClaims, type ErrorMissOutcome } from './error-miss.js';
 
 export interface ProtocolTransportOptions extends AgentOptions {
   /** The escrow's chain facts for its session (creator, amount, slots, session fields). */
@@ -84,6 +85,12 @@ export interface ProtocolTransportOptions extends AgentOptions {
   onHostTxDropped?: (escrowId: string, kind: string, reason: string) => void;
   /** v5: the height seed's state moved (the log's hook; not awaited). */
   onHeightSeed?: (escrowId: string, s: HeightSeedStatus) => void;
+  /** v5: period of the error-miss vote round (sweepErrorMisses), ms; 0 = only when called. Default 5 s. */
+  errorMissSweepMs?: number;
+  /** v5: how long an error-miss claim waits for its inference to leave Pending. Default 120 s. */
+  errorMissWaitMs?: number;
+  /** v5: an error-miss claim ended: queued for the next diff, short of votes, or never asked (the owner logs it). */
+  onErrorMiss?: (escrowId: string, o: ErrorMissOutcome) => void;
 }
 
 export interface Exchange {
@@ -109,6 +116,14 @@ export interface ProtocolTransport extends InferencePort {
    * how many were queued.
    */
   sweepTimeouts(): Promise<number>;
+  /**
+   * v5: asks the other hosts `verify-error-miss` for every streamed answer that ended in an error
+   * whose executor signed its Finish (error-miss.ts); with enough accepting weight the Finish and a
+   * MsgErrorMiss go into the escrow's next diff, which refunds the inference. Answers how many were queued.
+   */
+  sweepErrorMisses(): Promise<number>;
+  /** v5: the inferences of an escrow with an error-miss claim still open (tests, status). */
+  errorMissClaims(escrowId: string): bigint[];
   /**
    * Finalizes the escrow's session over the protocol (gonka user/session.go `Finalize`): the
    * MsgFinalizeRound, then diffs until the Settlement phase, each sent to every host; then
@@ -497,7 +512,7 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
   }
 
   /** Reads the rest of a host stream for its meta (bounded); never throws. */
-  function drain(s: DevshardSession, url: string, pump: EventPump, deadline: number, done: () => void): Promise<void> {
+  function drain(s: DevshardSession, url: string, pump: EventPump, deadline: number, done: () => void, answer?: AnswerLines, ended?: () => void): Promise<void> {
     const p = (async () => {
       try {
         for (;;) {
@@ -507,12 +522,14 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
           if (data === undefined) break;
           const ev = readHostEvent(data);
           if (ev.kind === 'meta') s.onMempool(ev.mempool, url);
+          else answer?.add(data);
         }
       } catch {
         /* best effort: the Finish stays in the host's mempool for a later answer */
       } finally {
         pump.close();
         done();
+        ended?.();
       }
     })();
     drains.add(p);
@@ -560,6 +577,38 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
   const sweepTimer = sweepMs > 0 ? setInterval(() => void sweepTimeouts().catch(() => undefined), sweepMs) : undefined;
   sweepTimer?.unref();
 
+  /** A signed POST of a session route, answered whole (the error-miss votes). */
+  async function postSessionRoute(s: DevshardSession, url: string, route: string, bytes: Uint8Array): Promise<{ status: number; text: string }> {
+    const body = Buffer.from(bytes);
+    const ts = BigInt(Math.floor(now() / 1000));
+    const target = new URL(sessionUrl(url, s.escrow.escrowId, route, s.protocol.route));
+    const headers = { 'content-type': 'application/json', 'x-devshard-signature': s.headerSignature(body, ts), 'x-devshard-timestamp': String(ts) };
+    const res = await agent.request({ origin: target.origin, path: target.pathname, method: 'POST', headers, body, signal: AbortSignal.timeout(stallTimeoutMs) });
+    const text = await res.body.text();
+    onExchange?.({ url: target.href, headers, body: body.toString('utf8'), status: res.statusCode, response: text, at: now() });
+    return { status: res.statusCode, text };
+  }
+  const errorMisses = new ErrorMissClaims({ post: postSessionRoute, now, waitMs: opts.errorMissWaitMs ?? 120_000, ...(opts.onErrorMiss ? { report: opts.onErrorMiss } : {}) });
+  let missing: Promise<number> | undefined;
+  const sweepErrorMisses = (): Promise<number> => (missing ??= errorMisses.sweep((id) => sessions.get(id)).finally(() => (missing = undefined)));
+  const missMs = opts.errorMissSweepMs ?? 5_000;
+  const missTimer = missMs > 0 ? setInterval(() => void sweepErrorMisses().catch(() => undefined), missMs) : undefined;
+  missTimer?.unref();
+
+  /**
+   * A v5 stream that ended in an error, read to its end: its Finish (held since the error) and the
+   * answer's lines make a claim, asked at once off the request path; or none, and the Finish goes.
+   */
+  function errorAnswerEnded(s: DevshardSession, hostUrl: string, nonce: bigint, answer: AnswerLines): void {
+    const made = claimOf(answer, s.pendingFinish(nonce), { inferenceId: nonce, executorUrl: hostUrl, now: now() });
+    if ('reason' in made) {
+      errorMisses.dropped(s.escrow.escrowId, s, nonce, made.reason);
+      return;
+    }
+    errorMisses.add(s.escrow.escrowId, made.claim);
+    void sweepErrorMisses().catch(() => undefined);
+  }
+
   return {
     session: (id) => sessions.get(id),
     routeRefusal: (id) => routeRefusals.get(id),
@@ -568,6 +617,8 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
       return s ? s.hosts().map((host) => ({ host, nonce: Number(s.ackedNonce(host)) })) : undefined;
     },
     sweepTimeouts,
+    sweepErrorMisses,
+    errorMissClaims: (id) => errorMisses.open(id),
     finalize,
     setExchangeListener(fn) {
       onExchange = fn;
@@ -793,13 +844,17 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
       };
 
       const cut = cutAt !== undefined ? new StreamCut(cutAt) : undefined;
+      // v5: the answer's own lines, the evidence of an error-miss should it end in an error (error-miss.ts).
+      const answer = rulesOf(s.protocol) === 'v5' ? new AnswerLines() : undefined;
       async function* chunks(): AsyncGenerator<ChatChunk> {
         let handedOff = false;
+        let errorAnswer = false;
         try {
           for (;;) {
             const data = await pump.next(stallTimeoutMs);
             if (data === undefined) throw new HostError('truncated', `${label} closed the stream without [DONE]`, undefined, usage());
             const ev = readHostEvent(data);
+            if (ev.kind !== 'meta') answer?.add(data);
             if (ev.kind === 'done') break;
             if (ev.kind === 'meta') {
               s.onMempool(ev.mempool, hostUrl);
@@ -807,7 +862,15 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
             }
             if (ev.kind !== 'output') continue;
             if (ev.value && typeof ev.value === 'object' && (ev.value as { error?: { message?: string } }).error) {
-              throw new HostError('rejected', `${label} failed mid-stream: ${messageOf(data)}`, undefined, usage());
+              const failed = new HostError('rejected', `${label} failed mid-stream: ${messageOf(data)}`, undefined, usage());
+              if (answer) {
+                // The executor still signs a Finish over this answer: hold it from now, read the
+                // stream on to its meta without the client, then claim the miss (Z5 redundancy.go).
+                errorAnswer = handedOff = true;
+                s.pinFinish(nonce);
+                void drain(s, hostUrl, pump, now() + drainMs, finishCapture, answer, () => errorAnswerEnded(s, hostUrl, nonce, answer));
+              }
+              throw failed;
             }
             track(ev.value);
             // Past the client's own max_tokens (a v5 floor raised it): read on for the meta, send nothing.
@@ -820,6 +883,8 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
           const rest = drain(s, hostUrl, pump, now() + drainMs, finishCapture);
           await Promise.race([rest, new Promise((r) => setTimeout(r, Math.min(drainMs, 1_000)).unref())]);
         } catch (err) {
+          // An error answer's stream is the drain's now: neither captured nor closed here.
+          if (errorAnswer) throw err;
           finishCapture();
           throw fail(err, usage());
         } finally {
@@ -836,6 +901,7 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
 
     async close() {
       if (sweepTimer) clearInterval(sweepTimer);
+      if (missTimer) clearInterval(missTimer);
       for (const seed of seeds.values()) seed.stop();
       for (const s of sessions.values()) s.onDiff = undefined;
       await Promise.race([Promise.allSettled([...drains]), new Promise((r) => setTimeout(r, 1_000).unref())]);

@@ -82,6 +82,16 @@ export function verifyTimeoutJson(diffs: readonly SignedDiff[], inferenceId: big
   return `{"inference_id":${inferenceId},"reason":"${reason}"${p},"diffs":${diffsJson(diffs)}}`;
 }
 
+/**
+ * The body of v5's `POST …/verify-error-miss`: `{inference_id, diffs?, finish_tx, response_payload}`,
+ * the Finish as DevshardTx bytes and the answer as the bytes its response_hash covers, both std
+ * base64 (Z5 devshard/transport/types.go VerifyErrorMissRequest, `diffs` omitted when empty).
+ */
+export function verifyErrorMissJson(diffs: readonly SignedDiff[], inferenceId: bigint, finishTx: Uint8Array, responsePayload: Uint8Array): string {
+  const d = diffs.length > 0 ? `,"diffs":${diffsJson(diffs)}` : '';
+  return `{"inference_id":${inferenceId}${d},"finish_tx":"${b64(finishTx)}","response_payload":"${b64(responsePayload)}"}`;
+}
+
 /** `{prefix}/sessions/{escrow_id}/{route}` under a host's inference_url. */
 export function sessionUrl(inferenceUrl: string, escrowId: string, route: string, prefix = LEGACY_ROUTE_PREFIX): string {
   return `${inferenceUrl.replace(/\/+$/, '')}${prefix}/sessions/${encodeURIComponent(escrowId)}/${route}`;

@@ -46,11 +46,15 @@ import {
   type ReplicaParams,
   LEGACY_PROTOCOL,
   rulesOf,
+  errorMissTx,
+  errorMissVoteBytes,
+  recoverAddress,
 } from '../../protocol/index.js';
 import { DevshardTxSchema, type DevshardTx } from '../../protocol/gen/devshard/v1/diff_pb.js';
 import { MsgConfirmStartSchema, MsgFinalizeRoundSchema, MsgStartInferenceSchema, MsgTimeoutInferenceSchema, TimeoutReason, TimeoutVoteSchema } from '../../protocol/gen/devshard/v1/tx_pb.js';
 import { InferenceStatus } from '../../protocol/inference-record.js';
 import { forceHeightSyncTurnTx, heartbeatTx, type HeightSyncReason } from '../../protocol/height-sync.js';
+import type { ErrorMissVote } from '../../protocol/gen/devshard/v1/tx_pb.js';
 
 /** The reference gateway's K when it opens a heartbeat turn: max(K or 10, slots) (Z5 user/heartbeat.go). */
 const HEARTBEAT_TURN_K = 10;
@@ -149,6 +153,12 @@ export class DevshardSession {
   private readonly open = new Map<bigint, InferencePayload>();
   /** Inference → our latest nonce when its MsgTimeoutInference was queued (not asked again until a diff was composed). */
   private readonly timingOut = new Map<bigint, bigint>();
+  /**
+   * v5: inferences whose Finish is held out of every compose while their error-miss votes are
+   * collected, so the Finish and the MsgErrorMiss land in one diff (Z5 user/session.go
+   * `pinnedFinishIDs`, `HandleErrorMiss`).
+   */
+  private readonly pinned = new Set<bigint>();
   /** Called with every diff as it is composed (before it is sent); a promise answered is awaited before sending. */
   onDiff: ((d: SentDiff) => unknown) | undefined;
   /** v5: called with a host tx dropped before compose and the log plane's refusal of it. */
@@ -313,8 +323,10 @@ export class DevshardSession {
         }
       }
     }
-    const c = composeDiff(this.replica, { pending: [...this.pending.values()], extra, warmKeys: this.resolveWarmKey });
+    const held = [...this.pending].filter(([, tx]) => this.isPinned(tx));
+    const c = composeDiff(this.replica, { pending: [...this.pending.values()].filter((tx) => !this.isPinned(tx)), extra, warmKeys: this.resolveWarmKey });
     this.pending.clear();
+    for (const [key, tx] of held) this.pending.set(key, tx);
     const userSig = this.sign(diffSignedBytes(this.escrow.escrowId, c.nonce, c.applied, c.root));
     const d: SentDiff = { nonce: c.nonce, txs: c.applied, postStateRoot: c.root, userSig, warmKeyBindings: c.warmKeyBindings };
     this.unacked.push(d);
@@ -356,7 +368,7 @@ export class DevshardSession {
    * after a diff of its own for the host txs still pending (the heartbeat diffs stay payload-less).
    */
   spanNonces(): number {
-    return this.escrow.slots.length + (this.pending.size > 0 ? 1 : 0);
+    return this.escrow.slots.length + (this.composablePending() > 0 ? 1 : 0);
   }
 
   /**
@@ -373,7 +385,7 @@ export class DevshardSession {
     while (this.replica.latestNonce + 1n < from) this.next([]);
     const n = this.escrow.slots.length;
     const diffs: SentDiff[] = [];
-    if (this.pending.size > 0 && upTo - from + 1n > BigInt(n)) diffs.push(this.next([]));
+    if (this.composablePending() > 0 && upTo - from + 1n > BigInt(n)) diffs.push(this.next([]));
     let first = true;
     while (this.replica.latestNonce < upTo) {
       const m = this.replica.latestNonce + 1n;
@@ -416,6 +428,8 @@ export class DevshardSession {
    */
   nextFinalizeDiff(): { diff: SentDiff; recorded: Promise<unknown>[] } | undefined {
     if (this.replica.phase === Phase.Settlement) return undefined;
+    // A Finish held for its error-miss votes goes in now: after the MsgFinalizeRound no vote can land.
+    this.pinned.clear();
     this.recording = [];
     const diff =
       this.replica.phase === Phase.Active
@@ -559,6 +573,67 @@ export class DevshardSession {
         },
       }),
     );
+  }
+
+  /** v5: holds the Finish of `inferenceId` (arrived or still to come) out of every compose. */
+  pinFinish(inferenceId: bigint): void {
+    this.pinned.add(inferenceId);
+  }
+
+  /** Lets a held Finish go into the next diff as any host tx. */
+  unpinFinish(inferenceId: bigint): void {
+    this.pinned.delete(inferenceId);
+  }
+
+  /** The pending (not yet composed) Finish of `inferenceId`, if a host sent it. */
+  pendingFinish(inferenceId: bigint): DevshardTx | undefined {
+    for (const tx of this.pending.values()) if (tx.tx.case === 'finishInference' && tx.tx.value.inferenceId === inferenceId) return tx;
+    return undefined;
+  }
+
+  /**
+   * v5: the held Finish and a MsgErrorMiss with the accepting votes go into the next diff together,
+   * the Finish first (compose orders host Finishes before the rest), as Z5's `HandleErrorMiss` composes them.
+   */
+  addErrorMiss(inferenceId: bigint, votes: readonly ErrorMissVote[]): void {
+    this.pinned.delete(inferenceId);
+    this.take(errorMissTx(inferenceId, votes));
+  }
+
+  /**
+   * An accepting vote signed over ErrorMissVoteContent{escrow, id, true, response_hash} by the
+   * address of its slot (or the warm key bound to it): a forged vote would make the replica refuse
+   * the whole MsgErrorMiss, so it is not counted.
+   */
+  errorMissVoteValid(inferenceId: bigint, responseHash: Uint8Array, vote: ErrorMissVote): boolean {
+    const expected = this.replica.slots[vote.voterSlot];
+    if (expected === undefined || !vote.accept) return false;
+    let signer: string;
+    try {
+      signer = recoverAddress(errorMissVoteBytes(this.escrow.escrowId, inferenceId, true, responseHash), vote.signature);
+    } catch {
+      return false;
+    }
+    return signer === expected || this.replica.warmKeys.get(vote.voterSlot) === signer;
+  }
+
+  /** Accepting weight of `votes`: each voter address counts its slots once (the replica's countVotes). */
+  voteWeight(votes: readonly { voterSlot: number }[]): number {
+    const addresses = new Set(votes.map((v) => this.replica.slots[v.voterSlot]).filter((a): a is string => a !== undefined));
+    let w = 0;
+    for (const a of addresses) w += this.replica.slots.filter((x) => x === a).length;
+    return w;
+  }
+
+  private isPinned(tx: DevshardTx): boolean {
+    return tx.tx.case === 'finishInference' && this.pinned.has(tx.tx.value.inferenceId);
+  }
+
+  /** Pending host txs the next compose would take (held Finishes aside). */
+  private composablePending(): number {
+    let k = 0;
+    for (const tx of this.pending.values()) if (!this.isPinned(tx)) k++;
+    return k;
   }
 
   /** Adds a tx to the pending set; true when it was not there (nor carried by a diff still unacknowledged). */

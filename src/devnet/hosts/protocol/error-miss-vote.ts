@@ -1,7 +1,8 @@
 /**
  * A v5 host's vote on an error-miss claim (zpoken/gonka@86cff503 devshard/host/timeout.go
  * `VerifyErrorMiss`, `resolveFinishMessage`; state/machine.go `VerifyFinishProposerSig`;
- * common/completionapi/terminal_error.go `IsTerminalErrorResponse`; transport/server.go
+ * common/completionapi/terminal_error.go `IsTerminalErrorResponse`, shared with the gateway in
+ * protocol/error-answer.ts; transport/server.go
  * `HandleVerifyErrorMiss`, `signErrorMissVote`). Local evidence only: the Finish from this host's
  * mempool, else the request's `finish_tx` (a DevshardTx); the answer bytes the Finish's
  * response_hash pins. Every failure rejects with a cause, in this order:
@@ -13,6 +14,7 @@
  */
 import { fromBinary } from '@bufbuild/protobuf';
 import { bytesEqual, sha256 } from '../../../protocol/bytes.js';
+import { isTerminalErrorResponse } from '../../../protocol/error-answer.js';
 import { DevshardTxSchema, type DevshardTx } from '../../../protocol/gen/devshard/v1/diff_pb.js';
 import type { MsgFinishInference } from '../../../protocol/gen/devshard/v1/tx_pb.js';
 import { InferenceStatus } from '../../../protocol/inference-record.js';
@@ -67,77 +69,4 @@ export function verifyErrorMiss(session: HostSession, id: bigint, finishTx: Uint
 /** `signErrorMissVote`: this host's signature and its primary (lowest) slot. */
 export function signErrorMissAccept(session: HostSession, id: bigint, responseHash: Uint8Array): { signature: Uint8Array; voterSlot: number } {
   return { signature: signMessage(errorMissVoteBytes(session.escrowId, id, true, responseHash), session.host.privateKey), voterSlot: session.primarySlot };
-}
-
-// ---- IsTerminalErrorResponse --------------------------------------------------------------------
-
-const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-
-/** Go's encoding/json field lookup: keys match case-insensitively, the last matching key wins. */
-function goField(o: Record<string, unknown>, name: string): unknown {
-  let out: unknown;
-  for (const [k, v] of Object.entries(o)) if (k.toLowerCase() === name) out = v;
-  return out;
-}
-
-/** A JSON value Go decodes into a `string` field: a string or null, else the whole decode fails. */
-const stringOrNull = (v: unknown): v is string | null | undefined => v === undefined || v === null || typeof v === 'string';
-
-/** `sseDataJSON`: the payload of a `data:` line, except empty and `[DONE]`. */
-function sseData(line: string): string | undefined {
-  const t = line.trim();
-  if (!t.startsWith('data:')) return undefined;
-  const p = t.slice(5).trim();
-  return p === '' || p === '[DONE]' ? undefined : p;
-}
-
-/** One event's verdict: an `error` object, or `object: "error"` with a message. Undecodable: not an error. */
-function carriesError(payload: string): boolean {
-  let v: unknown;
-  try {
-    v = JSON.parse(payload);
-  } catch {
-    return false;
-  }
-  if (v === null) return false;
-  if (!isObj(v)) return false;
-  const err = goField(v, 'error');
-  const object = goField(v, 'object');
-  const message = goField(v, 'message');
-  if (!stringOrNull(object) || !stringOrNull(message) || !stringOrNull(goField(v, 'type'))) return false;
-  if (err !== undefined && err !== null) {
-    if (!isObj(err) || !stringOrNull(goField(err, 'type')) || !stringOrNull(goField(err, 'message'))) return false;
-    return true;
-  }
-  return object === 'error' && typeof message === 'string' && message !== '';
-}
-
-/**
- * `IsTerminalErrorResponse`: a streamed answer's stored bytes (`{"events":[…lines…]}`) in which some
- * `data:` event carries an error object, or some `data:` payload is not JSON at all. A whole
- * (non-streamed) answer never qualifies.
- */
-export function isTerminalErrorResponse(payload: Uint8Array): boolean {
-  if (payload.length === 0) return false;
-  let v: unknown;
-  try {
-    v = JSON.parse(Buffer.from(payload).toString('utf8'));
-  } catch {
-    return false;
-  }
-  if (!isObj(v)) return false;
-  const events = goField(v, 'events');
-  // []string: a null element decodes as "", anything else not a string fails the decode.
-  if (!Array.isArray(events) || events.length === 0 || !events.every((e) => e === null || typeof e === 'string')) return false;
-  const lines = events.map((e) => (e === null ? '' : (e as string)));
-  const datas = lines.map(sseData).filter((p): p is string => p !== undefined);
-  if (datas.some(carriesError)) return true;
-  return datas.some((p) => {
-    try {
-      JSON.parse(p);
-      return false;
-    } catch {
-      return true;
-    }
-  });
 }
