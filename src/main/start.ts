@@ -13,7 +13,8 @@ import { createCosmosChainClient, type CosmosChainClient } from '../chain/cosmos
 import { startDevnet, type Devnet } from '../devnet/chain/index.js';
 import type { ChainPort } from '../chain/port.js';
 import type { GatewayConfig } from '../config/index.js';
-import { eventsFile, openSqliteEventStore, type SqliteEventStore } from '../events/sqlite-store.js';
+import { eventsFile, openSqliteEventStore } from '../events/sqlite-store.js';
+import type { EventStore } from '../events/store.js';
 import { checkLogAtStart, checkPrefixInBackground, EventLogTamperedError, readAnchor, recordAnchor } from '../events/log-anchor.js';
 import { storageSpace } from '../gateway/status-document.js';
 import { createHttpApp } from '../http/app.js';
@@ -76,7 +77,7 @@ export interface RunningGateway {
   url: string;
   app: FastifyInstance;
   ctx: GatewayContext;
-  store: SqliteEventStore;
+  store: EventStore;
   devnet: Devnet | undefined;
   stop(): Promise<void>;
 }
@@ -110,7 +111,8 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
   }
   for (const w of check.warnings) logger.warn({ component: 'event_log' }, w);
   logger.info({ component: 'event_log', verified_from: check.from, verified_to: check.to, events_checked: check.checked, keyed: check.keyed }, 'event_log_verified');
-  let store: SqliteEventStore;
+  // The composition root picks the store; everything past this line sees only the port.
+  let store: EventStore;
   try {
     store = openSqliteEventStore(eventsFile(config.server.storageDir));
   } catch (err) {
@@ -210,6 +212,12 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
             warmKeyGranted: (cold, warm) => chain!.warmKeyGranted(cold, warm),
             // v5: the reference gateway's seed gate, and the seed's moves in the log.
             requireHeightSeed: config.behaviour.requireHeightSeed,
+            // v5 error-miss: a claim queued, short of votes (nothing sent), or never asked.
+            onErrorMiss: (escrowId, o) => {
+              const fields = { escrow_id: escrowId, inference_id: String(o.inferenceId), weight: o.weight, threshold: o.threshold, rejects: o.rejects };
+              if (o.outcome === 'queued') logger.info(fields, `error-miss of inference ${o.inferenceId}: votes in; its Finish and MsgErrorMiss go into the next diff`);
+              else logger.warn(fields, `error-miss of inference ${o.inferenceId} not sent (${o.outcome}${o.reason ? `: ${o.reason}` : ''}); its Finish goes alone`);
+            },
             onHostTxDropped: (escrowId, kind, reason) => logger.warn({ escrow_id: escrowId, tx: kind }, `a host tx the v5 log plane refuses was kept out of the diffs: ${reason}`),
             onHeightSeed: (escrowId, st) => {
               if (st.state === 'missed') logger.error({ escrow_id: escrowId, seeded: st.seeded, slots: st.slots, outcomes: st.outcomes }, `height seed missed: ${st.seeded}/${st.slots} hosts returned a height anchor; chat on escrow ${escrowId} answers 503 height_seed_incomplete until they do`);
@@ -295,11 +303,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
   // a timer that throws would end the process (issue 39, item 5).
   const timerError = onceByKind(logger);
   const checkpointTimer = setInterval(() => {
-    try {
-      projections.checkpoint(store, { soon: true });
-    } catch (err) {
-      timerError('projections_checkpoint_failed', err);
-    }
+    projections.checkpoint(store, { soon: true }).catch((err: unknown) => timerError('projections_checkpoint_failed', err));
   }, 30_000);
   checkpointTimer.unref();
 
@@ -327,11 +331,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
       if (limiter.counts().active_requests === 0) {
         await releaseUnusedNonces(ctx).catch((err: unknown) => logger.warn({ err }, 'could not record the unused nonce reservations; the next start skips them'));
       }
-      try {
-        projections.checkpoint(store);
-      } catch (err) {
-        timerError('projections_checkpoint_failed', err);
-      }
+      await projections.checkpoint(store).catch((err: unknown) => timerError('projections_checkpoint_failed', err));
       detach();
       await store.close();
       await (network as { close?: () => Promise<void> }).close?.();
