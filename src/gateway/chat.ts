@@ -57,6 +57,14 @@ export interface ChatSession {
    * it returns nothing to wait for. Safe to call once; later calls are no-ops.
    */
   end(outcome: { usage: Usage; error?: string }): void;
+  /**
+   * Records a whole answer's outcome and resolves once it is durable (group commit), without
+   * ending the request: the answer's last byte waits on it, so a client that got a whole answer
+   * always finds it in the log, even when the process is killed right after (issue 41, item 7).
+   * `end` then only gives the concurrency slot back. Never rejects: a failure is logged, and the
+   * next start recovers what the host served.
+   */
+  record(outcome: { usage: Usage; error?: string }): Promise<void>;
 }
 
 const ZERO_USAGE: Usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
@@ -173,6 +181,7 @@ async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<Ch
     if (nonce + 1 >= c.routingStop) stopRouting(ctx, escrowId, nonce, c.routingStop);
 
     let ended = false;
+    let recorded: Promise<void> = Promise.resolve();
     const end = (outcome: { usage: Usage; error?: string }): void => {
       if (ended) return;
       ended = true;
@@ -192,11 +201,15 @@ async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<Ch
       const failed = (err: unknown) => ctx.logger.error({ err, escrow_id: escrowId, nonce }, 'could not record the end of a request; a restart bills what the host served');
       ctx.billing?.billed(escrowId, BigInt(nonce), cost);
       try {
-        ctx.engine.recordRequest(escrowId, entry).then(() => ctx.afterRequest(escrowId), failed);
+        recorded = ctx.engine.recordRequest(escrowId, entry).then(() => ctx.afterRequest(escrowId), failed);
       } catch (err) {
         // The answer is already on its way; what the host served is recovered at the next start.
         failed(err);
       }
+    };
+    const record = (outcome: { usage: Usage; error?: string }): Promise<void> => {
+      end(outcome);
+      return recorded;
     };
 
     const slot = slots[nonce % slots.length]!;
@@ -204,7 +217,7 @@ async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<Ch
     const hostUrl = hostUrlOf(ctx, slot);
     try {
       const result = await ctx.network.chat({ escrowId, nonce, hostUrl, body: req.body, signer, signal: cmd.signal, ...(cmd.controller ? { controller: cmd.controller } : {}) });
-      return { escrowId, nonce, result, end };
+      return { escrowId, nonce, result, end, record };
     } catch (err) {
       const usage = err instanceof HostError && err.usageSoFar ? err.usageSoFar : ZERO_USAGE;
       end({ usage, error: err instanceof Error ? err.message : String(err) });

@@ -209,7 +209,7 @@ function stubPort(): GatewayPort {
     servedModels: () => [MODEL],
     isServedModel: (m) => m === MODEL,
     chatSettings: () => FIXTURES.settings() as never,
-    openChat: async () => ({ escrowId: '7', nonce: 1, result: { kind: 'completion', completion: FIXTURES.completion() } as never, end: () => undefined }),
+    openChat: async () => ({ escrowId: '7', nonce: 1, result: { kind: 'completion', completion: FIXTURES.completion() } as never, end: () => undefined, record: async () => undefined }),
     status: () => FIXTURES.status() as never,
     devshardList: () => FIXTURES.list() as never,
     devshard: (id) => FIXTURES.view(id) as never,

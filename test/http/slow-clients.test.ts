@@ -57,9 +57,14 @@ async function brokerApp(opts: { server: HttpServerLimits; maxConcurrent: number
     isServedModel: (m: string) => m === MODEL,
     chatSettings: () => ({ default_request_max_tokens: 100, request_max_tokens_cap: 4096 }),
     streamFailure: (err: unknown, usage: unknown) => ({ error: err, usage }),
-    // As src/gateway/chat.ts: the slot is taken at open and given back by session.end.
+    // As src/gateway/chat.ts: the slot is taken at open and given back by session.end; the outcome
+    // is recorded once, by `record` (before a whole answer's last byte) or by `end`.
     openChat: async (cmd: ChatCommand) => {
       const release = limiter.acquire(1);
+      let done = false;
+      const finish = (outcome: Ended) => {
+        if (!done) (done = true), ended.push(outcome);
+      };
       const i = hostDone.push(false) - 1;
       async function* chunks() {
         for (let sent = 0; sent < opts.total && !cmd.signal.aborted; sent += opts.piece) yield chunk(content);
@@ -72,8 +77,9 @@ async function brokerApp(opts: { server: HttpServerLimits; maxConcurrent: number
         escrowId: '1',
         nonce: i + 1,
         result: opts.whole ? { kind: 'completion', completion: completion() } : { kind: 'stream', chunks: chunks(), usage: () => usage },
+        record: async (outcome: Ended) => finish(outcome),
         end: (outcome: Ended) => {
-          ended.push(outcome);
+          finish(outcome);
           release();
         },
       };
@@ -162,8 +168,11 @@ describe('clients that never read their streams', () => {
     expect(gw.limiter.counts().active_requests).toBe(1);
     expect((await chat(gw.port)).status).toBe(429);
     await until('the slot to come back', () => gw.limiter.counts().active_requests === 0);
-    expect(gw.ended[0]!.error).toMatch(/client too slow/);
+    // The answer was whole when its [DONE] was written: recorded finished before that last byte
+    // (billed as served); the log line says the client was too slow.
+    expect(gw.ended).toEqual([{ usage: { prompt_tokens: 1, completion_tokens: 2, total_tokens: 3 } }]);
     expect(gw.responses[0]!.destroyed).toBe(true);
+    expect(gw.logs.parsed().filter((l) => l.msg === 'request' && l.error_code === 'slow_client')).toHaveLength(1);
   });
 
   it('a whole (non-stream) answer also keeps its slot until it has left the gateway, then the connection is ended', async () => {
@@ -174,8 +183,7 @@ describe('clients that never read their streams', () => {
     cleanup.push(() => s.destroy());
     await until('the answer to be ended with bytes unsent', () => gw.responses[0]?.writableEnded === true);
     expect(gw.responses[0]!.writableFinished).toBe(false);
-    // The host is done; the slot is still held (before this fix it was given back before the send).
-    expect(gw.ended).toHaveLength(0);
+    // The host is done and the outcome recorded; the slot is still held (before this fix it was given back before the send).
     expect(gw.limiter.counts().active_requests).toBe(1);
     expect((await chat(gw.port)).status).toBe(429);
     await until('the slot to come back', () => gw.limiter.counts().active_requests === 0);

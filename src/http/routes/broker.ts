@@ -110,6 +110,8 @@ export function registerBrokerRoutes(app: FastifyInstance, gateway: GatewayPort,
       const result = session.result;
       if (result.kind === 'completion') {
         const usage = result.completion.usage;
+        // Durable before the body leaves: a client that got the whole answer finds it in the log.
+        await session.record({ usage });
         // The slot is held until the answer left the process (a client that does not read keeps it).
         const delivered = awaitDelivery(reply.raw, { slowClientTimeoutMs: app.clientLimits.slowClientTimeoutMs, onSlowClient: () => (request.logFields.error_code = 'slow_client') });
         // The host's own text when it already names the model the client asked for (saves a serialization).
@@ -143,8 +145,10 @@ export function registerBrokerRoutes(app: FastifyInstance, gateway: GatewayPort,
         const apiError = answerFor(failure.error);
         metrics.errors.inc({ model, code: apiError.code ?? 'stream_error' });
         request.logFields.error_code = apiError.code ?? undefined;
-        // Headers are gone already: the error travels as a last SSE frame, like OpenAI's.
+        // Headers are gone already: the error travels as a last SSE frame, like OpenAI's; the
+        // outcome is durable before it leaves.
         logUsage(usage);
+        await session.record({ usage, error: err instanceof Error ? err.message : String(err) });
         await sse.send(apiError.toBody());
         sse.end();
         await sse.delivered();
@@ -154,7 +158,12 @@ export function registerBrokerRoutes(app: FastifyInstance, gateway: GatewayPort,
       }
       const usage = result.usage();
       logUsage(usage);
-      if (!sse.closed) sse.done();
+      // The completion is durable before its last byte ([DONE]) leaves: a client that got the
+      // whole answer always finds it in the log, even when the process dies right after.
+      if (!sse.closed) {
+        await session.record({ usage });
+        sse.done();
+      }
       if (!(await sse.delivered())) {
         session.end({ usage, error: sse.slowClientCut ? 'client too slow: unsent bytes not taken in time' : 'client disconnected' });
         observe(499, usage);
