@@ -66,24 +66,30 @@ async function spanOnce(ctx: GatewayContext, escrowId: string, idleMs: number): 
 export function startHeartbeats(ctx: GatewayContext, opts: { idleMs: number; intervalMs?: number }): HeartbeatTask {
   let running: Promise<number> | undefined;
   let stopped = false;
-  const tick = (): Promise<number> =>
-    (running ??= (async () => {
-      let sent = 0;
+  const pass = async (): Promise<number> => {
+    let sent = 0;
+    for (const e of ctx.projections.pool.all()) {
+      if (stopped) break;
+      if (e.state !== 'active' || rulesOf(escrowProtocol(ctx.engine, e.escrowId)) !== 'v5') continue;
       try {
-        for (const e of ctx.projections.pool.all()) {
-          if (stopped) break;
-          if (e.state !== 'active' || rulesOf(escrowProtocol(ctx.engine, e.escrowId)) !== 'v5') continue;
-          try {
-            if (await spanOnce(ctx, e.escrowId, opts.idleMs)) sent++;
-          } catch (err) {
-            ctx.logger.warn({ err, escrow_id: e.escrowId }, 'heartbeat span failed; the next quiet period tries again');
-          }
-        }
-      } finally {
-        running = undefined;
+        if (await spanOnce(ctx, e.escrowId, opts.idleMs)) sent++;
+      } catch (err) {
+        ctx.logger.warn({ err, escrow_id: e.escrowId }, 'heartbeat span failed; the next quiet period tries again');
       }
-      return sent;
-    })());
+    }
+    return sent;
+  };
+  // One pass at a time. Cleared in a callback, never inside the pass: a pass with nothing to await
+  // ends synchronously, and clearing there would run before `running` is set (it stayed set for good).
+  const tick = (): Promise<number> => {
+    if (running) return running;
+    const p = pass();
+    running = p;
+    void p.finally(() => {
+      if (running === p) running = undefined;
+    });
+    return p;
+  };
   const timer = opts.idleMs > 0 ? setInterval(() => void tick(), opts.intervalMs ?? Math.max(1_000, Math.floor(opts.idleMs / 4))) : undefined;
   timer?.unref();
   return {

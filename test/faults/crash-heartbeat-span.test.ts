@@ -90,7 +90,7 @@ describe('a whole v5 session through kill -9 mid heartbeat span', () => {
   /** Resolves at the next heartbeat diff a host receives (bounded). */
   const nextHeartbeat = () =>
     new Promise<void>((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error('no heartbeat span within 20 s')), 20_000);
+      const t = setTimeout(() => reject(new Error(`no heartbeat span within 20 s; the gateway said: ${serve.stderr.slice(-3000)}`)), 20_000);
       onHeartbeat = () => {
         onHeartbeat = undefined;
         clearTimeout(t);
