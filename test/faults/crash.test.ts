@@ -36,7 +36,8 @@ import { generateKeys } from '../../src/config/index.js';
 import type { RecordedEvent } from '../../src/events/envelope.js';
 import { Projections } from '../../src/projections/projections.js';
 import { ensureBuilt, repoRoot } from '../helpers/store-dist.js';
-import { crashEnv, freePort, readLogAt, ServeProcess } from './serve-process.js';
+import { crashEnv, findLogEvent, freePort, lastLogPosition, readLogAt, ServeProcess } from './serve-process.js';
+import { waitFor } from './helpers.js';
 import { MODEL } from '../helpers/gateway.js';
 import { requestRecords } from '../helpers/request-records.js';
 import { prng } from './prng.js';
@@ -101,6 +102,30 @@ describe('crash: SIGKILL under load, restart on the same storage', () => {
     } catch {
       /* killed mid-request: no answer */
     }
+    if (rec.complete) answeredNow();
+  }
+
+  /** Complete answers so far, and who waits for a count of them. */
+  let completeAnswers = 0;
+  const answerWaiters: { n: number; wake: () => void }[] = [];
+  function answeredNow(): void {
+    completeAnswers++;
+    for (const w of answerWaiters.filter((w) => completeAnswers >= w.n)) {
+      answerWaiters.splice(answerWaiters.indexOf(w), 1);
+      w.wake();
+    }
+  }
+
+  /**
+   * Resolves once `n` complete answers arrived in all (an event of the load, not a time): the kill
+   * comes after the load really served. Rejects if the load ended first (the gateway stopped answering).
+   */
+  function untilAnswered(n: number, running: Promise<void>): Promise<void> {
+    const reached = new Promise<void>((wake) => (completeAnswers >= n ? wake() : answerWaiters.push({ n, wake })));
+    const ended = running.then(() => {
+      if (completeAnswers < n) throw new Error(`the chat load ended with ${completeAnswers} complete answers, ${n} awaited (seed ${seed})`);
+    });
+    return Promise.race([reached, ended]);
   }
 
   /** Chat load from `workers` loops until `stop` aborts. */
@@ -128,7 +153,8 @@ describe('crash: SIGKILL under load, restart on the same storage', () => {
     const ctx = `${phase} (seed ${seed})`;
     // chain intents left open by the kill are resolved by the start-up and background reconcilers
     let raw = readLogAt(storage);
-    const deadline = Date.now() + 10_000;
+    // A bound for a hang, not a guess of how long the reconcilers take (they run every 200 ms).
+    const deadline = Date.now() + 30_000;
     for (;;) {
       const p = Projections.rebuild(raw);
       const unresolved = p.pool.pending().length + p.pool.all().filter((e) => e.state === 'settling').length;
@@ -214,13 +240,28 @@ describe('crash: SIGKILL under load, restart on the same storage', () => {
     let log = readLog();
     expect(log.some((r) => r.type === 'EscrowCreated')).toBe(true);
 
-    const cycle = async (name: string, during?: () => Promise<unknown>) => {
+    // Each cycle kills after at least this many more complete answers (more at random): what the
+    // final count of answers is checked against.
+    const MIN_ANSWERS_PER_CYCLE = 3;
+    let driven = 0;
+    /**
+     * Chat load, then the kill: once `MIN_ANSWERS_PER_CYCLE` to twice that more answers arrived
+     * (drawn from the seed), and with `during` (a chain command) once one of the log records drawn
+     * from `killAt` is written (or the command ended first): the kill lands at a step of the command
+     * the test chose, not at a guessed moment.
+     */
+    const cycle = async (name: string, during?: { run: () => Promise<unknown>; killAt: string[][] }) => {
       const stop = new AbortController();
       const running = load(4, stop.signal);
-      await sleep(150 + rnd() * 500);
+      const more = MIN_ANSWERS_PER_CYCLE + Math.floor(rnd() * (MIN_ANSWERS_PER_CYCLE + 1));
+      driven += more;
+      await untilAnswered(completeAnswers + more, running);
       if (during) {
-        void during().catch(() => undefined);
-        await sleep(rnd() * 120); // kill somewhere inside the chain command
+        const types = during.killAt[Math.floor(rnd() * during.killAt.length)]!;
+        const from = lastLogPosition(storage);
+        let ended = false;
+        void during.run().catch(() => undefined).finally(() => (ended = true));
+        await waitFor(() => ended || findLogEvent(storage, types, from) !== undefined, `${name}: ${types.join(' or ')} in the log (seed ${seed})`, 30_000, 10);
       }
       await kill();
       stop.abort();
@@ -232,16 +273,24 @@ describe('crash: SIGKILL under load, restart on the same storage', () => {
     // 1. plain chat load
     log = await cycle('kill during chat');
     // 2. kill during an escrow create (and chat)
-    log = await cycle('kill during create', () => api('/v1/admin/escrows', { amount: '10000000000', model_id: MODEL, private_key: keys.privateKey, chain_id: 'shardgate-devnet', register: true }));
+    // The intent recorded (its tx on the way or not), or the outcome too.
+    log = await cycle('kill during create', {
+      run: () => api('/v1/admin/escrows', { amount: '10000000000', model_id: MODEL, private_key: keys.privateKey, chain_id: 'shardgate-devnet', register: true }),
+      killAt: [['EscrowCreateRequested'], ['EscrowCreated', 'EscrowCreateFailed']],
+    });
     const escrows = () => Projections.rebuild(readLogAt(storage)).pool.all();
     if (escrows().filter((e) => e.state === 'active').length < 2) {
       expect((await api('/v1/admin/escrows', { amount: '10000000000', model_id: MODEL, private_key: keys.privateKey, chain_id: 'shardgate-devnet', register: true })).status).toBe(200);
     }
     // 3. kill during a settle (chat keeps running on the other escrow)
     const first = escrows().find((e) => e.state === 'active')!.escrowId;
-    log = await cycle('kill during settle', async () => {
-      const f = await api(`/devshard/${first}/v1/finalize`, {});
-      if (f.status === 200) await api(`/v1/admin/devshards/${first}/settle`, {});
+    // Finalized but not yet settled, the settle tx recorded (sent or not), or settled.
+    log = await cycle('kill during settle', {
+      run: async () => {
+        const f = await api(`/devshard/${first}/v1/finalize`, {});
+        if (f.status === 200) await api(`/v1/admin/devshards/${first}/settle`, {});
+      },
+      killAt: [['EscrowFinalized'], ['EscrowSettleRequested'], ['EscrowSettled', 'EscrowSettleFailed']],
     });
     // 4. one more kill under load
     log = await cycle('kill during chat again');
@@ -269,7 +318,8 @@ describe('crash: SIGKILL under load, restart on the same storage', () => {
       expect(spent + fees + BigInt(settled.refund), `deposit of ${e.escrowId} conserved`).toBe(BigInt(chainEscrow.escrow.amount));
     }
     const answered = chats.filter((c) => c.complete).length;
-    expect(answered).toBeGreaterThan(10);
+    // Each cycle waited for its answers before its kill: at least those, every one accounted for above.
+    expect(answered).toBeGreaterThanOrEqual(driven);
     const orphans = log.filter((r) => r.type === 'InferenceFailed' && /restarted/.test((r.data as { reason: string }).reason));
     const skips = log.filter((r) => r.type === 'NoncesSkipped').length;
     const released = log.filter((r) => r.type === 'NoncesReleased').length;

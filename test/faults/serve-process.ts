@@ -68,6 +68,27 @@ export function readLogAt(storage: string): RecordedEvent[] {
   }
 }
 
+/** Position of the first event after `afterPosition` of one of `types`, in the log in `storage` (undefined: none yet). */
+export function findLogEvent(storage: string, types: readonly string[], afterPosition = 0): number | undefined {
+  const db = new Database(join(storage, 'events.sqlite'), { readonly: true });
+  try {
+    const row = db.prepare(`SELECT position FROM events WHERE position > ? AND type IN (${types.map(() => '?').join(', ')}) ORDER BY position LIMIT 1`).get(afterPosition, ...types) as { position: number } | undefined;
+    return row?.position;
+  } finally {
+    db.close();
+  }
+}
+
+/** The last position of the log in `storage` (0: empty). */
+export function lastLogPosition(storage: string): number {
+  const db = new Database(join(storage, 'events.sqlite'), { readonly: true });
+  try {
+    return (db.prepare('SELECT COALESCE(MAX(position), 0) AS p FROM events').get() as { p: number }).p;
+  } finally {
+    db.close();
+  }
+}
+
 /**
  * The env of a crash test's gateway: its own ports and storage, the given keys, the embedded devnet
  * fast (50 ms blocks, 2 ms per token) and a reconciler every 200 ms; no escrow configured, so the

@@ -11,8 +11,9 @@ import { InferenceStatus } from '../../src/protocol/index.js';
 import { escrowStream } from '../../src/events/catalog.js';
 import { disposeTestGateway, MODEL, startGatewayWithEscrow, type TestGateway } from '../helpers/gateway.js';
 import { requestRecords } from '../helpers/request-records.js';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { holdHostRequests } from '../helpers/waits.js';
+import { isFinalizing } from '../../src/gateway/escrows/finalize-hold.js';
+import { waitFor } from '../faults/helpers.js';
 
 describe('billing over the devshard protocol: the host Finish decides what an inference costs', () => {
   let gw: TestGateway;
@@ -44,11 +45,7 @@ describe('billing over the devshard protocol: the host Finish decides what an in
     await reader.cancel().catch(() => undefined);
 
     // The gateway reads the host's stream on: its Finish waits in the session for the next diff.
-    const deadline = Date.now() + 15_000;
-    while (!session().pendingTxs().some((t) => t.tx.case === 'finishInference' && t.tx.value.inferenceId === 1n)) {
-      if (Date.now() > deadline) throw new Error('the host Finish of inference 1 never reached the session');
-      await sleep(50);
-    }
+    await waitFor(() => session().pendingTxs().some((t) => t.tx.case === 'finishInference' && t.tx.value.inferenceId === 1n), 'the host Finish of inference 1 to reach the session', 15_000);
     await gw.ctx.engine.idle();
     const left = requestRecords(gw.store.readStream(escrowStream(escrowId))).find((r) => (r.type === 'InferenceFinished' || r.type === 'InferenceFailed') && (r.data as { nonce: number }).nonce === 1)!;
     const billedAtEnd = BigInt((left.data as { cost: string }).cost);
@@ -99,19 +96,28 @@ describe('finalize while requests are under way (devshard protocol)', () => {
         headers: { authorization: `Bearer ${gw.keys.adminApiKey}`, 'content-type': 'application/json' },
         body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: `long ${i}` }], max_tokens: 30, stream: true }),
       }).then(async (r) => ({ status: r.status, text: await r.text() }));
+    // The hosts hold the four until finalize holds the escrow: all are in flight when it starts.
+    const { held, release } = holdHostRequests(gw.devnet!.simulatedHosts.faults, 4);
     const chats = [0, 1, 2, 3].map(streamed);
-    await sleep(60); // the four are under way
-    const finalized = gw.call(`/devshard/${escrowId}/v1/finalize`, { method: 'POST' });
-    await sleep(10);
-    // held for finalize: no new chat is routed to it (the only escrow: 503, nothing started)
-    const late = await gw.call('/v1/chat/completions', { body: { model: MODEL, messages: [{ role: 'user', content: 'late' }], max_tokens: 4 } });
-    expect(late.status).toBe(503);
+    let finalized: ReturnType<typeof gw.call>;
+    try {
+      await held;
+      expect(gw.ctx.engine.escrow(escrowId)!.context.inFlight).toBe(4);
+      finalized = gw.call(`/devshard/${escrowId}/v1/finalize`, { method: 'POST' });
+      // Finalize holds the escrow before it waits for the four (finalize-hold.ts); no log event marks that.
+      await waitFor(() => isFinalizing(gw.ctx, escrowId), 'finalize to hold the escrow');
+      // held for finalize: no new chat is routed to it (the only escrow: 503, nothing started)
+      const late = await gw.call('/v1/chat/completions', { body: { model: MODEL, messages: [{ role: 'user', content: 'late' }], max_tokens: 4 } });
+      expect(late.status).toBe(503);
+    } finally {
+      release();
+    }
     const answers = await Promise.all(chats);
     for (const a of answers) {
       expect(a.status).toBe(200);
       expect(a.text).toContain('data: [DONE]');
     }
-    const f = await finalized;
+    const f = await finalized!;
     expect(f.status, f.text).toBe(200);
     await gw.ctx.engine.idle();
     const s = session(gw, escrowId);

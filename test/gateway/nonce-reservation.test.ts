@@ -93,7 +93,9 @@ describe('the log stops taking writes while requests are under way (devshard pro
     }
     // A diff goes out only once it is in the log: the hosts saw nothing of nonces 6 and 7.
     expect(onTheWire()).toBe(5);
-    await new Promise((r) => setTimeout(r, 500));
+    // The two requests' starts and ends were decided before their 503s; once their append has
+    // failed too, the escrow is set aside (engine.appendFailed). idle() resolves when it has.
+    await gw.ctx.engine.idle();
     const setAside = await raw('/v1/chat/completions', { body: chatBody('after the failure') });
     expect(setAside.status).toBe(503);
 

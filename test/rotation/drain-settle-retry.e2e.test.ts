@@ -20,6 +20,7 @@ import { settleTxsOnChain, streamTypes } from '../faults/helpers.js';
 import { createEscrowViaApi } from '../helpers/gateway.js';
 import { depletionTickAboveDeposit, disposeFaultyGateway, enableRotation, expectBackoff, expectCheckpointVerified, expectNeverSent, expectPruned, expectRefusedOnce, explainText, marked, MODEL, ofType, settleRequests, startRotationGateway, tickFor, tickUntilSettled, staleOnResend, waitFor, type RotationGateway } from './helpers.js';
 import { expectedRefund } from '../helpers/settlement.js';
+import { holdHostRequests } from '../helpers/waits.js';
 
 /** Long epochs: the escrow's settle window (its epoch and the next) must outlast the retries. */
 const EPOCH = 200;
@@ -77,15 +78,12 @@ describe('drained settle retries on a devnet with faults', () => {
     // Rotation on for the model (its task ticks once on enable, far from the boundary: it waits), so a depletion replaces.
     if (o.defer === depletionDefers) await enableRotation(g, { temp_count: 1, target_count: 1, pre_poc_blocks: 20 });
     // The host holds the request until the test releases it, once the settle is deferred.
-    let release!: () => void;
-    const hold = new Promise<void>((r) => (release = r));
-    let onHold!: () => void;
-    const held = new Promise<void>((r) => (onHold = r));
-    Object.assign(g.devnet!.simulatedHosts.faults, { hold, onHold, remaining: 1 });
+    const { held, release } = holdHostRequests(g.devnet!.simulatedHosts.faults);
     const chat = g.call('/v1/chat/completions', { body: { model: MODEL, messages: [{ role: 'user', content: 'take your time' }], max_tokens: 8 } });
-    await waitFor('the request in flight', () => g.ctx.engine.escrow(id)?.context.inFlight === 1);
-    // The chat's own request is the one held (not a finalize diff sent after it, which would wait on the test).
+    // The chat's own request is the one held (nothing else reaches a host before it; a finalize diff
+    // held instead would wait on the test). Its start was decided before it left: in flight now.
     await held;
+    expect(g.ctx.engine.escrow(id)?.context.inFlight).toBe(1);
     const sub = g.store.subscribe(g.store.lastPosition()).subscribe((r) => {
       if (r.type === o.downAt) g.devnet!.chain.faults.rpcDown = true;
     });
