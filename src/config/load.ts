@@ -67,6 +67,8 @@ export interface GatewayConfig {
     requestReceiveTimeoutMs: number;
     maxUnsentBytes: number;
     slowClientTimeoutMs: number;
+    /** GATEWAY_MAX_BODY_BYTES: the request body limit (createHttpApp's bodyLimit). */
+    maxBodyBytes: number;
   };
   limits: {
     maxConcurrentRequests: number;
@@ -258,6 +260,8 @@ export function loadConfig(options: LoadConfigOptions = {}): GatewayConfig {
     requestReceiveTimeoutMs: int('GATEWAY_REQUEST_RECEIVE_TIMEOUT_MS', 1),
     maxUnsentBytes: int('GATEWAY_SLOW_CLIENT_MAX_UNSENT_BYTES', 1024),
     slowClientTimeoutMs: int('GATEWAY_SLOW_CLIENT_TIMEOUT_MS', 0),
+    // Below 1 KiB not even a short chat request fits: a typo, refused at start rather than at every request.
+    maxBodyBytes: int('GATEWAY_MAX_BODY_BYTES', 1024),
   };
   if (server.headersTimeoutMs > server.requestReceiveTimeoutMs) fail('GATEWAY_HEADERS_TIMEOUT_MS', `must be at most GATEWAY_REQUEST_RECEIVE_TIMEOUT_MS (${server.requestReceiveTimeoutMs})${shown('GATEWAY_HEADERS_TIMEOUT_MS', String(server.headersTimeoutMs))}`);
 

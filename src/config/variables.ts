@@ -25,6 +25,24 @@ export interface VariableSpec {
  */
 export const DEVNET_MODEL_DEFAULT = 'Qwen/Qwen3-235B-A22B-Instruct-2507-FP8';
 
+/**
+ * The largest context window of a model the network serves, in tokens: Qwen3-235B-A22B-Instruct-2507
+ * (DEVNET_MODEL_DEFAULT, the model the hosts serve) reads 262,144 tokens natively (its config's
+ * max_position_embeddings). A client may fill it with one prompt, so the chat body limit follows it.
+ */
+export const LARGEST_CONTEXT_TOKENS = 262_144;
+
+/**
+ * JSON bytes budgeted per prompt token. English text takes about 4 bytes a token; the heaviest
+ * common form is non-ASCII text that the client escapes (`\uXXXX`, Python's json.dumps default):
+ * 6 bytes a character, and a token of Qwen's vocabulary holds 1.5 to 3 CJK characters, so 9 to 18
+ * bytes a token. 32 is that worst case with headroom for message envelopes and tool schemas.
+ */
+export const JSON_BYTES_PER_TOKEN = 32;
+
+/** Default request body limit (GATEWAY_MAX_BODY_BYTES): 262,144 tokens x 32 bytes = 8 MiB. */
+export const MAX_BODY_BYTES_DEFAULT = LARGEST_CONTEXT_TOKENS * JSON_BYTES_PER_TOKEN;
+
 export const VARIABLES: readonly VariableSpec[] = [
   // chain
   { name: 'NODE_RPC', group: 'chain', meaning: 'Chain RPC address, ending with a slash. Accepted for compatibility; shardgate does all its chain work over REST (DEVSHARD_CHAIN_REST / NODE_CHAIN_API), as devshardctl does.' },
@@ -56,6 +74,7 @@ export const VARIABLES: readonly VariableSpec[] = [
   { name: 'GATEWAY_MAX_CONNECTIONS', group: 'server', default: '4096', meaning: 'Open client connections the HTTP server accepts; more are closed at once (Node server.maxConnections).' },
   { name: 'GATEWAY_HEADERS_TIMEOUT_MS', group: 'server', default: '30000', meaning: 'A client must send its request headers within this long, else 408 and the connection is closed (Node headersTimeout). At most GATEWAY_REQUEST_RECEIVE_TIMEOUT_MS.' },
   { name: 'GATEWAY_REQUEST_RECEIVE_TIMEOUT_MS', group: 'server', default: '60000', meaning: 'A client must send its whole request (headers and body) within this long, else 408 (Node requestTimeout). Not the answer\'s time: see GATEWAY_REQUEST_TIMEOUT_MS.' },
+  { name: 'GATEWAY_MAX_BODY_BYTES', group: 'server', default: String(MAX_BODY_BYTES_DEFAULT), meaning: `Largest request body accepted (chat and every other route except the devshard import, which takes 64 MiB); a larger one is answered 413 \`request_too_large\`, naming the limit and this variable. The default is the largest context of a served model (Qwen3-235B-A22B-Instruct-2507: ${LARGEST_CONTEXT_TOKENS.toLocaleString('en-US')} tokens) times ${JSON_BYTES_PER_TOKEN} JSON bytes a token (non-ASCII text sent \\u-escaped takes up to about 18), i.e. ${MAX_BODY_BYTES_DEFAULT / (1024 * 1024)} MiB.` },
   { name: 'GATEWAY_SLOW_CLIENT_MAX_UNSENT_BYTES', group: 'server', default: '65536', meaning: 'Bytes a response may hold for its client beyond what the OS socket takes; over it a stream stops reading the host and waits for the client (the responses\' high-water mark).' },
   { name: 'GATEWAY_SLOW_CLIENT_TIMEOUT_MS', group: 'server', default: '30000', meaning: 'A stream that waits this long on a client that does not take its bytes (unsent bytes over GATEWAY_SLOW_CLIENT_MAX_UNSENT_BYTES, or the complete answer not all taken) has its connection ended (logged 499, error_code slow_client). A chat request holds its concurrency slot until its answer left the gateway. 0 = never.' },
   { name: 'GATEWAY_SHUTDOWN_TIMEOUT_MS', group: 'server', default: '30000', meaning: 'On SIGTERM, how long in-flight requests may drain before the process exits.' },

@@ -11,10 +11,11 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import type { Logger } from 'pino';
-import { clip } from '../gateway/errors.js';
+import { MAX_BODY_BYTES_DEFAULT } from '../config/index.js';
 import { ApiError } from './api-error.js';
+import { jsonBodyReader } from './json-body.js';
 import { handleClientError, installErrorHandlers, isEmptyEscrowPath, sendApiError, sendEmptyNotFound, toApiError } from './errors.js';
 import { lazyChildLoggerFactory } from './lazy-child-logger.js';
 import { createLogger } from './logger.js';
@@ -72,6 +73,12 @@ export interface HttpServerLimits {
   maxUnsentBytes?: number;
   /** How long a stream waits on a client that does not take its bytes (GATEWAY_SLOW_CLIENT_TIMEOUT_MS). */
   slowClientTimeoutMs?: number;
+  /**
+   * Bytes of a refused body (over its limit) read and discarded so the client, still sending, can
+   * read the 413; beyond them the connection is cut. Not a variable: the default is the largest
+   * body any route accepts (the devshard import's 64 MiB).
+   */
+  discardBodyBytes?: number;
 }
 
 /** The defaults of HttpServerLimits (those of the variables in src/config/variables.ts). */
@@ -81,13 +88,14 @@ export const SERVER_LIMIT_DEFAULTS: Required<HttpServerLimits> = {
   requestReceiveTimeoutMs: 60_000,
   maxUnsentBytes: 65_536,
   slowClientTimeoutMs: 30_000,
+  discardBodyBytes: 64 * 1024 * 1024,
 };
 
 export interface HttpAppOptions {
   /** A pino logger (use createLogger for redaction); default: createLogger({ level: logLevel }). */
   logger?: Logger;
   logLevel?: string;
-  /** Max request body in bytes (default 1 MiB); larger bodies get 413. */
+  /** Max request body in bytes (GATEWAY_MAX_BODY_BYTES, default MAX_BODY_BYTES_DEFAULT: 8 MiB); larger bodies get 413. */
   bodyLimit?: number;
   /** Counts every request by route pattern and status when given. */
   metrics?: GatewayMetrics;
@@ -121,7 +129,7 @@ export function genReqId(req: IncomingMessage): string {
 
 export function createHttpApp(options: HttpAppOptions = {}): FastifyInstance {
   const logger = options.logger ?? createLogger({ level: options.logLevel ?? 'info' });
-  const bodyLimit = options.bodyLimit ?? 1024 * 1024;
+  const bodyLimit = options.bodyLimit ?? MAX_BODY_BYTES_DEFAULT;
   /** A refusal before any route ran: the request's log line and metric (the URL is not echoed). */
   const refusedBeforeRouting = (r: { reqId?: string; method: string; route: string; status: number; code: string }): void => {
     options.metrics?.httpRequests.inc({ method: r.method, route: r.route, status: r.status });
@@ -169,14 +177,13 @@ export function createHttpApp(options: HttpAppOptions = {}): FastifyInstance {
   // answer a confusing 400 ("expected an object") instead of the documented 415.
   app.removeContentTypeParser('text/plain');
   const parseJson = app.getDefaultJsonParser('error', 'error');
-  app.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit }, (request, body, done) => {
-    // A compressed body would be parsed as text and refused as invalid JSON, which misleads: say what is wrong.
-    const encoding = request.headers['content-encoding'];
-    if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
-      return done(new ApiError(415, `Content-Encoding '${clip(encoding, 64)}' is not supported; send the JSON body uncompressed.`, { code: 'unsupported_content_encoding' }), undefined);
-    }
-    if (typeof body === 'string' && body.trim() === '') return done(null, undefined);
-    const text = typeof body === 'string' ? body : body.toString('utf8');
+  // Routes declared with their own bodyLimit (the devshard import): their 413 names no variable.
+  const ownLimitRoutes = new Set<string>();
+  app.addHook('onRoute', (route) => {
+    if (route.bodyLimit === undefined) return;
+    for (const method of [route.method].flat()) ownLimitRoutes.add(`${method} ${route.url}`);
+  });
+  const parse = (request: FastifyRequest, text: string, done: (err: Error | null, body?: unknown) => void): void => {
     parseJson(request, text, (err, parsed) => {
       // secure-json-parse refuses a key `__proto__` (or `constructor.prototype`) in valid JSON, which
       // fastify reported as unparsable: say which rule refused it. Refused rather than stripped: a
@@ -191,7 +198,10 @@ export function createHttpApp(options: HttpAppOptions = {}): FastifyInstance {
       }
       done(err, parsed);
     });
-  });
+  };
+  // Read by our own reader (json-body.ts) rather than fastify's `parseAs`, so a body over the limit
+  // gets a 413 the client can read, naming GATEWAY_MAX_BODY_BYTES.
+  app.addContentTypeParser('application/json', jsonBodyReader({ serverLimit: bodyLimit, ownLimitRoutes, discardBytes: limits.discardBodyBytes, parse }));
 
   app.decorateRequest('logFields', null as unknown as RequestLogFields);
   app.decorateRequest('onClientGone', null);

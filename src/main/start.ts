@@ -291,8 +291,8 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
   const pruneWatch = startPruneWatch(ctx);
   ctx.onSettingsChanged = () => rotation.reconfigure();
 
-  const { maxConnections, headersTimeoutMs, requestReceiveTimeoutMs, maxUnsentBytes, slowClientTimeoutMs } = config.server;
-  const app = createHttpApp({ logger, metrics, server: { maxConnections, headersTimeoutMs, requestReceiveTimeoutMs, maxUnsentBytes, slowClientTimeoutMs }, fastify: { forceCloseConnections: 'idle' } });
+  const { maxConnections, headersTimeoutMs, requestReceiveTimeoutMs, maxUnsentBytes, slowClientTimeoutMs, maxBodyBytes } = config.server;
+  const app = createHttpApp({ logger, metrics, bodyLimit: maxBodyBytes, server: { maxConnections, headersTimeoutMs, requestReceiveTimeoutMs, maxUnsentBytes, slowClientTimeoutMs }, fastify: { forceCloseConnections: 'idle' } });
   registerRoutes(app, gatewayPort(ctx), { keys: { adminApiKey: config.keys.adminApiKey, apiKeys: config.keys.apiKeys }, metrics });
   await app.listen({ host: config.server.host, port: config.server.port });
   const { port } = app.server.address() as AddressInfo;

@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig, parseEnvFile, renderEnvTable, VARIABLES } from '../../src/config/index.js';
+import { ConfigError, loadConfig, MAX_BODY_BYTES_DEFAULT, parseEnvFile, renderEnvTable, VARIABLES } from '../../src/config/index.js';
 import { runInit } from '../../src/cli/commands/init.js';
 
 const pool = { DEVSHARDS_JSON: '[]' };
@@ -176,6 +176,15 @@ describe('loadConfig', () => {
     for (const v of VARIABLES) expect(table).toContain(`\`${v.name}\``);
     expect(table).toMatch(/`DEVSHARD_ADMIN_API_KEY` \| \(secret\)/);
     expect(table).toMatch(/`GATEWAY_MAX_CONCURRENT_REQUESTS` \| `512`/);
+  });
+
+  it('GATEWAY_MAX_BODY_BYTES: 8 MiB by default (262,144 tokens x 32 bytes), settable, at least 1 KiB', () => {
+    expect(MAX_BODY_BYTES_DEFAULT).toBe(262_144 * 32);
+    expect(loadConfig({ env: pool }).server.maxBodyBytes).toBe(8 * 1024 * 1024);
+    expect(loadConfig({ env: { ...pool, GATEWAY_MAX_BODY_BYTES: '33554432' } }).server.maxBodyBytes).toBe(32 * 1024 * 1024);
+    expect(() => loadConfig({ env: { ...pool, GATEWAY_MAX_BODY_BYTES: '100' } })).toThrow(/GATEWAY_MAX_BODY_BYTES must be an integer >= 1024/);
+    // The README says how the default was computed.
+    expect(renderEnvTable()).toMatch(/`GATEWAY_MAX_BODY_BYTES` \| `8388608` \| .*262,144 tokens.* times 32 JSON bytes a token/);
   });
 });
 

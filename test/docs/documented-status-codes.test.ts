@@ -8,7 +8,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { VARIABLES } from '../../src/config/index.js';
+import { MAX_BODY_BYTES_DEFAULT, VARIABLES } from '../../src/config/index.js';
 import { createEscrowViaApi, disposeTestGateway, MODEL, startTestGateway, type CallResult, type TestGateway } from '../helpers/gateway.js';
 import { repoRoot } from '../helpers/store-dist.js';
 
@@ -83,6 +83,7 @@ describe('the status codes docs/http.md documents are the gateway\'s', () => {
     invalid_api_key: () => gw.call('/v1/admin/devshards', { key: 'sk-not-a-key' }),
     model_admin_only: () => gw.call('/v1/chat/completions', { key: 'client', body: { model: MODEL, messages: [{ role: 'user', content: 'Hi' }] } }),
     model_not_found: () => gw.call('/v1/chat/completions', { body: { model: 'no-such/model', messages: [{ role: 'user', content: 'Hi' }] } }),
+    request_too_large: () => gw.call('/v1/chat/completions', { body: { model: MODEL, messages: [{ role: 'user', content: 'x'.repeat(MAX_BODY_BYTES_DEFAULT) }] } }),
     not_finalized: () => gw.call(`/devshard/${ids[0]}/v1/finalize`, { method: 'GET' }),
     not_settled: () => gw.call(`/v1/admin/devshards/${ids[1]}`, { method: 'DELETE' }),
     '(empty body)': () => gw.call('/devshard//v1/finalize', { method: 'POST' }),

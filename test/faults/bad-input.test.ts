@@ -7,6 +7,7 @@
  */
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MAX_BODY_BYTES_DEFAULT } from '../../src/config/index.js';
 import { createEscrowViaApi, disposeTestGateway, MODEL, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
 let gw: TestGateway;
@@ -174,7 +175,7 @@ describe('bad input: no 5xx, no crash, OpenAI-style errors', () => {
     expect(JSON.parse(gzText).error).toMatchObject({ code: 'unsupported_content_encoding', message: expect.stringContaining('gzip') });
     const identity = await send('post', '/v1/admin/settings', { body: '{}', headers: { ...h, 'content-encoding': 'identity' } });
     expect(identity.status, identity.text).toBe(200);
-    const huge = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'x'.repeat(2 * 1024 * 1024) }] });
+    const huge = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'x'.repeat(MAX_BODY_BYTES_DEFAULT) }] });
     const big = await send('post', '/v1/chat/completions', { body: huge, headers: h });
     expect(big.status).toBe(413);
     expectSane(big, 'oversized');

@@ -4,7 +4,8 @@
  * cap as the engine records them (InferenceStarted) and as the host was asked (its usage).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { disposeTestGateway, MODEL, startGatewayWithEscrow, type TestGateway } from '../helpers/gateway.js';
+import { MAX_BODY_BYTES_DEFAULT } from '../../src/config/index.js';
+import { disposeTestGateway, MODEL, startGatewayWithEscrow, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { requestRecords } from '../helpers/request-records.js';
 
 describe('validation through HTTP', () => {
@@ -150,10 +151,23 @@ describe('validation through HTTP', () => {
     const badJson = expectOpenAiError(await chat('{"model": "x", "messages": [', { 'content-type': 'application/json' }), 400);
     expect(badJson.type).toBe('invalid_request_error');
     expectOpenAiError(await chat(JSON.stringify(base), { 'content-type': 'text/plain' }), 415);
-    const huge = { ...base, messages: [{ role: 'user', content: 'x'.repeat(1_100_000) }] };
-    expectOpenAiError(await chat(huge), 413);
+    const huge = { ...base, messages: [{ role: 'user', content: 'x'.repeat(MAX_BODY_BYTES_DEFAULT) }] };
+    const tooLarge = expectOpenAiError(await chat(huge), 413);
+    expect(tooLarge.message).toContain('GATEWAY_MAX_BODY_BYTES');
     // The gateway is fine afterwards.
     expect((await chat(base)).status).toBe(200);
+  });
+
+  it('GATEWAY_MAX_BODY_BYTES sets the chat body limit, named in the 413', async () => {
+    const small = await startTestGateway({ env: { GATEWAY_MAX_BODY_BYTES: '2048' } });
+    try {
+      const r = await small.call('/v1/chat/completions', { body: { ...base, messages: [{ role: 'user', content: 'x'.repeat(4096) }] } });
+      expect(r.status, r.text).toBe(413);
+      expect(r.json.error.code).toBe('request_too_large');
+      expect(r.json.error.message).toMatch(/2 KiB|2048 bytes/);
+    } finally {
+      await disposeTestGateway(small);
+    }
   });
 
   describe('admin bodies', () => {
