@@ -16,6 +16,7 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
 import { parseStreamId } from '../events/catalog.js';
+import { workerFile } from '../events/worker-file.js';
 import { foldWeight, type PartitionableLog, type PartitionRead } from '../events/fold-partition.js';
 import { foldPartition, PARTITIONED_TYPES, type PartitionOutcome, type PartitionResult } from './partition-fold.js';
 import { Projections, type ProjectionsCheckpoint, type ProjectionsOptions } from './projections.js';
@@ -71,15 +72,6 @@ export function planPartitions(streams: [string, number][], count: number, lead 
   return owned.map((_, k) => owned.flatMap((ids, j) => (j === k ? [] : ids)));
 }
 
-const WORKER_BOOT = `
-const { workerData } = require('node:worker_threads');
-const fail = (e) => {
-  workerData.port.postMessage({ ok: false, reason: 'worker: ' + String((e && e.stack) || e) });
-  Atomics.store(workerData.flag, 0, 1);
-  Atomics.notify(workerData.flag, 0);
-};
-import(workerData.entry).then((m) => m.runPartitionJob(workerData)).catch(fail);
-`;
 
 interface Running {
   worker: Worker;
@@ -90,8 +82,7 @@ interface Running {
 function start(job: Omit<PartitionJob, 'port' | 'flag'>): Running {
   const { port1, port2 } = new MessageChannel();
   const flag = new Int32Array(new SharedArrayBuffer(8));
-  const worker = new Worker(WORKER_BOOT, {
-    eval: true,
+  const worker = new Worker(workerFile('partition-boot', import.meta.url), {
     workerData: { ...job, port: port2, flag },
     transferList: [port2],
     // A fold makes records that die young: a larger young generation scavenges less often (~3%).
