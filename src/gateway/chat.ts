@@ -182,7 +182,7 @@ async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<Ch
 
     let ended = false;
     let recorded: Promise<void> = Promise.resolve();
-    const end = (outcome: { usage: Usage; error?: string }): void => {
+    const end = (outcome: { usage: Usage; error?: string }, urgent = false): void => {
       if (ended) return;
       ended = true;
       const tokens = BigInt(outcome.usage.total_tokens);
@@ -201,14 +201,14 @@ async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<Ch
       const failed = (err: unknown) => ctx.logger.error({ err, escrow_id: escrowId, nonce }, 'could not record the end of a request; a restart bills what the host served');
       ctx.billing?.billed(escrowId, BigInt(nonce), cost);
       try {
-        recorded = ctx.engine.recordRequest(escrowId, entry).then(() => ctx.afterRequest(escrowId), failed);
+        recorded = ctx.engine.recordRequest(escrowId, entry, { urgent }).then(() => ctx.afterRequest(escrowId), failed);
       } catch (err) {
         // The answer is already on its way; what the host served is recovered at the next start.
         failed(err);
       }
     };
     const record = (outcome: { usage: Usage; error?: string }): Promise<void> => {
-      end(outcome);
+      end(outcome, true);
       return recorded;
     };
 

@@ -181,7 +181,21 @@ export class Engine {
    * (appends it as it stands), so the log's order is the order of the decisions; the store closes
    * every open one right before it forms a batch (stageForNextBatch).
    */
-  recordRequest(escrowId: string, entry: InferenceEntry): Promise<RecordedEvent[]> {
+  recordRequest(escrowId: string, entry: InferenceEntry, opts: { urgent?: boolean } = {}): Promise<RecordedEvent[]> {
+    const done = this.recordRequestGrouped(escrowId, entry);
+    // Someone waits on it (an answer's last byte): commit at the next turn of the event loop, not
+    // within the group's window. Entries decided in the same turn still share the commit.
+    if (opts.urgent) {
+      try {
+        this.store.stageForNextBatch(this.closeGroups);
+      } catch {
+        /* the store is closed: the append rejects by itself */
+      }
+    }
+    return done;
+  }
+
+  private recordRequestGrouped(escrowId: string, entry: InferenceEntry): Promise<RecordedEvent[]> {
     const streamId = escrowStream(escrowId);
     const broken = this.unwritable.get(streamId);
     if (broken !== undefined) throw new TransitionRefused(escrowId, entry.type, `unwritable since an append failed (${broken}); restart the gateway`);
