@@ -325,20 +325,13 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
    * classifySeedVerdict).
    */
   async function seedHost(s: DevshardSession, url: string): Promise<SeedOutcome> {
-    const body = Buffer.from('{}');
-    const ts = BigInt(Math.floor(now() / 1000));
-    const target = new URL(sessionUrl(url, s.escrow.escrowId, 'height-sync', s.protocol.route));
-    const headers = { 'content-type': 'application/json', 'x-devshard-signature': s.headerSignature(body, ts), 'x-devshard-timestamp': String(ts) };
     let status: number;
     let text: string;
     try {
-      const res = await agent.request({ origin: target.origin, path: target.pathname, method: 'POST', headers, body, signal: AbortSignal.timeout(HEIGHT_SEED_ATTEMPT_MS) });
-      status = res.statusCode;
-      text = await res.body.text();
+      ({ status, text } = await postSessionRoute(s, url, 'height-sync', Buffer.from('{}'), { timeoutMs: HEIGHT_SEED_ATTEMPT_MS }));
     } catch (err) {
       return { verdict: 'retry_later', reason: (err as Error)?.message ?? String(err) };
     }
-    onExchange?.({ url: target.href, headers, body: body.toString('utf8'), status, response: text, at: now() });
     if (status === 404 || status === 501) return { verdict: 'declined', reason: `${status} ${messageOf(text)}` };
     if (status !== 200) return { verdict: 'retry_later', reason: `${status} ${messageOf(text)}` };
     let hs: { mainnet_height?: unknown; mainnet_block_hash_hex?: unknown } | undefined;
@@ -372,21 +365,14 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
   }
 
   async function syncOnce(s: DevshardSession, url: string, maxDiffs: number): Promise<void> {
-    const { body: bytes, upTo } = s.syncBody(url, maxDiffs);
-    const body = Buffer.from(bytes);
-    const ts = BigInt(Math.floor(now() / 1000));
-    const target = new URL(sessionUrl(url, s.escrow.escrowId, 'chat/completions', s.protocol.route));
-    const headers = { 'content-type': 'application/json', accept: 'text/event-stream', 'x-devshard-signature': s.headerSignature(body, ts), 'x-devshard-timestamp': String(ts) };
+    const { body, upTo } = s.syncBody(url, maxDiffs);
     let status: number;
     let text: string;
     try {
-      const res = await agent.request({ origin: target.origin, path: target.pathname, method: 'POST', headers, body, signal: AbortSignal.timeout(stallTimeoutMs) });
-      status = res.statusCode;
-      text = await res.body.text();
+      ({ status, text } = await postSessionRoute(s, url, 'chat/completions', body, { stream: true }));
     } catch (err) {
       throw new HostError('unreachable', `host ${url} unreachable: ${(err as Error)?.message ?? String(err)}`);
     }
-    onExchange?.({ url: target.href, headers, body: body.toString('utf8'), status, response: text, at: now() });
     if (status !== 200) throw refused(s, url, status, text, `host ${url}`);
     const events: SseEvent[] = [];
     const parser = new SseParser();
@@ -540,14 +526,9 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
   /** One host's vote on a timeout, or undefined (refused, unreachable, rejected). */
   async function vote(s: DevshardSession, url: string, nonce: bigint, reason: 'refused' | 'execution', payload: Parameters<typeof verifyTimeoutJson>[3]) {
     const body = Buffer.from(verifyTimeoutJson(s.catchUp(url), nonce, reason, reason === 'refused' ? payload : undefined), 'utf8');
-    const ts = BigInt(Math.floor(now() / 1000));
-    const target = new URL(sessionUrl(url, s.escrow.escrowId, 'verify-timeout', s.protocol.route));
-    const headers = { 'content-type': 'application/json', 'x-devshard-signature': s.headerSignature(body, ts), 'x-devshard-timestamp': String(ts) };
     try {
-      const res = await agent.request({ origin: target.origin, path: target.pathname, method: 'POST', headers, body, signal: AbortSignal.timeout(stallTimeoutMs) });
-      const text = await res.body.text();
-      onExchange?.({ url: target.href, headers, body: body.toString('utf8'), status: res.statusCode, response: text, at: Date.now() });
-      if (res.statusCode !== 200) return undefined;
+      const { status, text } = await postSessionRoute(s, url, 'verify-timeout', body);
+      if (status !== 200) return undefined;
       const v = JSON.parse(text) as { accept?: unknown; signature?: unknown; voter_slot?: unknown };
       if (v.accept !== true || typeof v.signature !== 'string' || typeof v.voter_slot !== 'number') return undefined;
       return { voterSlot: v.voter_slot, signature: new Uint8Array(Buffer.from(v.signature, 'base64')) };
@@ -577,13 +558,16 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
   const sweepTimer = sweepMs > 0 ? setInterval(() => void sweepTimeouts().catch(() => undefined), sweepMs) : undefined;
   sweepTimer?.unref();
 
-  /** A signed POST of a session route, answered whole (the error-miss votes). */
-  async function postSessionRoute(s: DevshardSession, url: string, route: string, bytes: Uint8Array): Promise<{ status: number; text: string }> {
+  /**
+   * A signed POST of a session route, answered whole (catch-up syncs, seeds, timeout and error-miss
+   * votes); the exchange is reported once answered. Rejects when the host cannot be reached.
+   */
+  async function postSessionRoute(s: DevshardSession, url: string, route: string, bytes: Uint8Array, o: { timeoutMs?: number; stream?: boolean } = {}): Promise<{ status: number; text: string }> {
     const body = Buffer.from(bytes);
     const ts = BigInt(Math.floor(now() / 1000));
     const target = new URL(sessionUrl(url, s.escrow.escrowId, route, s.protocol.route));
-    const headers = { 'content-type': 'application/json', 'x-devshard-signature': s.headerSignature(body, ts), 'x-devshard-timestamp': String(ts) };
-    const res = await agent.request({ origin: target.origin, path: target.pathname, method: 'POST', headers, body, signal: AbortSignal.timeout(stallTimeoutMs) });
+    const headers: Record<string, string> = { 'content-type': 'application/json', ...(o.stream ? { accept: 'text/event-stream' } : {}), 'x-devshard-signature': s.headerSignature(body, ts), 'x-devshard-timestamp': String(ts) };
+    const res = await agent.request({ origin: target.origin, path: target.pathname, method: 'POST', headers, body, signal: AbortSignal.timeout(o.timeoutMs ?? stallTimeoutMs) });
     const text = await res.body.text();
     onExchange?.({ url: target.href, headers, body: body.toString('utf8'), status: res.statusCode, response: text, at: now() });
     return { status: res.statusCode, text };
