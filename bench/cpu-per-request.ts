@@ -20,7 +20,7 @@ import { fork } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { performance } from 'node:perf_hooks';
-import { Engine } from '../src/gateway/engine.js';
+import { Engine } from '../src/gateway/write/engine.js';
 import { tuneV8ForServing } from '../src/gateway/v8-tuning.js';
 import { startBaseline, startGatewayTarget } from './gateway-bench.js';
 import { startHost, type Target } from './host.js';

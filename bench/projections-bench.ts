@@ -17,7 +17,7 @@ import {
 import type { EventMetadata, RecordedEvent } from '../src/events/envelope.js';
 import { escrowMachine, initialSnapshot, ROUTING_STOP_NONCE, step, type EscrowSnapshot } from '../src/machines/index.js';
 import { stepEscrowFast } from '../src/machines/escrow-fast.js';
-import { NONCE_BLOCK } from '../src/gateway/nonce-lease.js';
+import { NONCE_BLOCK } from '../src/gateway/write/nonce-lease.js';
 import { EscrowPoolProjection, Projections } from '../src/projections/index.js';
 
 export interface ProjectionsBenchOptions {
@@ -113,7 +113,7 @@ export interface GenerateOptions extends Pick<ProjectionsBenchOptions, 'models' 
  * about `inFlight` requests in flight (started, then finished — 2% fail — in random order). An
  * escrow reaching the routing stop is stopped, drained, finalized, settled and replaced by a new
  * one created through a creation intent. Nonces are reserved in blocks as the gateway reserves
- * them (NoncesReserved when half of the block is used; gateway/nonce-lease.ts). A few settings events are sprinkled in. Yields exactly
+ * them (NoncesReserved when half of the block is used; gateway/write/nonce-lease.ts). A few settings events are sprinkled in. Yields exactly
  * `events` events (streamed, so a multi-million-event SQLite log need not sit in memory).
  */
 export function* generateEvents(events: number, opts: GenerateOptions = {}): Generator<GeneratedEvent, { escrows: number }> {

@@ -173,7 +173,7 @@ async function runChild(kind: string, args: Record<string, unknown>): Promise<{ 
     if (args.ablateDiffLog) {
       // Measurement only (--ablate-diff-log): the diffs are not recorded (DevshardDiffSent), so a
       // restart could not rebuild the sessions. Not a configuration anyone runs.
-      const { Engine } = await import('../src/gateway/engine.js');
+      const { Engine } = await import('../src/gateway/write/engine.js');
       (Engine.prototype as unknown as { appendOrdered: () => Promise<unknown[]> }).appendOrdered = () => Promise.resolve([]);
     }
     const gw = await startGatewayTarget('', { mode: 'protocol', chain, privateKey: args.privateKey as string, escrows: args.escrows as number });

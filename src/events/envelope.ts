@@ -12,7 +12,7 @@ export type Actor =
   | { kind: 'startup' }
   | { kind: 'shutdown' }
   | { kind: 'reconciler' }
-  /** v5 idle heartbeat spans (gateway/heartbeats.ts). */
+  /** v5 idle heartbeat spans (gateway/workers/heartbeats.ts). */
   | { kind: 'heartbeat-task' }
   /** Chat requests recorded together (InferencesRecorded): each entry names its request, a start its client key (null: admin). */
   | { kind: 'chat' };

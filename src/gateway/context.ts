@@ -7,12 +7,12 @@ import type { ChainPort } from '../chain/port.js';
 import type { GatewayConfig } from '../config/index.js';
 import type { InferencePort } from '../network/port.js';
 import type { Projections } from '../projections/index.js';
-import type { ChainInfo } from './chain-info.js';
-import type { Engine } from './engine.js';
+import type { ChainInfo } from './escrows/chain-info.js';
+import type { Engine } from './write/engine.js';
 import type { Keyring } from './keyring.js';
-import type { Limiter } from './limiter.js';
-import type { NonceLeases } from './nonce-lease.js';
-import type { ProtocolBilling } from './protocol-billing.js';
+import type { Limiter } from './write/limiter.js';
+import type { NonceLeases } from './write/nonce-lease.js';
+import type { ProtocolBilling } from './session/billing.js';
 
 export interface GatewayContext {
   config: GatewayConfig;

@@ -4,7 +4,7 @@
  * then serves HTTP over the gateway's port. `stop()` stops accepting, drains in-flight requests,
  * checkpoints and closes. The only module that knows every layer; src/cli calls it.
  */
-import { startPruneWatch } from '../gateway/prune-watch.js';
+import { startPruneWatch } from '../gateway/workers/prune-watch.js';
 import { existsSync, mkdirSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
@@ -16,7 +16,7 @@ import type { GatewayConfig } from '../config/index.js';
 import { eventsFile, openSqliteEventStore } from '../events/sqlite-store.js';
 import type { EventStore } from '../events/store.js';
 import { checkLogAtStart, checkPrefixInBackground, EventLogTamperedError, readAnchor, recordAnchor } from '../events/log-anchor.js';
-import { storageSpace } from '../gateway/status-document.js';
+import { storageSpace } from '../gateway/devshardctl/status-document.js';
 import { createHttpApp } from '../http/app.js';
 import { createLogger } from '../http/logger.js';
 import { countRecordedFailures, createGatewayMetrics } from '../http/metrics.js';
@@ -27,26 +27,26 @@ import type { InferencePort } from '../network/port.js';
 import { createUpstreamPort } from '../network/upstream.js';
 import { followProjections } from '../projections/index.js';
 import { bootstrap } from '../gateway/bootstrap.js';
-import { ChainInfo } from '../gateway/chain-info.js';
+import { ChainInfo } from '../gateway/escrows/chain-info.js';
 import type { GatewayContext } from '../gateway/context.js';
-import { Engine } from '../gateway/engine.js';
+import { Engine } from '../gateway/write/engine.js';
 import { Keyring } from '../gateway/keyring.js';
-import { Limiter } from '../gateway/limiter.js';
-import { NonceLeases } from '../gateway/nonce-lease.js';
+import { Limiter } from '../gateway/write/limiter.js';
+import { NonceLeases } from '../gateway/write/nonce-lease.js';
 import { gatewayPort } from '../gateway/port.js';
-import { boundSessionEscrow } from '../gateway/devshard-session-import.js';
-import { HostAckRecorder } from '../gateway/devshard-host-acks.js';
+import { boundSessionEscrow } from '../gateway/session/import.js';
+import { HostAckRecorder } from '../gateway/session/host-acks.js';
 import type { QuickStart } from '../gateway/bootstrap.js';
-import { escrowProtocol, isLegacyProtocol } from '../gateway/escrow-protocol.js';
-import { boundSessionFacts, recordDiff, recordHeightSeed, recordedDiffs, recordedHostTxs, recordHostTxs, recordSessionOpened } from '../gateway/devshard-diffs.js';
-import { hostUrlOf } from '../gateway/host-urls.js';
-import { ProtocolBilling } from '../gateway/protocol-billing.js';
-import { createDrainReactor, type DrainTask } from '../gateway/reactors.js';
-import { reconcile, releaseUnusedNonces, startIntentReconciler } from '../gateway/reconcile.js';
-import { onRequestEnded, startDepletionCheck, startRotation } from '../gateway/rotation/index.js';
-import { disabledBootstrapRefusal, recordStartupSettings } from '../gateway/startup-settings.js';
-import { lockStorage } from '../gateway/storage-lock.js';
-import { startHeartbeats, type HeartbeatTask } from '../gateway/heartbeats.js';
+import { escrowProtocol, isLegacyProtocol } from '../gateway/escrows/protocol.js';
+import { boundSessionFacts, recordDiff, recordHeightSeed, recordedDiffs, recordedHostTxs, recordHostTxs, recordSessionOpened } from '../gateway/session/diffs.js';
+import { hostUrlOf } from '../gateway/chat/host-urls.js';
+import { ProtocolBilling } from '../gateway/session/billing.js';
+import { createDrainReactor, type DrainTask } from '../gateway/workers/reactors.js';
+import { reconcile, releaseUnusedNonces, startIntentReconciler } from '../gateway/workers/reconcile.js';
+import { onRequestEnded, startDepletionCheck, startRotation } from '../gateway/workers/rotation/index.js';
+import { disabledBootstrapRefusal, recordStartupSettings } from '../gateway/settings/startup-settings.js';
+import { lockStorage } from '../gateway/write/storage-lock.js';
+import { startHeartbeats, type HeartbeatTask } from '../gateway/workers/heartbeats.js';
 
 /** Spec: usable balance below 1,000,000 (smallest unit) makes an escrow depleted. */
 export const DEPLETION_THRESHOLD = 1_000_000n;

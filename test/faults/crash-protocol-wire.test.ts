@@ -20,7 +20,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKeys } from '../../src/config/index.js';
 import { startDevnet, type Devnet } from '../../src/devnet/chain/index.js';
 import type { RecordedEvent } from '../../src/events/envelope.js';
-import { recordedDiffOf } from '../../src/gateway/devshard-diffs.js';
+import { recordedDiffOf } from '../../src/gateway/session/diffs.js';
 import { MODEL } from '../helpers/gateway.js';
 import { requestRecords } from '../helpers/request-records.js';
 import { crashEnv, freePort, readLogAt, ServeProcess } from './serve-process.js';

@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { envValue, Keyring } from '../../src/gateway/keyring.js';
-import { envKeyProblem } from '../../src/gateway/settings.js';
+import { envKeyProblem } from '../../src/gateway/settings/settings.js';
 import { createEscrowViaApi, disposeTestGateway, MODEL, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
 const HOSTILE = ['__proto__', 'constructor', 'toString', 'hasOwnProperty', 'valueOf', '__defineGetter__'];

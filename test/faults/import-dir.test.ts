@@ -9,7 +9,7 @@ import { mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { storeDirWithin } from '../../src/gateway/escrows/devshardctl-store.js';
+import { storeDirWithin } from '../../src/gateway/devshardctl/store.js';
 import { disposeTestGateway, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
 const root = mkdtempSync(join(tmpdir(), 'shardgate-import-dir-'));

@@ -1,5 +1,5 @@
 /**
- * The log's bill follows the protocol's (src/gateway/protocol-billing.ts), through the whole stack:
+ * The log's bill follows the protocol's (src/gateway/session/billing.ts), through the whole stack:
  * a client that leaves a streamed answer early is billed in the log what it received; the host
  * finishes the answer (the gateway reads its stream on) and its MsgFinishInference, carried by a
  * later diff, charges all of it. The log then records the difference (UsageRecovered on the

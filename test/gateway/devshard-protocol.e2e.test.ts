@@ -13,7 +13,7 @@ import { DiffContentSchema } from '../../src/protocol/gen/devshard/v1/diff_pb.js
 import { devshardSessionStream } from '../../src/events/catalog.js';
 import { eventsFile } from '../../src/events/sqlite-store.js';
 import { verifyLog } from '../../src/events/verify.js';
-import { recordedDiffs } from '../../src/gateway/devshard-diffs.js';
+import { recordedDiffs } from '../../src/gateway/session/diffs.js';
 import { projectionsCheck } from '../../src/projections/verify-check.js';
 import { bytesEqual, InferenceStatus, Phase, replay } from '../../src/protocol/index.js';
 import { disposeTestGateway, MODEL, startGatewayWithEscrow, type TestGateway } from '../helpers/gateway.js';

@@ -1,11 +1,11 @@
 /**
- * The heartbeat task's timer (gateway/heartbeats.ts): a pass with nothing to do ends at once, and
+ * The heartbeat task's timer (gateway/workers/heartbeats.ts): a pass with nothing to do ends at once, and
  * the next tick must run a new pass. (A pass that ended synchronously used to leave its promise
  * set for good: every later tick returned it, and no span was ever sent by the timer; the e2e tests
  * drove tick() by hand after an awaited pass, so they did not see it.)
  */
 import { describe, expect, it } from 'vitest';
-import { startHeartbeats } from '../../src/gateway/heartbeats.js';
+import { startHeartbeats } from '../../src/gateway/workers/heartbeats.js';
 import type { GatewayContext } from '../../src/gateway/context.js';
 
 describe('startHeartbeats', () => {

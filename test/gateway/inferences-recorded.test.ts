@@ -10,7 +10,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { escrowStream, newEvent, type InferenceEntry } from '../../src/events/catalog.js';
-import { MAX_GROUP_ENTRIES, TransitionRefused } from '../../src/gateway/engine.js';
+import { MAX_GROUP_ENTRIES, TransitionRefused } from '../../src/gateway/write/engine.js';
 import { Projections } from '../../src/projections/projections.js';
 import { replay } from '../../src/projections/replay.js';
 import { TIMELINE_PAGE_EVENTS } from '../../src/projections/timeline.js';

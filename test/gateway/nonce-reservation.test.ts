@@ -1,5 +1,5 @@
 /**
- * Nonces are reserved durably in blocks before requests use them (src/gateway/nonce-lease.ts), and a
+ * Nonces are reserved durably in blocks before requests use them (src/gateway/write/nonce-lease.ts), and a
  * chat's start and end commit after its answer. So:
  *  - every InferenceStarted nonce is covered by a NoncesReserved recorded before it, and a block
  *    serves many requests (no fsync per request in front of the host call);
@@ -12,7 +12,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RecordedEvent } from '../../src/events/envelope.js';
-import { NONCE_BLOCK } from '../../src/gateway/nonce-lease.js';
+import { NONCE_BLOCK } from '../../src/gateway/write/nonce-lease.js';
 import { generateKeys } from '../../src/config/index.js';
 import { startDevnet, type Devnet } from '../../src/devnet/chain/index.js';
 import { createEscrowViaApi, disposeTestGateway, httpCaller, MODEL, startGatewayWithEscrow, startTestGateway, type TestGateway } from '../helpers/gateway.js';

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { generateKeys } from '../../src/config/index.js';
-import { lockStorage, StorageInUseError } from '../../src/gateway/storage-lock.js';
+import { lockStorage, StorageInUseError } from '../../src/gateway/write/storage-lock.js';
 import { ensureBuilt, repoRoot } from '../helpers/store-dist.js';
 import { startTestGateway, testGatewayEnv } from '../helpers/gateway.js';
 

@@ -52,7 +52,7 @@ export async function capturingLogger(level: string): Promise<{ logger: pino.Log
 /**
  * fetch against a gateway with a key kind ('admin' by default), answering status, text and JSON.
  * `recorded`, when given, is awaited after each answer: a chat's start and end commit with the group
- * commit after the response (src/gateway/chat.ts), and tests look at the log once they have.
+ * commit after the response (src/gateway/chat/chat.ts), and tests look at the log once they have.
  */
 export function httpCaller(baseUrl: string, keys: { adminApiKey: string; apiKey: string }, recorded?: () => Promise<void>) {
   const keyOf = (k: string | undefined) => (k === 'admin' ? keys.adminApiKey : k === 'client' ? keys.apiKey : k === 'none' || k === undefined ? undefined : k);

@@ -1,7 +1,7 @@
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Limiter } from '../../src/gateway/limiter.js';
+import { Limiter } from '../../src/gateway/write/limiter.js';
 import { answerFor } from '../../src/http/gateway-answers.js';
 import { createGatewayMetrics, MetricsRegistry } from '../../src/http/metrics.js';
 import { openSse } from '../../src/http/sse.js';
@@ -234,7 +234,7 @@ describe('OpenAPI document', () => {
 
 describe('a statechart refusal that no use case caught', () => {
   it('is a 409 naming the escrow, its state and the remedy (was a 500)', async () => {
-    const { TransitionRefused } = await import('../../src/gateway/engine.js');
+    const { TransitionRefused } = await import('../../src/gateway/write/engine.js');
     const answer = answerFor(new TransitionRefused('7', 'EscrowSettleRequested', 'removed'));
     expect(answer.status).toBe(409);
     const body = answer.toBody().error;
@@ -244,7 +244,7 @@ describe('a statechart refusal that no use case caught', () => {
   });
 
   it('reaches the client as 409 through the error handler of a route that throws it', async () => {
-    const { TransitionRefused } = await import('../../src/gateway/engine.js');
+    const { TransitionRefused } = await import('../../src/gateway/write/engine.js');
     const { app } = buildTestApp();
     app.get('/throws-refusal', async () => {
       throw new TransitionRefused('9', 'EscrowFinalizeRequested', 'settled');

@@ -12,8 +12,8 @@ import { connect, type Socket } from 'node:net';
 import type { ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Limiter } from '../../src/gateway/limiter.js';
-import type { ChatCommand } from '../../src/gateway/chat.js';
+import { Limiter } from '../../src/gateway/write/limiter.js';
+import type { ChatCommand } from '../../src/gateway/chat/chat.js';
 import type { GatewayPort } from '../../src/gateway/port.js';
 import { createHttpApp, type HttpServerLimits } from '../../src/http/app.js';
 import { createAuthenticator } from '../../src/http/auth.js';
@@ -57,7 +57,7 @@ async function brokerApp(opts: { server: HttpServerLimits; maxConcurrent: number
     isServedModel: (m: string) => m === MODEL,
     chatSettings: () => ({ default_request_max_tokens: 100, request_max_tokens_cap: 4096 }),
     streamFailure: (err: unknown, usage: unknown) => ({ error: err, usage }),
-    // As src/gateway/chat.ts: the slot is taken at open and given back by session.end; the outcome
+    // As src/gateway/chat/chat.ts: the slot is taken at open and given back by session.end; the outcome
     // is recorded once, by `record` (before a whole answer's last byte) or by `end`.
     openChat: async (cmd: ChatCommand) => {
       const release = limiter.acquire(1);

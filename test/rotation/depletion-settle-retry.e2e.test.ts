@@ -9,7 +9,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { rotationStream } from '../../src/events/catalog.js';
-import { SETTLE_RETRY_MAX_BLOCKS } from '../../src/gateway/rotation/settle-retry.js';
+import { SETTLE_RETRY_MAX_BLOCKS } from '../../src/gateway/workers/rotation/settle-retry.js';
 import { depletionSettleRetriesOf, foldRotation } from '../../src/machines/index.js';
 import { settleTxsOnChain, streamTypes } from '../faults/helpers.js';
 import { createEscrowViaApi } from '../helpers/gateway.js';

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { checkDepletion } from '../../src/gateway/rotation/depletion.js';
+import { checkDepletion } from '../../src/gateway/workers/rotation/depletion.js';
 import { createEscrowViaApi, disposeTestGateway } from '../helpers/gateway.js';
 import { enableRotation, MODEL, ofType, startRotationGateway, waitFor, type RotationGateway } from './helpers.js';
 

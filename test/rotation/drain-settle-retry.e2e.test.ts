@@ -13,8 +13,8 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { escrowStream, upcast } from '../../src/events/catalog.js';
-import { reconcileIntents } from '../../src/gateway/reconcile.js';
-import { SETTLE_RETRY_MAX_BLOCKS } from '../../src/gateway/rotation/settle-retry.js';
+import { reconcileIntents } from '../../src/gateway/workers/reconcile.js';
+import { SETTLE_RETRY_MAX_BLOCKS } from '../../src/gateway/workers/rotation/settle-retry.js';
 import { foldEscrow } from '../../src/machines/index.js';
 import { settleTxsOnChain, streamTypes } from '../faults/helpers.js';
 import { createEscrowViaApi } from '../helpers/gateway.js';

@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { CHAIN_ERROR_KINDS, ChainError } from '../../src/chain/port.js';
 import { GatewayError } from '../../src/gateway/errors.js';
-import { errorInfo } from '../../src/gateway/rotation/steps.js';
+import { errorInfo } from '../../src/gateway/workers/rotation/steps.js';
 
 describe('errorInfo', () => {
   it('keeps every chain error kind named by a refusal rule', () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { CatalogEvent, ChainInputs } from '../../src/events/catalog.js';
-import { explainRotation, formatExplain } from '../../src/gateway/rotation/explain.js';
+import { explainRotation, formatExplain } from '../../src/projections/rotation-explain.js';
 import { record } from '../machines/events.js';
 
 const M = 'm1';

@@ -10,10 +10,10 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { escrowStream, rotationStream } from '../../src/events/catalog.js';
-import { reconcileIntents } from '../../src/gateway/reconcile.js';
-import { runModel } from '../../src/gateway/rotation/index.js';
-import { readEpoch } from '../../src/gateway/rotation/steps.js';
-import { SETTLE_RETRY_MAX_BLOCKS } from '../../src/gateway/rotation/settle-retry.js';
+import { reconcileIntents } from '../../src/gateway/workers/reconcile.js';
+import { runModel } from '../../src/gateway/workers/rotation/index.js';
+import { readEpoch } from '../../src/gateway/workers/rotation/steps.js';
+import { SETTLE_RETRY_MAX_BLOCKS } from '../../src/gateway/workers/rotation/settle-retry.js';
 import { foldEscrow, foldRotation, settleRetriesOf, stateName } from '../../src/machines/index.js';
 import { settleTxsOnChain } from '../faults/helpers.js';
 import { createEscrowViaApi } from '../helpers/gateway.js';

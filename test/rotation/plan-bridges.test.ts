@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import type { CatalogEventOf, ChainInputs, EscrowRole, RotationModelSettings } from '../../src/events/catalog.js';
 import { foldRotation, stateName, type RotationEvent } from '../../src/machines/index.js';
-import { planRotation, pruneRisk, type PlanEscrow, type PlanIntent } from '../../src/gateway/rotation/plan.js';
+import { planRotation, pruneRisk, type PlanEscrow, type PlanIntent } from '../../src/gateway/workers/rotation/plan.js';
 
 const M = 'm1';
 const settings: RotationModelSettings = { model_id: M, temp_count: 1, target_count: 1, amount: '1000000000', private_key_env: 'KEY' };

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { CatalogEventOf, ChainInputs, EscrowRole, RotationModelSettings } from '../../src/events/catalog.js';
 import { foldRotation, stateName, type RotationEvent } from '../../src/machines/index.js';
-import { planRotation, type PlanEscrow, type PlanIntent } from '../../src/gateway/rotation/plan.js';
-import { isTransientSettleFailure, settleRetryDelay } from '../../src/gateway/rotation/settle-retry.js';
+import { planRotation, type PlanEscrow, type PlanIntent } from '../../src/gateway/workers/rotation/plan.js';
+import { isTransientSettleFailure, settleRetryDelay } from '../../src/gateway/workers/rotation/settle-retry.js';
 import { ChainError } from '../../src/chain/port.js';
 import { GatewayError } from '../../src/gateway/errors.js';
 

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { runModel } from '../../src/gateway/rotation/index.js';
-import { readEpoch } from '../../src/gateway/rotation/steps.js';
+import { runModel } from '../../src/gateway/workers/rotation/index.js';
+import { readEpoch } from '../../src/gateway/workers/rotation/steps.js';
 import { createEscrowViaApi, disposeTestGateway } from '../helpers/gateway.js';
 import { enableRotation, MODEL, ofType, startRotationGateway, waitFor, type RotationGateway } from './helpers.js';
 

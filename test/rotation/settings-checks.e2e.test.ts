@@ -5,7 +5,7 @@
  * the cycle waits on (explain and debug say so) and retries at the first tick after the fix.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { changeSettings } from '../../src/gateway/settings.js';
+import { changeSettings } from '../../src/gateway/settings/settings.js';
 import { createEscrowViaApi, disposeTestGateway } from '../helpers/gateway.js';
 import { events, explainText, MODEL, ofType, startRotationGateway, waitFor, type RotationGateway } from './helpers.js';
 

@@ -9,7 +9,7 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { escrowStream } from '../../src/events/catalog.js';
-import { finalizeAndSettle, ROTATION_META } from '../../src/gateway/rotation/steps.js';
+import { finalizeAndSettle, ROTATION_META } from '../../src/gateway/workers/rotation/steps.js';
 import { createEscrowViaApi, disposeTestGateway } from '../helpers/gateway.js';
 import { requestRecords } from '../helpers/request-records.js';
 import { holdHostRequests, nextRecord } from '../helpers/waits.js';

@@ -7,9 +7,9 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { rotationStream } from '../../src/events/catalog.js';
-import { runModel } from '../../src/gateway/rotation/index.js';
-import { SETTLE_RETRY_MAX_BLOCKS } from '../../src/gateway/rotation/settle-retry.js';
-import { readEpoch } from '../../src/gateway/rotation/steps.js';
+import { runModel } from '../../src/gateway/workers/rotation/index.js';
+import { SETTLE_RETRY_MAX_BLOCKS } from '../../src/gateway/workers/rotation/settle-retry.js';
+import { readEpoch } from '../../src/gateway/workers/rotation/steps.js';
 import { foldRotation, settleRetriesOf, stateName } from '../../src/machines/index.js';
 import { settleTxsOnChain, streamTypes } from '../faults/helpers.js';
 import { createEscrowViaApi } from '../helpers/gateway.js';

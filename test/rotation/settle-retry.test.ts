@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { ChainError } from '../../src/chain/port.js';
 import { GatewayError } from '../../src/gateway/errors.js';
-import { DRAINED_PENDING, drainedSettleRetries, dueSettleRetries, retryAfter, settleWindowClosedError, type RetryEscrow } from '../../src/gateway/rotation/settle-retry.js';
+import { DRAINED_PENDING, drainedSettleRetries, dueSettleRetries, retryAfter, settleWindowClosedError, type RetryEscrow } from '../../src/gateway/workers/rotation/settle-retry.js';
 import type { EscrowContext, EscrowState } from '../../src/machines/index.js';
 
 const escrow = (id: string, state: RetryEscrow['state'] = 'finalized', epoch: number | null = 0): RetryEscrow => ({ id, state, epoch });

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { rotationDebugDocument } from '../../src/gateway/rotation/index.js';
+import { rotationDebugDocument } from '../../src/gateway/workers/rotation/index.js';
 import { createEscrowViaApi, disposeTestGateway } from '../helpers/gateway.js';
 import { enableRotation, MODEL, ofType, startRotationGateway, waitFor, type RotationGateway } from './helpers.js';
 

@@ -4,10 +4,10 @@ import { withExistingLog } from './existing-log.js';
 import { defaultStorageDir, eventsFile } from '../../events/storage-path.js';
 import { openSqliteEventStore } from '../../events/sqlite-store.js';
 import type { EventStore } from '../../events/store.js';
-import { explainRotation, formatExplain } from '../../gateway/rotation/explain.js';
+import { explainRotation, formatExplain } from '../../projections/rotation-explain.js';
 import { devshardSessionStream, escrowStream, type SettlementData } from '../../events/catalog.js';
 import { eachRequestEvent } from '../../events/request-data.js';
-import { auditDevshardLog, failureText, formatTxs, type HostAudit, type InferenceTrail } from '../../gateway/devshard-audit.js';
+import { auditDevshardLog, failureText, formatTxs, type HostAudit, type InferenceTrail } from '../../gateway/session/audit.js';
 
 export interface ExplainRotationOptions {
   model?: string;
@@ -37,7 +37,7 @@ export interface RequestExplanation {
 }
 
 /**
- * A request's bill in the log against its charge in the protocol (src/gateway/protocol-billing.ts):
+ * A request's bill in the log against its charge in the protocol (src/gateway/session/billing.ts):
  * `billed` is what its end recorded (what the client was billed), `charged` what its host's
  * MsgFinishInference charged once a diff applied it (0 for a MsgTimeoutInference), `recovered` the
  * UsageRecovered events naming the inference (the charge beyond the bill). `unbilled` = charged −

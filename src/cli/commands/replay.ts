@@ -4,7 +4,7 @@ import type { Command } from 'commander';
 import type { EventStore } from '../../events/store.js';
 import type { RecordedEvent } from '../../events/envelope.js';
 import { machinesAt, parseUntil, replay, type MachinesAt, type ReplayRow } from '../../projections/replay.js';
-import { DevshardLogAudit, failureText, formatTxs, isMissingFacts, type DiffLine, type EscrowAudit } from '../../gateway/devshard-audit.js';
+import { DevshardLogAudit, failureText, formatTxs, isMissingFacts, type DiffLine, type EscrowAudit } from '../../gateway/session/audit.js';
 
 /** Logs at least this long get a progress bar (when stderr is a TTY). */
 const PROGRESS_THRESHOLD = 50_000;
@@ -72,7 +72,7 @@ export function runReplay(store: Pick<EventStore, 'readAll' | 'lastPosition'>, o
   const bar = process.stderr.isTTY && total >= PROGRESS_THRESHOLD ? new SingleBar({ stream: process.stderr, etaBuffer: 50 }) : undefined;
   bar?.start(typeof until === 'number' ? Math.min(until, total) : total, 0);
   const rows: (ReplayRow & { devshard?: DiffLine })[] = [];
-  // The devshard session events are read by the replica's audit (src/gateway/devshard-audit.ts) as
+  // The devshard session events are read by the replica's audit (src/gateway/session/audit.ts) as
   // they go by: the projections do not read that stream.
   const audit = new DevshardLogAudit();
   const devshardLines = new Map<number, DiffLine | string>();

@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { ConfigError, loadConfig } from '../../config/index.js';
 import { startGateway } from '../../main/start.js';
 import { chooseLogFormat, createLogger } from '../../http/logger.js';
-import { StorageInUseError } from '../../gateway/storage-lock.js';
+import { StorageInUseError } from '../../gateway/write/storage-lock.js';
 import { EventLogTamperedError } from '../../events/log-anchor.js';
 import { tuneV8ForServing } from '../../gateway/v8-tuning.js';
 import { runInit } from './init.js';

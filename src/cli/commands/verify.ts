@@ -1,10 +1,10 @@
 import type { Command } from 'commander';
 import { eventsFile, defaultStorageDir } from '../../events/storage-path.js';
 import { recordAnchor, verifyAnchor, type AnchorVerdict } from '../../events/log-anchor.js';
-import { lockStorage } from '../../gateway/storage-lock.js';
+import { lockStorage } from '../../gateway/write/storage-lock.js';
 import { verifyLog } from '../../events/verify.js';
 import { projectionsCheck, type ProjectionsCheckReport } from '../../projections/verify-check.js';
-import { devshardCheck, failureText, isMissingFacts, type EscrowAudit } from '../../gateway/devshard-audit.js';
+import { devshardCheck, failureText, isMissingFacts, type EscrowAudit } from '../../gateway/session/audit.js';
 
 /** One line per escrow of the devshard check: diffs, the replica's state, the settlements checked. */
 export function devshardSummary(escrows: readonly EscrowAudit[]): string[] {
@@ -87,7 +87,7 @@ export async function runVerify(
 /**
  * `shardgate verify`: proves the log was not altered (positions, versions, hash chain) and that the
  * stored projections checkpoint equals the projections rebuilt from the log, and that every devshard
- * protocol session rebuilds from its recorded diffs (src/gateway/devshard-audit.ts: contiguous
+ * protocol session rebuilds from its recorded diffs (src/gateway/session/audit.ts: contiguous
  * nonces, user signatures by the creator, the roots the hosts signed, the settlement and its
  * signatures); exit 0 with a summary, or 1 naming the first bad position (for a devshard session:
  * the escrow, nonce and rule, every failure listed).

@@ -13,7 +13,7 @@ import { createRefusal, feeRefusal, versionRefusal } from '../../chain/prechecks
 import { broadcastByHash } from './broadcast.js';
 import { chainErrorInfo, outcomeUnknown } from './chain-errors.js';
 import { recordedTxOutcome } from './broadcast.js';
-import { chooseEscrowProtocol, protocolData } from '../escrow-protocol.js';
+import { chooseEscrowProtocol, protocolData } from './protocol.js';
 import type { ProtocolChoice } from '../../protocol/versions.js';
 
 export interface CreateEscrowCommand {

@@ -5,20 +5,20 @@
  */
 import { feeRefusal, settleRefusal, versionRefusal } from '../../chain/prechecks.js';
 import type { ProtocolChoice } from '../../protocol/versions.js';
-import { chooseEscrowProtocol, escrowProtocol, protocolData } from '../escrow-protocol.js';
+import { chooseEscrowProtocol, escrowProtocol, protocolData } from './protocol.js';
 import { escrowStream, newEvent, settlementTag, type CreateOrigin, type KeySource, type SlotInfo } from '../../events/catalog.js';
-import { settledMoney, type SettledMoney } from '../protocol-billing.js';
+import { settledMoney, type SettledMoney } from '../session/billing.js';
 import type { EventMetadata } from '../../events/envelope.js';
 import { clip, refuse } from '../errors.js';
 import type { ChainError, TxFeeOverride, TxOutcome } from '../../chain/port.js';
 import { stateName } from '../../machines/index.js';
 import type { GatewayContext } from '../context.js';
-import { TransitionRefused } from '../engine.js';
-import { drainedFailureFields, type DrainedAttempt, type OwnerAttempt } from '../rotation/settle-retry.js';
+import { TransitionRefused } from '../write/engine.js';
+import { drainedFailureFields, type DrainedAttempt, type OwnerAttempt } from '../workers/rotation/settle-retry.js';
 import { broadcastByHash } from './broadcast.js';
 import { chainRefusal, chainErrorInfo, outcomeUnknown } from './chain-errors.js';
 import { holdForFinalize } from './finalize-hold.js';
-import { settleWindowClosedAt } from '../prune-watch.js';
+import { settleWindowClosedAt } from '../workers/prune-watch.js';
 import { holdRequestKey } from './operator-key.js';
 import { settleErrorOf, settleWindowClosed } from './pruned.js';
 import { buildSettlement, protocolSettlementRefusal, settlementDocument, settlementStale, toChainSettlement } from './settlement.js';

@@ -6,7 +6,7 @@
  */
 import { ChainError, type Settlement } from '../../chain/port.js';
 import { escrowStream, settlementTag, type SettlementData, type SlotInfo, type SlotTally } from '../../events/catalog.js';
-import { escrowProtocol } from '../escrow-protocol.js';
+import { escrowProtocol } from './protocol.js';
 import { eachRequestEvent } from '../../events/request-data.js';
 import { Phase, hostStatsHash, settlementSignatureValid, stateRoot as protocolStateRoot, type Settlement as ProtocolSettlement } from '../../protocol/index.js';
 import { refuse } from '../errors.js';

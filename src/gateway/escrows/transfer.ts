@@ -13,7 +13,7 @@
  */
 import { escrowStream, newEvent, type EventDataMap, type ProtocolData, type SlotInfo } from '../../events/catalog.js';
 import { LEGACY_PROTOCOL, rulesOf } from '../../protocol/versions.js';
-import { protocolData } from '../escrow-protocol.js';
+import { protocolData } from './protocol.js';
 import type { EventMetadata } from '../../events/envelope.js';
 import { refuse } from '../errors.js';
 import { stateName } from '../../machines/index.js';
@@ -22,7 +22,7 @@ import { chainRefusal } from './chain-errors.js';
 import { readExportedStream, toExportedEvent, type ExportedEvent } from './exported-stream.js';
 import { decided, devshardView, escrowOr404 } from './lifecycle.js';
 import { settleWindowClosed } from './pruned.js';
-import { boundSessionEscrow, diffsOfData, exportedSession, hostTxsOfData, recordImportedSession, replayAgainstFacts } from '../devshard-session-import.js';
+import { boundSessionEscrow, diffsOfData, exportedSession, hostTxsOfData, recordImportedSession, replayAgainstFacts } from '../session/import.js';
 
 export function exportEscrow(ctx: GatewayContext, escrowId: string) {
   escrowOr404(ctx, escrowId);

@@ -6,7 +6,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { EventMetadata } from '../../events/envelope.js';
 import type { DevshardctlImportBody, GatewayPort, ImportBody } from '../../gateway/port.js';
 import type { Authenticator } from '../auth.js';
-import { protocolChoiceOf } from '../../gateway/escrow-protocol.js';
+import { protocolChoiceOf } from '../../gateway/escrows/protocol.js';
 import { ApiError } from '../api-error.js';
 import { sendEmptyNotFound } from '../errors.js';
 import { doc } from '../openapi.js';

@@ -1,4 +1,4 @@
-/** GET /v1/debug/rotation (admin): devshardctl's rotation debug shape with ours beside it (gateway/rotation/statuses.ts). */
+/** GET /v1/debug/rotation (admin): devshardctl's rotation debug shape with ours beside it (gateway/devshardctl/rotation-statuses.ts). */
 import type { FastifyInstance } from 'fastify';
 import type { GatewayPort } from '../../gateway/port.js';
 import type { Authenticator } from '../auth.js';

@@ -12,7 +12,7 @@
  * break clients, forwarding them could break hosts).
  */
 import { countPromptTokens } from '../../network/tokens.js';
-import type { ChatRequest } from '../../gateway/chat.js';
+import type { ChatRequest } from '../../gateway/chat/chat.js';
 import { ApiError } from '../api-error.js';
 
 const nullableNumber = (minimum: number, maximum: number) => ({ type: ['number', 'null'], minimum, maximum }) as const;

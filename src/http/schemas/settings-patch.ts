@@ -1,6 +1,6 @@
 /**
  * The body of POST /v1/admin/settings as a settings patch (the gateway's SettingsPatch, merged by
- * src/gateway/settings.ts): snake_case members kept, amounts parsed, duplicate models refused.
+ * src/gateway/settings/settings.ts): snake_case members kept, amounts parsed, duplicate models refused.
  */
 import type { SettingsPatch } from '../../events/catalog.js';
 import { errors } from '../api-error.js';

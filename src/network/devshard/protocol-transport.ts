@@ -11,7 +11,7 @@
  * Sources: gonka 8a35022 devshard/user/session.go, httpsession.go, transport/client.go,
  * cmd/devshardctl/proxy.go.
  *
- * A call's `hostUrl` (the participant's current inference_url, gateway/host-urls.ts) that differs
+ * A call's `hostUrl` (the participant's current inference_url, gateway/chat/host-urls.ts) that differs
  * from the session's for its slot moves that host's slots there (DevshardSession.moveHost).
  *
  * Calls of one escrow are composed in nonce order: a call whose nonce is ahead waits (bounded) for
@@ -679,7 +679,7 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
       const prompt = Buffer.from(JSON.stringify(hostBody), 'utf8');
       const maxTokens = typeof hostBody.max_tokens === 'number' ? BigInt(hostBody.max_tokens) : 0n;
       const cutAt = floored?.clientLimit;
-      // The gateway calls a host that moved at its participant's new inference_url (gateway/host-urls.ts):
+      // The gateway calls a host that moved at its participant's new inference_url (gateway/chat/host-urls.ts):
       // the session follows it, for this call and every later one to that host (and its finalize).
       if (call.hostUrl && call.hostUrl !== s.executorUrl(nonce)) s.moveHost(s.executorHost(nonce), call.hostUrl);
       let prepared;

@@ -1,0 +1,208 @@
+/**
+ * GET /v1/status and GET /v1/admin/devshards as documents: devshardctl's shapes with ours beside
+ * them, so operators' scripts written for devshardctl work unchanged (gonka devshard/cmd/devshardctl
+ * at 8a35022; docs/http.md lists the fields and their sources).
+ */
+import { statfsSync } from 'node:fs';
+import { escrowStream } from '../../events/catalog.js';
+import { eventsFile } from '../../events/storage-path.js';
+import type { GatewayContext } from '../context.js';
+import { devshardView } from '../escrows/lifecycle.js';
+import { pruneInfo, settleWindowClosedAt, type PruneInfo } from '../workers/prune-watch.js';
+import { pocBlock } from '../chat/poc-gate.js';
+import { knownEpoch } from '../workers/prune-watch.js';
+import { escrowProtocol } from '../escrows/protocol.js';
+import { applyChainBindParams, sessionConfigFromEscrow } from '../../protocol/session-config.js';
+
+/**
+ * devshardctl's chain phase fields (phase_gate.go ChainPhaseSnapshot, copied into runtimeStatus and
+ * statusResponse): `chain_phase` the public API's epoch phase, `confirmation_poc_phase` the active
+ * confirmation PoC event's phase. From the epoch the prune watch last read; absent before its first
+ * read (devshardctl: before its gate's first poll). Where devshardctl omits `confirmation_poc_phase`
+ * (no event active) we say CONFIRMATION_POC_INACTIVE, the chain enum's name for that.
+ */
+function chainPhase(ctx: GatewayContext): { chain_phase?: string; confirmation_poc_phase?: string } {
+  const e = knownEpoch(ctx);
+  if (!e) return {};
+  return { ...(e.phase ? { chain_phase: e.phase } : {}), confirmation_poc_phase: e.confirmationPocPhase ?? 'CONFIRMATION_POC_INACTIVE' };
+}
+
+/**
+ * proxy.go statusSessionConfig (JSON numbers): the session config as a host binds it
+ * (types.SessionConfigFromEscrow + ApplyChainSessionBindParams), from the chain's params this
+ * gateway holds (token price, fees, bind params); seal settings the params do not carry are the
+ * protocol's defaults, as for an escrow that carries none.
+ */
+function sessionConfig(ctx: GatewayContext, groupSize: number) {
+  const p = ctx.chainInfo.params;
+  const n = Math.max(1, groupSize);
+  const c = applyChainBindParams(sessionConfigFromEscrow(n, { tokenPrice: p.tokenPrice, createDevshardFee: p.createDevshardFee, feePerNonce: p.feePerNonce }), n, p.bind ?? {});
+  return {
+    refusal_timeout: Number(c.refusalTimeout),
+    execution_timeout: Number(c.executionTimeout),
+    token_price: Number(c.tokenPrice),
+    create_devshard_fee: Number(c.createDevshardFee),
+    fee_per_nonce: Number(c.feePerNonce),
+    vote_threshold: c.voteThreshold,
+    validation_rate: c.validationRate,
+    inference_seal_grace_nonces: c.inferenceSealGraceNonces,
+    inference_seal_grace_seconds: c.inferenceSealGraceSeconds,
+    auto_seal_every_n_nonces: c.autoSealEveryNNonces,
+  };
+}
+
+/**
+ * devshardctl's two /v1/status shapes in one: the pooled one always (gateway.go
+ * handlePooledStatus: mode, devshards, limiter, capacity, runtimes), and, with exactly one devshard
+ * loaded, also that runtime's own top-level fields (proxy.go handleStatus, statusResponse:
+ * escrow_id, nonce, phase, balance, requests_blocked, block_reason, config).
+ */
+/** An escrow's protocol as operators see it, and a host's refusal of it (host-refusals.ts) while it stands. */
+function protocolFields(ctx: GatewayContext, escrowId: string) {
+  const p = escrowProtocol(ctx.engine, escrowId);
+  const refused = ctx.network.routeRefusal?.(escrowId);
+  const applied = ctx.network.acknowledged?.(escrowId);
+  const seed = ctx.network.heightSeed?.(escrowId);
+  return {
+    protocol_version: p.version,
+    route_prefix: p.route,
+    state_root_version: p.tag,
+    // How far each host applied the diffs we composed (this run's receipts); absent before the session opens.
+    ...(applied ? { hosts_applied: applied.map((a) => ({ host: a.host, nonce: a.nonce })) } : {}),
+    // v5: the session's height seed (devshardctl's /v1/status height_seed: state, seeded, slots, per-host verdicts).
+    ...(seed ? { height_seed: { state: seed.state, seeded: seed.seeded, slots: seed.slots, slot_outcomes: seed.outcomes } } : {}),
+    ...(refused ? { protocol_error: { rule: refused.rule, host: refused.host, status: refused.status, message: refused.message, at: new Date(refused.at).toISOString() } } : {}),
+  };
+}
+
+/**
+ * Free space of the storage directory's file system (statfs: blocks available to this user), and
+ * whether it is under GATEWAY_STORAGE_LOW_BYTES. `free_bytes` null when it cannot be read.
+ */
+export function storageSpace(dir: string, lowBytes: number): { free_bytes: number | null; low: boolean } {
+  try {
+    const s = statfsSync(dir);
+    const free = Number(s.bavail) * Number(s.bsize);
+    return { free_bytes: free, low: free < lowBytes };
+  } catch {
+    return { free_bytes: null, low: false };
+  }
+}
+
+export function statusDocument(ctx: GatewayContext) {
+  const price = ctx.chainInfo.tokenPrice;
+  const snapshot = ctx.projections.status.snapshot(price);
+  // Each unsettled escrow's prune point (prune-watch.ts): when the chain pays its deposit to its hosts.
+  // DEVSHARD_POC_REQUEST_MODE=off during PoC: every devshard's chat is blocked (poc-gate.ts).
+  const poc = pocBlock(ctx);
+  const chain = chainPhase(ctx);
+  // runtimeStatus's protocol_version and chain phase fields beside the projection's fields; with
+  // the version, its route and state-root tag, and the latest refusal of them by a host.
+  const doc = {
+    ...snapshot,
+    devshards: snapshot.devshards.map((d) =>
+      withPrune(ctx, {
+        ...d,
+        ...protocolFields(ctx, d.id),
+        ...chain,
+        ...(poc && !d.requests_blocked ? { requests_blocked: true, block_reason: poc.reason } : {}),
+      }),
+    ),
+  };
+  const limiter = ctx.limiter.counts();
+  const devshards = doc.devshards;
+  const base = {
+    ...doc,
+    // The limiter counts every admitted chat request, including those still reserving a nonce.
+    active_requests: Math.max(doc.active_requests, limiter.active_requests),
+    instance: ctx.config.server.instanceName,
+    chain_id: ctx.config.chain.chainId,
+    mode: ctx.config.mode.kind,
+    limiter,
+    // Disk space of the event log's file system: a full disk makes appends fail (chat 503).
+    storage: storageSpace(ctx.config.server.storageDir, ctx.config.server.storageLowBytes),
+    // The background re-hash of the log before the start's anchor (failed: chat answers 503).
+    ...(ctx.logCheck ? { event_log_check: ctx.logCheck } : {}),
+  };
+  const only = devshards.length === 1 ? devshards[0]! : undefined;
+  const singleId = ctx.config.mode.kind === 'single' ? ctx.config.mode.escrowId : only?.id;
+  if (!only || singleId !== only.id) return singleId === undefined ? base : { ...base, escrow_id: singleId };
+  return {
+    ...base,
+    // proxy.go statusResponse: escrow_id is a string there (`EscrowID string`), as is ours.
+    escrow_id: only.id,
+    nonce: only.nonce,
+    phase: only.phase ?? 'active',
+    balance: only.balance,
+    ...chain,
+    requests_blocked: only.requests_blocked,
+    ...(only.block_reason ? { block_reason: only.block_reason } : {}),
+    config: sessionConfig(ctx, ctx.engine.escrow(only.id)?.context.slots.length ?? 0),
+  };
+}
+
+function withPrune<D extends { id: string }>(ctx: GatewayContext, d: D): D & Partial<PruneInfo> {
+  const c = ctx.engine.escrow(d.id)?.context;
+  const info = c ? pruneInfo(ctx, c.epoch, c.settled) : null;
+  if (!info) return d;
+  // Past its settle window (prune-watch.ts): shown expired, and no longer routed to.
+  const expired = c!.settled !== true && settleWindowClosedAt(ctx, c!.epoch);
+  return expired ? { ...d, ...info, expired: true, routable: false, requests_blocked: true, block_reason: 'settle_window_closed' } : { ...d, ...info };
+}
+
+export type StatusAnswer = ReturnType<typeof statusDocument>;
+
+/**
+ * GET /v1/admin/devshards: devshardctl's admin state (gateway.go handleAdminState: `settings`,
+ * `devshards` each a GatewayDevshardState of gateway_store.go with its `runtime` status, `limiter`,
+ * `capacity`), with ours beside it (`object: 'list'`, `data`: our devshard views). Never a private
+ * key (devshardctl returns RuntimeConfig's `private_key`; we give `private_key_env`, the variable's name, only).
+ */
+export function devshardListDocument(ctx: GatewayContext) {
+  const status = statusDocument(ctx);
+  const runtimeOf = new Map(status.devshards.map((d) => [d.id, d]));
+  const listed = ctx.projections.pool.all().filter((e) => e.state !== 'removed');
+  const store = ctx.engine.store;
+  const storagePath = eventsFile(ctx.config.server.storageDir);
+  return {
+    object: 'list' as const,
+    // `prune`: when the chain prunes it unsettled (prune-watch.ts); null once settled. Not part of
+    // the devshard view itself, which is also the export document's `escrow`.
+    data: listed.map((e) => {
+      const c = ctx.engine.escrow(e.escrowId)?.context;
+      return { ...devshardView(ctx, e.escrowId), prune: c ? pruneInfo(ctx, c.epoch, c.settled) : null };
+    }),
+    settings: ctx.projections.settings.effective(),
+    devshards: listed.map((e) => {
+      const c = ctx.engine.escrow(e.escrowId)?.context;
+      const runtime = runtimeOf.get(e.escrowId);
+      // created_at / updated_at: the commit times of the escrow stream's first and last events.
+      const stream = escrowStream(e.escrowId);
+      const last = store.streamVersion(stream);
+      const first = last >= 0 ? store.readStream(stream, 0, 1)[0] : undefined;
+      const latest = last >= 0 ? store.readStream(stream, last, 1)[0] : undefined;
+      // RuntimeConfig.private_key_env: the env variable this gateway holds the creator's key from;
+      // null when only a request gave it (held in memory until the process ends) or it is not held,
+      // `private_key_source` says which. RuntimeConfig.private_key is never served.
+      const origin = c?.creator ? ctx.keyring.originOf(c.creator) : ({ kind: 'not_held' } as const);
+      return {
+        id: e.escrowId,
+        private_key_env: origin.kind === 'env' ? origin.name : null,
+        private_key_source: origin.kind,
+        model: e.model,
+        // Where its state is kept: every escrow's events are in the gateway's one event log.
+        storage_path: storagePath,
+        // RuntimeConfig.protocol_version: the escrow's version; beside it its route and state-root tag.
+        ...protocolFields(ctx, e.escrowId),
+        active: e.state === 'active',
+        rotation_role: e.role,
+        ...(c && c.epoch !== undefined && c.epoch !== null ? { rotation_epoch: c.epoch } : {}),
+        ...(first ? { created_at: first.time } : {}),
+        ...(latest ? { updated_at: latest.time } : {}),
+        ...(runtime ? { runtime } : {}),
+      };
+    }),
+    limiter: status.limiter,
+    capacity: status.capacity,
+  };
+}
