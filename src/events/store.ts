@@ -1,6 +1,9 @@
 import type { Observable } from 'rxjs';
 import type { NewEvent, RecordedEvent } from './envelope.js';
 
+/** A value now (a local store) or once a server answered (a network store): callers `await` it. */
+export type Awaitable<T> = T | Promise<T>;
+
 /** Runs synchronously right after each commit, with its events in position order. */
 export type CommitListener = (records: RecordedEvent[]) => void;
 
@@ -72,12 +75,13 @@ export interface StoreStats {
  * position order, once; the projections (router pool, status, settings) are folded from them, so
  * every other hot-path read comes from memory too.
  *
- * **Synchronous log reads (not the hot path).** `readStream`, `readAll` and `loadCheckpoint` are
- * synchronous: the gateway reads a stream when an escrow's devshard session opens (its diffs, its
- * protocol) and for admin views, and the projections' start-up catch-up folds `readAll` in one
- * synchronous stretch with attaching to `onCommit`, so no commit slips between them. SQLite reads
- * its own file. A network store has to serve these from a local copy (the streams of the escrows
- * it owns are loaded when it takes their lease, issue 42) until those callers are made async.
+ * **Log reads (not the hot path): asynchronous where the store must ask a server.** `readStream`,
+ * `readAll` and `loadCheckpoint` may answer at once (SQLite reads its own file: plain values) or
+ * with a promise (a network store pays a round trip): callers `await` them and iterate `readAll`
+ * with `for await`, which takes both. The gateway reads a stream when an escrow's devshard session
+ * opens (its diffs, its protocol), for admin views and for background work, never per chat request.
+ * The projections' start-up catch-up reads through `followProjections`, which attaches to
+ * `onCommit` before an asynchronous catch-up so that no commit slips between them.
  */
 export interface EventStore {
   // ---- write (async) ----
@@ -104,7 +108,7 @@ export interface EventStore {
    */
   saveCheckpoint(name: string, position: number, state: unknown, options?: { soon?: boolean }): Promise<void>;
   /** The checkpoint of that name; undefined when absent or when it does not belong to this log. */
-  loadCheckpoint<S = unknown>(name: string): Checkpoint<S> | undefined;
+  loadCheckpoint<S = unknown>(name: string): Awaitable<Checkpoint<S> | undefined>;
 
   // ---- follow ----
   /**
@@ -121,11 +125,11 @@ export interface EventStore {
   /** Current last committed version of a stream, -1 when absent. */
   streamVersion(streamId: string): number;
 
-  // ---- log reads (synchronous, off the hot path; see above) ----
+  // ---- log reads (off the hot path; see above) ----
   /** A stream's events from `fromVersion` on, in order; at most `limit` of them (default: all). */
-  readStream(streamId: string, fromVersion?: number, limit?: number): RecordedEvent[];
+  readStream(streamId: string, fromVersion?: number, limit?: number): Awaitable<RecordedEvent[]>;
   /** Events with position > `afterPosition` (exclusive), in order. */
-  readAll(afterPosition?: number, limit?: number): Iterable<RecordedEvent>;
+  readAll(afterPosition?: number, limit?: number): Iterable<RecordedEvent> | AsyncIterable<RecordedEvent>;
 
   stats(): StoreStats;
 }

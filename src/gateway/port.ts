@@ -31,7 +31,7 @@ export type { ChatSession };
 
 type Answer<F extends (...args: never[]) => unknown> = Awaited<ReturnType<F>>;
 
-export type DevshardView = ReturnType<typeof devshardView>;
+export type DevshardView = Awaited<ReturnType<typeof devshardView>>;
 export type { StatusAnswer };
 
 /** devshardctl's key fields of a body: `private_key` or `private_key_env` (one of them). */
@@ -54,7 +54,7 @@ export interface GatewayPort {
   // Operator: escrows
   /** The key is `privateKey`, or env variable `keyEnv`, or DEVSHARD_PRIVATE_KEY (operator-key.ts). */
   createEscrow(cmd: Omit<OperatorCreate, 'privateKeyHex' | 'keySource'> & { privateKey?: string | undefined; keyEnv?: string | undefined }): Promise<OperatorCreateOutcome & { storagePath: string }>;
-  devshards(): DevshardView[];
+  devshards(): Promise<DevshardView[]>;
   /** One escrow's view, after what was decided is committed (its state and its money read alike). */
   devshard(id: string): Promise<DevshardView>;
   /** Registers an on-chain escrow, or re-activates a deactivated one (devshardctl's POST /v1/admin/devshards). */
@@ -62,7 +62,7 @@ export interface GatewayPort {
   importEscrow(id: string, body: ImportBody, metadata: EventMetadata): Promise<Answer<typeof importEscrow>>;
   /** Migration: adopt an escrow from devshardctl's state store (its import body). */
   importFromDevshardctl(id: string, body: DevshardctlImportBody, metadata: EventMetadata): Promise<Answer<typeof importFromDevshardctl>>;
-  exportEscrow(id: string): Answer<typeof exportEscrow>;
+  exportEscrow(id: string): Promise<Answer<typeof exportEscrow>>;
   timeline(id: string): Promise<{ escrow_id: string } & Partial<Timeline>>;
   activateEscrow(id: string, metadata: EventMetadata): Promise<Answer<typeof activateEscrow>>;
   /**
@@ -90,7 +90,7 @@ export interface GatewayPort {
   disabled(): GatewaySettings['disabled'];
   status(): StatusAnswer;
   /** GET /v1/admin/devshards: devshardctl's admin state with our views beside it. */
-  devshardList(): ReturnType<typeof devshardListDocument>;
+  devshardList(): Promise<Answer<typeof devshardListDocument>>;
   /** Escrows not removed (metrics gauges). */
   liveEscrows(): PoolEscrow[];
   admission(): LimiterCounts;
@@ -121,7 +121,7 @@ export function gatewayPort(ctx: GatewayContext): GatewayPort {
       // devshardctl's per-escrow state store; ours is the one event log every escrow is kept in.
       storagePath: eventsFile(ctx.config.server.storageDir),
     }),
-    devshards: () => live().map((e) => devshardView(ctx, e.escrowId)),
+    devshards: () => Promise.all(live().map((e) => devshardView(ctx, e.escrowId))),
     devshard: async (id) => {
       escrowOr404(ctx, id);
       // The state is the decided one, the money is read from the committed log: wait for the

@@ -37,7 +37,7 @@ import { gatewayPort } from '../gateway/port.js';
 import { boundSessionEscrow } from '../gateway/session/import.js';
 import { HostAckRecorder } from '../gateway/session/host-acks.js';
 import type { QuickStart } from '../gateway/bootstrap.js';
-import { escrowProtocol, isLegacyProtocol } from '../gateway/escrows/protocol.js';
+import { escrowProtocol, isLegacyProtocol, loadRecordedProtocols } from '../gateway/escrows/protocol.js';
 import { boundSessionFacts, recordDiff, recordHeightSeed, recordedDiffs, recordedHostTxs, recordHostTxs, recordSessionOpened } from '../gateway/session/diffs.js';
 import { hostUrlOf } from '../gateway/chat/host-urls.js';
 import { ProtocolBilling } from '../gateway/session/billing.js';
@@ -123,8 +123,10 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
   // A new log gets its anchor at once (keyed when a key is set): with a key, a log with events and
   // no anchor is refused at the next start (its anchor row was deleted).
   if (emptyLog && readAnchor(eventsFile(config.server.storageDir)) === undefined) recordAnchor(eventsFile(config.server.storageDir), 0, '', config.keys.logHmacKey);
-  const { projections, detach } = followProjections(store);
+  const { projections, detach } = await followProjections(store);
   const engine = new Engine(store, projections);
+  // Each escrow's protocol is read once, here: the chat path asks it from memory.
+  await loadRecordedProtocols(engine, projections.pool.all().map((e) => e.escrowId));
   // Before the chain is reached: a first start that fails there (node unreachable) has created the
   // database, so the next start would no longer apply the bootstrap.
   await recordStartupSettings({ engine, projections }, config, { firstStart, logger });
@@ -370,7 +372,7 @@ async function protocolEscrow(ctx: GatewayContext, escrowId: string): Promise<Se
   // A session binds once, as a host does: a later run keeps the facts it was bound to (chain params
   // that changed since, or a chain that now serves fields it did not, must not change its config),
   // and only follows hosts that moved.
-  const bound = boundSessionFacts(ctx.engine, escrowId);
+  const bound = await boundSessionFacts(ctx.engine, escrowId);
   const escrow = bound
     ? { ...bound, slots: c.slots.map((s) => ({ host: s.host, url: hostUrlOf(ctx, s) })) }
     : await boundSessionEscrow(ctx, escrowId, { creator: c.creator, amount: BigInt(c.deposit), slots: c.slots });

@@ -44,7 +44,7 @@ export const DEFAULT_TIMELINE_LIMIT = 1_000;
 export const TIMELINE_PAGE_EVENTS = 16;
 
 /** At most `limit` events of a stream from `fromVersion` on, in order, as stored (EventStore.readStream). */
-export type StreamPageReader = (streamId: string, fromVersion: number, limit: number) => RecordedEvent[];
+export type StreamPageReader = (streamId: string, fromVersion: number, limit: number) => RecordedEvent[] | Promise<RecordedEvent[]>;
 
 /** Folds records, in log order, into a timeline of the newest `limit` entries. */
 export class TimelineBuilder {
@@ -90,7 +90,7 @@ export class TimelineBuilder {
  */
 export async function readEscrowTimeline(readPage: StreamPageReader, escrowId: string, limit = DEFAULT_TIMELINE_LIMIT, pause: () => Promise<unknown> = nextTurn): Promise<Timeline | undefined> {
   const stream = escrowStream(escrowId);
-  const firstPage = readPage(stream, 0, TIMELINE_PAGE_EVENTS);
+  const firstPage = await readPage(stream, 0, TIMELINE_PAGE_EVENTS);
   const first = firstPage[0];
   if (!first) return undefined;
   const builder = new TimelineBuilder(limit);
@@ -104,11 +104,11 @@ export async function readEscrowTimeline(readPage: StreamPageReader, escrowId: s
 
 /** A stream's records, page by page (starting with `read`, already read from version 0), pausing between pages. */
 async function* pages(readPage: StreamPageReader, streamId: string, read: RecordedEvent[], pause: () => Promise<unknown>): AsyncGenerator<RecordedEvent> {
-  let page = read.length > 0 ? read : readPage(streamId, 0, TIMELINE_PAGE_EVENTS);
+  let page = read.length > 0 ? read : await readPage(streamId, 0, TIMELINE_PAGE_EVENTS);
   for (;;) {
     yield* page;
     if (page.length < TIMELINE_PAGE_EVENTS) return;
     await pause();
-    page = readPage(streamId, page[page.length - 1]!.streamVersion + 1, TIMELINE_PAGE_EVENTS);
+    page = await readPage(streamId, page[page.length - 1]!.streamVersion + 1, TIMELINE_PAGE_EVENTS);
   }
 }

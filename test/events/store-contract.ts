@@ -18,6 +18,13 @@ export interface StoreHarness {
   reopen(store: EventStore): Promise<EventStore>;
 }
 
+/** Every record of a read, whether the store answers at once or asynchronously. */
+async function all(records: Iterable<RecordedEvent> | AsyncIterable<RecordedEvent>): Promise<RecordedEvent[]> {
+  const out: RecordedEvent[] = [];
+  for await (const r of records) out.push(r);
+  return out;
+}
+
 const ev = (type = 'contract.happened', data: unknown = {}): NewEvent => ({ type, data, metadata: { actor: { kind: 'admin' } } });
 
 /** The hash of a record recomputed from its fields (what `shardgate verify` checks, store.ts principle 1). */
@@ -114,22 +121,22 @@ export function storeContract(name: string, harness: StoreHarness): void {
 
     it('reads by stream (from a version, with a limit) and from a position, in order', withStore(async (store) => {
       for (let i = 0; i < 5; i++) await store.append(i % 2 ? 'odd' : 'even', [ev('n', { i })], { expectedVersion: 'any' });
-      expect(store.readStream('even').map((r) => (r.data as { i: number }).i)).toEqual([0, 2, 4]);
-      expect(store.readStream('even', 1).map((r) => r.streamVersion)).toEqual([1, 2]);
-      expect(store.readStream('even', 1, 1).map((r) => r.streamVersion)).toEqual([1]);
-      expect(store.readStream('absent')).toEqual([]);
-      expect([...store.readAll()].map((r) => r.position)).toEqual([1, 2, 3, 4, 5]);
-      expect([...store.readAll(2)].map((r) => r.position)).toEqual([3, 4, 5]);
-      expect([...store.readAll(2, 2)].map((r) => r.position)).toEqual([3, 4]);
-      expect([...store.readAll(5)]).toEqual([]);
-      const read = store.readStream('odd')[0]!;
+      expect((await store.readStream('even')).map((r) => (r.data as { i: number }).i)).toEqual([0, 2, 4]);
+      expect((await store.readStream('even', 1)).map((r) => r.streamVersion)).toEqual([1, 2]);
+      expect((await store.readStream('even', 1, 1)).map((r) => r.streamVersion)).toEqual([1]);
+      expect(await store.readStream('absent')).toEqual([]);
+      expect((await all(store.readAll())).map((r) => r.position)).toEqual([1, 2, 3, 4, 5]);
+      expect((await all(store.readAll(2))).map((r) => r.position)).toEqual([3, 4, 5]);
+      expect((await all(store.readAll(2, 2))).map((r) => r.position)).toEqual([3, 4]);
+      expect(await all(store.readAll(5))).toEqual([]);
+      const read = (await store.readStream('odd'))[0]!;
       expect(read).toMatchObject({ position: 2, streamId: 'odd', streamVersion: 0, type: 'n', schemaVersion: 1, data: { i: 1 }, metadata: { actor: { kind: 'admin' } } });
     }));
 
     it('records read back equal the records the append answered', withStore(async (store) => {
       const r = await store.append('same', [ev('x', { a: [1, { b: 'é' }] }), { type: 'y', schemaVersion: 2, data: null, metadata: { actor: { kind: 'admin' }, requestId: 'r' } }], { expectedVersion: -1 });
       expect(store.readStream('same')).toEqual(r.records);
-      expect([...store.readAll()]).toEqual(r.records);
+      expect(await all(store.readAll())).toEqual(r.records);
     }));
 
     it('subscribe: catches up from a position, then goes live, every event once and in order', withStore(async (store) => {
@@ -155,14 +162,14 @@ export function storeContract(name: string, harness: StoreHarness): void {
       let store = opened;
       expect(store.loadCheckpoint('cp')).toBeUndefined();
       await store.saveCheckpoint('cp', 0, { n: 0 });
-      expect(store.loadCheckpoint('cp')).toEqual({ name: 'cp', position: 0, state: { n: 0 }, hash: '' });
+      expect(await store.loadCheckpoint('cp')).toEqual({ name: 'cp', position: 0, state: { n: 0 }, hash: '' });
       const r = await store.append('s', [ev(), ev()], { expectedVersion: -1 });
       await store.saveCheckpoint('cp', 2, { n: 2 });
       await expect(store.saveCheckpoint('cp', 3, {})).rejects.toThrow(RangeError);
       await store.saveCheckpoint('soon', 1, { n: 1 }, { soon: true });
       store = await harness.reopen(store);
-      expect(store.loadCheckpoint('cp')).toEqual({ name: 'cp', position: 2, state: { n: 2 }, hash: r.records[1]!.hash });
-      expect(store.loadCheckpoint<{ n: number }>('soon')?.state).toEqual({ n: 1 });
+      expect(await store.loadCheckpoint('cp')).toEqual({ name: 'cp', position: 2, state: { n: 2 }, hash: r.records[1]!.hash });
+      expect((await store.loadCheckpoint<{ n: number }>('soon'))?.state).toEqual({ n: 1 });
       return store;
     }));
 
@@ -171,10 +178,10 @@ export function storeContract(name: string, harness: StoreHarness): void {
       await Promise.all([store.append('h-a', [ev('a', { x: 1 })], { expectedVersion: -1 }), store.append('h-b', [ev('b', { y: [2] }), ev('c')], { expectedVersion: -1 })]);
       store = await harness.reopen(store);
       await store.append('h-a', [ev('d', { z: 'é' })], { expectedVersion: 0 });
-      const all = [...store.readAll()];
-      expect(all.map((r) => r.position)).toEqual([1, 2, 3, 4]);
+      const records = await all(store.readAll());
+      expect(records.map((r) => r.position)).toEqual([1, 2, 3, 4]);
       let prev = '';
-      for (const r of all) {
+      for (const r of records) {
         expect(r.prevHash).toBe(prev);
         expect(r.hash).toBe(rehash(r));
         prev = r.hash;

@@ -13,7 +13,7 @@ import { escrowStream } from '../../src/events/catalog.js';
 import type { HostFaults } from '../../src/devnet/hosts/index.js';
 import type { RecordedEvent } from '../../src/events/envelope.js';
 import { startGateway, type RunningGateway } from '../../src/main/start.js';
-import { capturingLogger, httpCaller, testGatewayEnv, type TestGateway } from '../helpers/gateway.js';
+import { capturingLogger, httpCaller, sqliteStoreOf, testGatewayEnv, type TestGateway } from '../helpers/gateway.js';
 import { requestRecords } from '../helpers/request-records.js';
 
 export { MODEL, createEscrowViaApi } from '../helpers/gateway.js';
@@ -58,6 +58,7 @@ export async function startFaultGateway(opts: FaultGatewayOptions = {}): Promise
   const gw: RunningGateway = await startGateway(config, { logger, chain: chainClient });
   const t: FaultGateway = {
     ...gw,
+    store: sqliteStoreOf(gw.store),
     devnet,
     chainClient,
     keys,

@@ -161,7 +161,7 @@ describe('finalize and settle over the devshard protocol (DEVSHARD_HOST_PROTOCOL
     const fee = gw.ctx.chain.txFee?.().amount ?? 0n;
     expect((await gw.ctx.chain.balance(creator)) - creatorBefore).toBe(BigInt(r.json.refund) - fee);
     // the settlement's money is in the log
-    const settled = gw.ctx.engine.readStream(`escrow-${escrowId}`).find((x) => x.type === 'EscrowSettled');
+    const settled = (await gw.ctx.engine.readStream(`escrow-${escrowId}`)).find((x) => x.type === 'EscrowSettled');
     expect(settled?.data).toMatchObject({ totalPayout: (costs + fees).toString(), fees: fees.toString(), refund: r.json.refund });
     // settle again: already settled, the same money
     const again = await gw.call(`/v1/admin/devshards/${escrowId}/settle`, { body: {} });

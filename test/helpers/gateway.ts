@@ -8,11 +8,14 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { generateKeys, loadConfig } from '../../src/config/index.js';
+import { SqliteEventStore } from '../../src/events/sqlite-store.js';
 import { startGateway, type GatewayOptions, type RunningGateway } from '../../src/main/start.js';
 
 export const MODEL = 'Qwen/Qwen3-235B-A22B-Instruct-2507-FP8';
 
 export interface TestGateway extends RunningGateway {
+  /** Test gateways keep their log in SQLite, whose reads answer at once (no await needed). */
+  store: SqliteEventStore;
   keys: ReturnType<typeof generateKeys>;
   storageDir: string;
   env: Record<string, string>;
@@ -97,6 +100,12 @@ export function testGatewayEnv(keys: ReturnType<typeof generateKeys>, storageDir
   };
 }
 
+/** The running gateway's store as the SQLite one it is in tests (its synchronous reads). */
+export function sqliteStoreOf(store: RunningGateway['store']): SqliteEventStore {
+  if (!(store instanceof SqliteEventStore)) throw new Error('test gateways run on the SQLite event store');
+  return store;
+}
+
 export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<TestGateway> {
   const keys = opts.keys ?? generateKeys();
   const storageDir = opts.storageDir ?? mkdtempSync(join(tmpdir(), 'shardgate-test-'));
@@ -106,6 +115,7 @@ export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<T
   const gw = await startGateway(config, { logger, quickStartEscrow: opts.quickStartEscrow ?? false, quickStartRotation: opts.quickStartRotation ?? false, ...(opts.devnet ? { devnet: opts.devnet } : {}) });
   const t: TestGateway = {
     ...gw,
+    store: sqliteStoreOf(gw.store),
     keys,
     storageDir,
     env,

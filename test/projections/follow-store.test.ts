@@ -16,7 +16,7 @@ describe('projections following the SQLite store', () => {
     const dir = mkdtempSync(join(tmpdir(), 'sg-proj-'));
     dirs.push(dir);
     let store = openSqliteEventStore(eventsFile(dir));
-    const { projections, detach } = followProjections(store);
+    const { projections, detach } = await followProjections(store);
     const e = ev.created('e1');
     await store.append(escrowStream('e1'), [newEvent(e.type, e.data, meta), newEvent('EscrowRegistered', ev.registered().data, meta)], { expectedVersion: 'no-stream' });
     expect(projections.pool.pick('m1')?.escrowId).toBe('e1');
@@ -27,7 +27,7 @@ describe('projections following the SQLite store', () => {
     await store.close();
 
     store = openSqliteEventStore(eventsFile(dir));
-    const resumed = followProjections(store);
+    const resumed = await followProjections(store);
     expect(resumed.projections.snapshot()).toEqual(projections.snapshot());
     expect(Projections.rebuild(store.readAll(0)).snapshot()).toEqual(projections.snapshot());
     resumed.detach();

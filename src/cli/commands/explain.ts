@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { withExistingLog } from './existing-log.js';
 import { defaultStorageDir, eventsFile } from '../../events/storage-path.js';
 import { openSqliteEventStore } from '../../events/sqlite-store.js';
-import type { EventStore } from '../../events/store.js';
+import type { LocalLog } from '../../projections/from-store.js';
 import { explainRotation, formatExplain } from '../../projections/rotation-explain.js';
 import { devshardSessionStream, escrowStream, type SettlementData } from '../../events/catalog.js';
 import { eachRequestEvent } from '../../events/request-data.js';
@@ -16,7 +16,7 @@ export interface ExplainRotationOptions {
 }
 
 /** Writes the rotation explanation of a store (text, or JSON with `json`). */
-export function runExplainRotation(store: Pick<EventStore, 'readAll'>, opts: ExplainRotationOptions, out: (s: string) => void = (s) => process.stdout.write(s)): void {
+export function runExplainRotation(store: LocalLog, opts: ExplainRotationOptions, out: (s: string) => void = (s) => process.stdout.write(s)): void {
   const x = explainRotation(store.readAll(0), { ...(opts.model !== undefined ? { model: opts.model } : {}), ...(opts.epoch !== undefined ? { epoch: opts.epoch } : {}) });
   out(opts.json ? `${JSON.stringify(x, null, 2)}\n` : formatExplain(x));
 }
@@ -59,7 +59,7 @@ export interface RequestBilling {
  * Finds `id` (an x-request-id, or a chat completion id `devshard-<escrow>-<nonce>`) in the log and
  * rebuilds what the escrow's replica did with that inference. Undefined when the log has no such request.
  */
-export function explainRequest(store: Pick<EventStore, 'readAll'>, id: string): RequestExplanation | undefined {
+export function explainRequest(store: LocalLog, id: string): RequestExplanation | undefined {
   let where: { escrowId: string; nonce: number } | undefined;
   const m = /^devshard-(.+)-(\d+)$/.exec(id);
   const gateway: RequestExplanation['gateway'] = [];
@@ -182,7 +182,7 @@ export function formatRequestExplanation(x: RequestExplanation): string {
 }
 
 /** Writes the explanation of one request (text, or JSON); false when the log has no such request. */
-export function runExplainRequest(store: Pick<EventStore, 'readAll'>, id: string, opts: { json?: boolean }, out: (s: string) => void = (s) => process.stdout.write(s)): boolean {
+export function runExplainRequest(store: LocalLog, id: string, opts: { json?: boolean }, out: (s: string) => void = (s) => process.stdout.write(s)): boolean {
   const x = explainRequest(store, id);
   if (!x) return false;
   out(opts.json ? `${JSON.stringify(x, null, 2)}\n` : formatRequestExplanation(x));

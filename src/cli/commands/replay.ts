@@ -2,6 +2,7 @@ import { SingleBar } from 'cli-progress';
 import { withExistingLog } from './existing-log.js';
 import type { Command } from 'commander';
 import type { EventStore } from '../../events/store.js';
+import type { LocalLog } from '../../projections/from-store.js';
 import type { RecordedEvent } from '../../events/envelope.js';
 import { machinesAt, parseUntil, replay, type MachinesAt, type ReplayRow } from '../../projections/replay.js';
 import { DevshardLogAudit, failureText, formatTxs, isMissingFacts, type DiffLine, type EscrowAudit } from '../../gateway/session/audit.js';
@@ -66,7 +67,7 @@ function formatMachines(m: MachinesAt): string {
  * Replays a store to stdout (text table, or one JSON document with `--json`); a progress bar on
  * stderr for large logs on a TTY.
  */
-export function runReplay(store: Pick<EventStore, 'readAll' | 'lastPosition'>, opts: ReplayCliOptions, out: (s: string) => void = (s) => process.stdout.write(s)): void {
+export function runReplay(store: LocalLog & Pick<EventStore, 'lastPosition'>, opts: ReplayCliOptions, out: (s: string) => void = (s) => process.stdout.write(s)): void {
   const until = opts.until === undefined ? undefined : parseUntil(opts.until);
   const total = store.lastPosition();
   const bar = process.stderr.isTTY && total >= PROGRESS_THRESHOLD ? new SingleBar({ stream: process.stderr, etaBuffer: 50 }) : undefined;

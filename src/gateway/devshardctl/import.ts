@@ -161,7 +161,7 @@ export async function importFromDevshardctl(ctx: GatewayContext, escrowId: strin
       ),
     ]),
   );
-  const view = body.active === true ? await activateEscrow(ctx, escrowId, metadata) : devshardView(ctx, escrowId);
+  const view = body.active === true ? await activateEscrow(ctx, escrowId, metadata) : await devshardView(ctx, escrowId);
   return {
     // devshardctl's answer (gateway.go handleAdminImportDevshard).
     id: escrowId,

@@ -158,7 +158,7 @@ export type StatusAnswer = ReturnType<typeof statusDocument>;
  * `capacity`), with ours beside it (`object: 'list'`, `data`: our devshard views). Never a private
  * key (devshardctl returns RuntimeConfig's `private_key`; we give `private_key_env`, the variable's name, only).
  */
-export function devshardListDocument(ctx: GatewayContext) {
+export async function devshardListDocument(ctx: GatewayContext) {
   const status = statusDocument(ctx);
   const runtimeOf = new Map(status.devshards.map((d) => [d.id, d]));
   const listed = ctx.projections.pool.all().filter((e) => e.state !== 'removed');
@@ -168,19 +168,20 @@ export function devshardListDocument(ctx: GatewayContext) {
     object: 'list' as const,
     // `prune`: when the chain prunes it unsettled (prune-watch.ts); null once settled. Not part of
     // the devshard view itself, which is also the export document's `escrow`.
-    data: listed.map((e) => {
+    data: await Promise.all(listed.map(async (e) => {
+      const view = await devshardView(ctx, e.escrowId);
       const c = ctx.engine.escrow(e.escrowId)?.context;
-      return { ...devshardView(ctx, e.escrowId), prune: c ? pruneInfo(ctx, c.epoch, c.settled) : null };
-    }),
+      return { ...view, prune: c ? pruneInfo(ctx, c.epoch, c.settled) : null };
+    })),
     settings: ctx.projections.settings.effective(),
-    devshards: listed.map((e) => {
+    devshards: await Promise.all(listed.map(async (e) => {
       const c = ctx.engine.escrow(e.escrowId)?.context;
       const runtime = runtimeOf.get(e.escrowId);
       // created_at / updated_at: the commit times of the escrow stream's first and last events.
       const stream = escrowStream(e.escrowId);
       const last = store.streamVersion(stream);
-      const first = last >= 0 ? store.readStream(stream, 0, 1)[0] : undefined;
-      const latest = last >= 0 ? store.readStream(stream, last, 1)[0] : undefined;
+      const first = last >= 0 ? (await store.readStream(stream, 0, 1))[0] : undefined;
+      const latest = last >= 0 ? (await store.readStream(stream, last, 1))[0] : undefined;
       // RuntimeConfig.private_key_env: the env variable this gateway holds the creator's key from;
       // null when only a request gave it (held in memory until the process ends) or it is not held,
       // `private_key_source` says which. RuntimeConfig.private_key is never served.
@@ -201,7 +202,7 @@ export function devshardListDocument(ctx: GatewayContext) {
         ...(latest ? { updated_at: latest.time } : {}),
         ...(runtime ? { runtime } : {}),
       };
-    }),
+    })),
     limiter: status.limiter,
     capacity: status.capacity,
   };

@@ -120,25 +120,25 @@ export async function resolveCreate(ctx: GatewayContext, intentId: string, outco
       model: escrow.modelId,
       role: intent.role,
       slots,
-      ...intentProtocol(ctx, intentId),
+      ...(await intentProtocol(ctx, intentId)),
     },
     metadata,
   );
-  const register = registerWanted(ctx, intentId);
+  const register = await registerWanted(ctx, intentId);
   const events = register ? [created, newEvent('EscrowRegistered', { escrowId, model: escrow.modelId }, metadata)] : [created];
   await ctx.engine.decideEscrow('escrow', escrowId, events, ctx.engine.intent(intentId));
   return { ok: true, escrowId, txHash: outcome.txHash, height: outcome.height, epoch: escrow.epochIndex, creator: escrow.creator, intentId, escrow };
 }
 
 /** The intent's register flag, read from its first event (the machine context does not keep it). */
-function registerWanted(ctx: GatewayContext, intentId: string): boolean {
-  const first = ctx.engine.readStream(`escrow-create-${intentId}`)[0];
+async function registerWanted(ctx: GatewayContext, intentId: string): Promise<boolean> {
+  const first = (await ctx.engine.readStream(`escrow-create-${intentId}`))[0];
   return first?.type === 'EscrowCreateRequested' ? first.data.register : true;
 }
 
 /** The protocol the intent chose (absent in an intent recorded before versions were: v2, legacy). */
-function intentProtocol(ctx: GatewayContext, intentId: string): { protocol?: ProtocolData } {
-  const first = ctx.engine.readStream(`escrow-create-${intentId}`)[0];
+async function intentProtocol(ctx: GatewayContext, intentId: string): Promise<{ protocol?: ProtocolData }> {
+  const first = (await ctx.engine.readStream(`escrow-create-${intentId}`))[0];
   const p = first?.type === 'EscrowCreateRequested' ? first.data.protocol : undefined;
   return p ? { protocol: { ...p } } : {};
 }
@@ -170,7 +170,7 @@ export async function recordCreateFailed(ctx: GatewayContext, intentId: string, 
  * chain by hash (or a re-broadcast of the recorded bytes), then recorded. Undefined while unknown.
  */
 export async function resolvePendingCreate(ctx: GatewayContext, intentId: string, metadata: EventMetadata): Promise<CreateEscrowOutcome | undefined> {
-  const first = ctx.engine.readStream(createIntentStream(intentId))[0];
+  const first = (await ctx.engine.readStream(createIntentStream(intentId)))[0];
   if (first?.type !== 'EscrowCreateRequested' || ctx.engine.intent(intentId)?.value !== 'creating') return undefined;
   const { txHash, txBytes, creator } = first.data;
   const outcome = await recordedTxOutcome(ctx, { txHash, txBytes: txBytes ?? '', creator });

@@ -187,7 +187,7 @@ export async function settleEscrow(ctx: GatewayContext, escrowId: string, cmd: S
   const s = escrowOr404(ctx, escrowId);
   const c = s.context;
   if (c.settled) return settledAnswer(ctx, escrowId, true);
-  if (s.value === 'settling') return { status: 'settling', escrow_id: escrowId, settled: false, tx_hash: lastSettleTx(ctx, escrowId) ?? '' };
+  if (s.value === 'settling') return { status: 'settling', escrow_id: escrowId, settled: false, tx_hash: (await lastSettleTx(ctx, escrowId)) ?? '' };
   const key = await ctx.keyring.resolve(cmd.keySource, c.creator ?? '');
   if (!key) {
     const where = cmd.keySource.kind === 'env' ? `environment variable ${cmd.keySource.name} is unset or not a 64-hex key` : 'the creator key is not held by this process';
@@ -361,8 +361,8 @@ export function txFeeOfRecord(fee: { denom?: string; amount?: string; gasLimit?:
   };
 }
 
-function lastSettleTx(ctx: GatewayContext, escrowId: string): string | undefined {
-  const recs = ctx.engine.readStream(`escrow-${escrowId}`);
+async function lastSettleTx(ctx: GatewayContext, escrowId: string): Promise<string | undefined> {
+  const recs = await ctx.engine.readStream(`escrow-${escrowId}`);
   for (let i = recs.length - 1; i >= 0; i--) {
     const r = recs[i]!;
     if (r.type === 'EscrowSettleRequested') return r.data.txHash;
@@ -370,8 +370,8 @@ function lastSettleTx(ctx: GatewayContext, escrowId: string): string | undefined
   return undefined;
 }
 
-function settledAnswer(ctx: GatewayContext, escrowId: string, already: boolean): SettleAnswer {
-  const recs = ctx.engine.readStream(`escrow-${escrowId}`);
+async function settledAnswer(ctx: GatewayContext, escrowId: string, already: boolean): Promise<SettleAnswer> {
+  const recs = await ctx.engine.readStream(`escrow-${escrowId}`);
   const settled = [...recs].reverse().find((r) => r.type === 'EscrowSettled');
   const d: { txHash: string; height: number; refund: string; totalPayout?: string; fees?: string } = settled?.type === 'EscrowSettled' ? settled.data : { txHash: '', height: 0, refund: '0' };
   const money =
@@ -381,7 +381,7 @@ function settledAnswer(ctx: GatewayContext, escrowId: string, already: boolean):
 
 export async function deactivateEscrow(ctx: GatewayContext, escrowId: string, metadata: EventMetadata, reason?: string) {
   const s = escrowOr404(ctx, escrowId);
-  if (s.value === 'deactivated') return devshardView(ctx, escrowId);
+  if (s.value === 'deactivated') return await devshardView(ctx, escrowId);
   await decided(() => ctx.engine.decideEscrow('escrow', escrowId, [newEvent('EscrowDeactivated', reason ? { reason } : {}, metadata)]));
   return devshardView(ctx, escrowId);
 }
@@ -413,12 +413,12 @@ function viewProtocol(ctx: GatewayContext, escrowId: string) {
 /** A settled escrow's money never changes: read from its stream once per engine. */
 const settledMoneyCache = new WeakMap<object, Map<string, SettledMoney>>();
 
-function settledMoneyOf(ctx: GatewayContext, escrowId: string, deposit: string): SettledMoney | undefined {
+async function settledMoneyOf(ctx: GatewayContext, escrowId: string, deposit: string): Promise<SettledMoney | undefined> {
   let byEscrow = settledMoneyCache.get(ctx.engine);
   if (!byEscrow) settledMoneyCache.set(ctx.engine, (byEscrow = new Map()));
   const known = byEscrow.get(escrowId);
   if (known) return known;
-  const money = settledMoney(ctx.engine.readStream(escrowStream(escrowId)), BigInt(deposit));
+  const money = settledMoney(await ctx.engine.readStream(escrowStream(escrowId)), BigInt(deposit));
   if (money) byEscrow.set(escrowId, money);
   return money;
 }
@@ -455,11 +455,13 @@ function settledView(money: SettledMoney) {
   };
 }
 
-export function devshardView(ctx: GatewayContext, escrowId: string) {
+export async function devshardView(ctx: GatewayContext, escrowId: string) {
+  const before = ctx.engine.escrow(escrowId)!.context;
+  // Read before the state below, which is then taken in one synchronous stretch.
+  const money = before.settled ? await settledMoneyOf(ctx, escrowId, before.deposit) : undefined;
   const s = ctx.engine.escrow(escrowId)!;
   const c = s.context;
   const expired = !c.settled && settleWindowClosedAt(ctx, c.epoch);
-  const money = c.settled ? settledMoneyOf(ctx, escrowId, c.deposit) : undefined;
   return {
     escrow_id: escrowId,
     model_id: c.model,

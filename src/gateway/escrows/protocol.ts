@@ -14,18 +14,53 @@ import type { GatewayContext } from '../context.js';
 /** Per engine, escrow id → its recorded protocol (an escrow's first event never changes). */
 const known = new WeakMap<Engine, Map<string, EscrowProtocol>>();
 
-/** The protocol recorded by an escrow's first event; v2 on the legacy route when it recorded none. */
-export function escrowProtocol(engine: Engine, escrowId: string): EscrowProtocol {
+/** The engine's memo, following its commits from its creation on (new and imported escrows). */
+function memo(engine: Engine): Map<string, EscrowProtocol> {
   let m = known.get(engine);
-  if (!m) known.set(engine, (m = new Map()));
+  if (m) return m;
+  const fresh = new Map<string, EscrowProtocol>();
+  known.set(engine, fresh);
+  engine.store.onCommit((records) => {
+    for (const r of records) if (r.streamVersion === 0) remember(fresh, r);
+  });
+  return fresh;
+}
+
+function remember(m: Map<string, EscrowProtocol>, first: { streamId: string; type: string; data: unknown }): void {
+  if (first.type !== 'EscrowCreated' && first.type !== 'EscrowImported') return;
+  const d = first.data as { escrowId?: string; protocol?: EscrowProtocol };
+  if (typeof d.escrowId !== 'string' || escrowStream(d.escrowId) !== first.streamId) return;
+  m.set(d.escrowId, d.protocol ? { version: d.protocol.version, route: d.protocol.route, tag: d.protocol.tag } : LEGACY_PROTOCOL);
+}
+
+/**
+ * Reads the recorded protocol of each escrow once (at start, before serving), so that
+ * `escrowProtocol` answers from memory on the chat path whatever the store.
+ */
+export async function loadRecordedProtocols(engine: Engine, escrowIds: Iterable<string>): Promise<void> {
+  const m = memo(engine);
+  for (const id of escrowIds) {
+    if (m.has(id)) continue;
+    const [first] = await engine.store.readStream(escrowStream(id), 0, 1);
+    if (first) remember(m, first);
+  }
+}
+
+/**
+ * The protocol recorded by an escrow's first event; v2 on the legacy route when it recorded none
+ * (or is not recorded yet). From memory; a store with local reads is asked on a miss.
+ */
+export function escrowProtocol(engine: Engine, escrowId: string): EscrowProtocol {
+  const m = memo(engine);
   const hit = m.get(escrowId);
   if (hit) return hit;
-  const first = engine.readStream(escrowStream(escrowId))[0];
-  if (!first) return LEGACY_PROTOCOL; // not yet recorded: not cached
-  const recorded = first.type === 'EscrowCreated' || first.type === 'EscrowImported' ? first.data.protocol : undefined;
-  const p = recorded ? { ...recorded } : LEGACY_PROTOCOL;
-  m.set(escrowId, p);
-  return p;
+  const read = engine.store.readStream(escrowStream(escrowId), 0, 1);
+  if (read instanceof Promise) {
+    read.catch(() => undefined); // a network store: loadRecordedProtocols read it at start
+    return LEGACY_PROTOCOL;
+  }
+  if (read[0]) remember(m, read[0]);
+  return m.get(escrowId) ?? LEGACY_PROTOCOL; // not yet recorded: not cached
 }
 
 /** The body members that name a protocol (devshardctl's `protocol_version`, `route_prefix`; our `state_root_version`). */

@@ -51,7 +51,7 @@ async function buildProtocolSettlement(ctx: GatewayContext, escrowId: string): P
   const s = f.settlement;
   const tag = escrowProtocol(ctx.engine, escrowId).tag;
   if (s.version !== tag) throw refuse.upstream(`Devshard ${escrowId}'s session has the state-root tag ${JSON.stringify(s.version)}, but the escrow recorded ${JSON.stringify(tag)}.`, 'finalize_failed');
-  const requests = new Map(slotTally(ctx.engine.readStream(escrowStream(escrowId)), c.slots).map((t) => [t.slotId, t.requests]));
+  const requests = new Map(slotTally(await ctx.engine.readStream(escrowStream(escrowId)), c.slots).map((t) => [t.slotId, t.requests]));
   for (const h of s.hostStats) {
     // v2's rules leave them 0; the recorded data (and the chain message made from it) carries none.
     if (h.requiredValidations !== 0 || h.completedValidations !== 0) throw refuse.upstream(`Devshard ${escrowId}'s settlement counts validations for slot ${h.slotId}; the v2 rules do not.`, 'finalize_failed');

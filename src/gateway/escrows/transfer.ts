@@ -24,13 +24,13 @@ import { decided, devshardView, escrowOr404 } from './lifecycle.js';
 import { settleWindowClosed } from './pruned.js';
 import { boundSessionEscrow, diffsOfData, exportedSession, hostTxsOfData, recordImportedSession, replayAgainstFacts } from '../session/import.js';
 
-export function exportEscrow(ctx: GatewayContext, escrowId: string) {
+export async function exportEscrow(ctx: GatewayContext, escrowId: string) {
   escrowOr404(ctx, escrowId);
   return {
-    escrow: { ...devshardView(ctx, escrowId), active: false as const },
-    events: ctx.engine.store.readStream(escrowStream(escrowId)).map(toExportedEvent),
+    escrow: { ...(await devshardView(ctx, escrowId)), active: false as const },
+    events: (await ctx.engine.store.readStream(escrowStream(escrowId))).map(toExportedEvent),
     // The replica the hosts hold: without its diffs the importing gateway's session would start at nonce 0.
-    devshard_session: exportedSession(ctx, escrowId),
+    devshard_session: await exportedSession(ctx, escrowId),
     exported_at: new Date().toISOString(),
     source: ctx.config.server.instanceName,
   };

@@ -45,7 +45,7 @@ export class ProtocolBilling {
    */
   restore(escrowId: string, recordedCharges: ReadonlyMap<bigint, Charge>): void {
     const bills = new Map<bigint, bigint>();
-    for (const r of eachRequestEvent(this.ctx.engine.readStream(escrowStream(escrowId)))) {
+    for (const r of eachRequestEvent(this.ctx.engine.readStreamNow(escrowStream(escrowId)))) {
       if (r.type === 'InferenceFinished' || r.type === 'InferenceFailed') bills.set(BigInt(r.data.nonce), (bills.get(BigInt(r.data.nonce)) ?? 0n) + BigInt(r.data.cost));
       else if (r.type === 'UsageRecovered' && r.data.inferenceId !== undefined) {
         const id = BigInt(r.data.inferenceId);

@@ -47,7 +47,7 @@ export function recordDiff(engine: Engine, escrowId: string, d: RecordedDiff): P
 /** The escrow's recorded diffs in nonce order (reads SQL: once per escrow, when its session opens). */
 export function recordedDiffs(engine: Engine, escrowId: string): RecordedDiff[] {
   const out: RecordedDiff[] = [];
-  for (const r of engine.readStream(devshardSessionStream(escrowId))) {
+  for (const r of engine.readStreamNow(devshardSessionStream(escrowId))) {
     if (r.type === 'DevshardDiffSent') out.push(recordedDiffOf(r.data));
   }
   return out;
@@ -100,9 +100,8 @@ export function sessionEscrowOf(d: OpenedData): SessionEscrow {
 }
 
 /** The facts the escrow's session was last opened with (its latest DevshardSessionOpened), if any. */
-export function boundSessionFacts(engine: Engine, escrowId: string): SessionEscrow | undefined {
-  const last = engine
-    .readStream(devshardSessionStream(escrowId))
+export async function boundSessionFacts(engine: Engine, escrowId: string): Promise<SessionEscrow | undefined> {
+  const last = (await engine.readStream(devshardSessionStream(escrowId)))
     .filter((r) => r.type === 'DevshardSessionOpened')
     .at(-1);
   return last ? sessionEscrowOf(last.data as OpenedData) : undefined;
@@ -115,8 +114,7 @@ export function boundSessionFacts(engine: Engine, escrowId: string): SessionEscr
  */
 export async function recordSessionOpened(engine: Engine, escrow: SessionEscrow): Promise<void> {
   const data = sessionOpenedData(escrow);
-  const last = engine
-    .readStream(devshardSessionStream(escrow.escrowId))
+  const last = (await engine.readStream(devshardSessionStream(escrow.escrowId)))
     .filter((r) => r.type === 'DevshardSessionOpened')
     .at(-1);
   if (last && canonicalJson(last.data) === canonicalJson(data)) return;
@@ -136,7 +134,7 @@ export function recordHostTxs(engine: Engine, escrowId: string, host: string, tx
 /** The host txs the log holds for an escrow, in the order taken (read once, when its session opens). */
 export function recordedHostTxs(engine: Engine, escrowId: string): DevshardTx[] {
   const out: DevshardTx[] = [];
-  for (const r of engine.readStream(devshardSessionStream(escrowId))) {
+  for (const r of engine.readStreamNow(devshardSessionStream(escrowId))) {
     if (r.type === 'DevshardHostTxsReceived') for (const t of r.data.txs) out.push(fromBinary(DevshardTxSchema, bytes(t)));
   }
   return out;

@@ -133,10 +133,10 @@ const txB64 = (tx: DevshardTx): string => b64(toBinary(DevshardTxSchema, tx));
  * order), and the host txs taken from answers that no recorded diff carried yet (the session's
  * pending set: DevshardHostTxsReceived data, in the order taken, the carried txs left out).
  */
-export function exportedSession(ctx: Pick<GatewayContext, 'engine'>, escrowId: string): { diffs: DiffData[]; host_txs: HostTxsData[] } {
+export async function exportedSession(ctx: Pick<GatewayContext, 'engine'>, escrowId: string): Promise<{ diffs: DiffData[]; host_txs: HostTxsData[] }> {
   const diffs: DiffData[] = [];
   const hostTxs: HostTxsData[] = [];
-  for (const r of ctx.engine.readStream(devshardSessionStream(escrowId))) {
+  for (const r of await ctx.engine.readStream(devshardSessionStream(escrowId))) {
     if (r.type === 'DevshardDiffSent') diffs.push(r.data);
     else if (r.type === 'DevshardHostTxsReceived') hostTxs.push(r.data);
   }
@@ -161,7 +161,7 @@ export async function recordImportedSession(
   metadata: EventMetadata,
 ): Promise<void> {
   const { escrowId } = escrow;
-  const stream = ctx.engine.readStream(devshardSessionStream(escrowId));
+  const stream = await ctx.engine.readStream(devshardSessionStream(escrowId));
   const here = stream.filter((r) => r.type === 'DevshardDiffSent');
   const incoming = diffs.map((d) => diffEventData(escrowId, d));
   if (here.length > 0) {

@@ -45,8 +45,8 @@ export interface DrainTask {
 }
 
 /** The deferral a drained settle completes: its key source, who asked, and metadata linking to it. */
-function deferral(ctx: GatewayContext, escrowId: string): { keySource: KeySource; origin: CreateOrigin; metadata: EventMetadata; txFee?: TxFeeOverride } {
-  const deferred = [...ctx.engine.readStream(escrowStream(escrowId))].reverse().find((r) => r.type === 'EscrowSettleDeferred');
+async function deferral(ctx: GatewayContext, escrowId: string): Promise<{ keySource: KeySource; origin: CreateOrigin; metadata: EventMetadata; txFee?: TxFeeOverride }> {
+  const deferred = [...(await ctx.engine.readStream(escrowStream(escrowId)))].reverse().find((r) => r.type === 'EscrowSettleDeferred');
   const data = deferred?.type === 'EscrowSettleDeferred' ? deferred.data : undefined;
   const origin = data?.origin ?? 'admin';
   return {
@@ -66,9 +66,10 @@ async function attemptDrained(ctx: GatewayContext, escrowId: string, chain: Chai
   const base = { height: chain.height, epoch: chain.epoch, attempt };
   const drained: DrainedAttempt = { attempt, height: chain.height };
   const outcome: Attempt = await ctx.engine.serial(escrowStream(escrowId), async () => {
+    // Read before the state check, so nothing is awaited between the check and the settle.
+    const { keySource, origin, metadata, txFee } = await deferral(ctx, escrowId);
     const s = ctx.engine.escrow(escrowId);
     if (s?.value !== 'settleDeferred' || s.context.inFlight > 0) return undefined; // settled (or sent) by hand since
-    const { keySource, origin, metadata, txFee } = deferral(ctx, escrowId);
     try {
       return { answer: await settleEscrow(ctx, escrowId, { keySource, origin, metadata, drained, ...(txFee ? { txFee } : {}) }) };
     } catch (err) {
@@ -102,9 +103,9 @@ async function giveUp(ctx: GatewayContext, due: Extract<DueSettleRetry, { kind: 
   const { escrowId } = due;
   const error = settleWindowClosedError(due, chain.epoch);
   const recorded = await ctx.engine.serial(escrowStream(escrowId), async () => {
+    const { metadata } = await deferral(ctx, escrowId);
     const s = ctx.engine.escrow(escrowId);
     if (s?.value !== 'settleDeferred' || !s.context.settleRetry) return false;
-    const { metadata } = deferral(ctx, escrowId);
     await ctx.engine.decideEscrow('escrow', escrowId, [newEvent('EscrowSettleFailed', { reason: error.message, error, height: chain.height, windowClosed: true }, metadata)]);
     return true;
   });

@@ -84,13 +84,13 @@ export async function reconcileIntents(ctx: GatewayContext, report: ReconcileRep
   const work: { sequence: number; run: () => Promise<void> }[] = [];
   for (const p of ctx.projections.pool.pending()) {
     if (busy.has(p.txHash)) continue;
-    const first = ctx.engine.readStream(createIntentStream(p.intentId))[0];
+    const first = (await ctx.engine.readStream(createIntentStream(p.intentId)))[0];
     const sequence = txSequence(first?.type === 'EscrowCreateRequested' ? first.data.txBytes : undefined) ?? Infinity;
     work.push({ sequence, run: () => reconcileCreate(ctx, p.intentId, report) });
   }
   for (const e of ctx.projections.pool.all()) {
     if (ctx.engine.escrow(e.escrowId)?.value !== 'settling') continue;
-    work.push({ sequence: txSequence(lastSettleIntent(ctx, e.escrowId)?.txBytes) ?? Infinity, run: () => reconcileSettle(ctx, e.escrowId, busy, report) });
+    work.push({ sequence: txSequence((await lastSettleIntent(ctx, e.escrowId))?.txBytes) ?? Infinity, run: () => reconcileSettle(ctx, e.escrowId, busy, report) });
   }
   // Stable: what has no readable sequence keeps its order (creates before settles), after the rest.
   work.sort((a, b) => (a.sequence === b.sequence ? 0 : a.sequence < b.sequence ? -1 : 1));
@@ -112,12 +112,12 @@ async function reconcileSettle(ctx: GatewayContext, escrowId: string, busy: Set<
   // A settle the rotation task or the depletion check sent itself: its failure is recorded in
   // rotation-<model> too, under the model's lock taken before the escrow's (as they take them).
   const model = settling.context.model;
-  const owned = model !== null && ownerAttemptOf(lastSettleIntent(ctx, escrowId) ?? {}) !== undefined;
+  const owned = model !== null && ownerAttemptOf((await lastSettleIntent(ctx, escrowId)) ?? {}) !== undefined;
   const locked = <T>(f: () => Promise<T>): Promise<T> => (owned ? withModelLock(ctx, model, f) : f());
   await locked(() => ctx.engine.serial(escrowStream(escrowId), async () => {
     const snap = ctx.engine.escrow(escrowId);
     if (snap?.value !== 'settling') return;
-    const req = lastSettleIntent(ctx, escrowId);
+    const req = await lastSettleIntent(ctx, escrowId);
     if (!req || busy.has(req.txHash)) return;
     const outcome = await recordedTxOutcome(ctx, { txHash: req.txHash, txBytes: req.txBytes ?? '', creator: snap.context.creator ?? '' });
     if (outcome === 'unknown') {
@@ -149,8 +149,8 @@ async function reconcileSettle(ctx: GatewayContext, escrowId: string, busy: Set<
 }
 
 /** The escrow's last settle intent (EscrowSettleRequested), if any. */
-function lastSettleIntent(ctx: GatewayContext, escrowId: string): EscrowEventData['EscrowSettleRequested'] | undefined {
-  const recs = ctx.engine.readStream(escrowStream(escrowId));
+async function lastSettleIntent(ctx: GatewayContext, escrowId: string): Promise<EscrowEventData['EscrowSettleRequested'] | undefined> {
+  const recs = await ctx.engine.readStream(escrowStream(escrowId));
   const req = [...recs].reverse().find((r) => r.type === 'EscrowSettleRequested');
   return req?.type === 'EscrowSettleRequested' ? req.data : undefined;
 }
@@ -223,10 +223,12 @@ export function startIntentReconciler(ctx: GatewayContext, intervalMs: number): 
  * those nonces are recorded as used without a start (NoncesSkipped, exactly that range).
  */
 async function endCrashedRequests(ctx: GatewayContext, escrowId: string, report: ReconcileReport): Promise<void> {
+  const lastSent = await lastSentNonce(ctx, escrowId);
+  const records = await ctx.engine.readStream(escrowStream(escrowId));
+  // The state after the reads: nothing is awaited from here to the decision.
   const c = ctx.engine.escrow(escrowId)!.context;
-  const lastSent = lastSentNonce(ctx, escrowId);
   const nonceOf = new Map<string, number>();
-  for (const r of eachRequestEvent(ctx.engine.readStream(escrowStream(escrowId)))) {
+  for (const r of eachRequestEvent(records)) {
     if (r.type === 'InferenceStarted' && Object.hasOwn(c.pending, r.data.requestId)) nonceOf.set(r.data.requestId, r.data.nonce);
   }
   const orphans = Object.keys(c.pending)
@@ -275,9 +277,9 @@ async function endCrashedRequests(ctx: GatewayContext, escrowId: string, report:
 }
 
 /** The last nonce whose diff the log holds (0: none; upstream mode sends no diffs). */
-function lastSentNonce(ctx: GatewayContext, escrowId: string): number {
+async function lastSentNonce(ctx: GatewayContext, escrowId: string): Promise<number> {
   let last = 0;
-  for (const r of ctx.engine.readStream(devshardSessionStream(escrowId))) {
+  for (const r of await ctx.engine.readStream(devshardSessionStream(escrowId))) {
     if (r.type === 'DevshardDiffSent') last = Math.max(last, Number(r.data.nonce));
   }
   return last;

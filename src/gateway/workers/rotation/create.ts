@@ -46,8 +46,8 @@ export function intentStatus(ctx: GatewayContext, intentId: string, created: Map
 }
 
 /** The chain's reason recorded for a failed intent. */
-export function intentFailure(ctx: GatewayContext, intentId: string) {
-  const recs = ctx.engine.readStream(createIntentStream(intentId));
+export async function intentFailure(ctx: GatewayContext, intentId: string) {
+  const recs = await ctx.engine.readStream(createIntentStream(intentId));
   const failed = recs.find((r) => r.type === 'EscrowCreateFailed');
   return failed?.type === 'EscrowCreateFailed' ? failed.data.error : { kind: 'rejected' as const, message: 'create failed (reason not recorded)' };
 }

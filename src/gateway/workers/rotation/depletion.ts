@@ -159,7 +159,7 @@ export async function replace(ctx: GatewayContext, escrowId: string, reason: Rep
   }
 
   const fail = async (error: unknown, recorded = false) => {
-    const info = recorded ? intentFailure(ctx, entry!.intentId) : errorInfo(error);
+    const info = recorded ? await intentFailure(ctx, entry!.intentId) : errorInfo(error);
     const suppress = recorded ? info.kind !== 'unreachable' && info.kind !== 'timeout' : isChainRefusal(error);
     await appendRotation(ctx, model, 'DepletionReplacementFailed', { model, escrowId, reason, chain, error: info, suppress }, DEPLETION_META);
     log.error({ reason, error: info, suppressed: suppress }, 'escrow_depletion_replacement_failed');

@@ -254,7 +254,7 @@ async function execute(ctx: GatewayContext, m: RotationModelSettings, chain: Cha
     }
 
     case 'record_create_failure': {
-      const error = intentFailure(ctx, plan.intentId);
+      const error = await intentFailure(ctx, plan.intentId);
       const suppress = error.kind !== 'unreachable' && error.kind !== 'timeout';
       await appendRotation(ctx, model, 'RotationFailed', { model, step: createStep(plan.role), role: plan.role, chain, error, suppress, intentId: plan.intentId }, ROTATION_META);
       log.error({ ...base, role: plan.role, error, suppressed: suppress }, 'escrow_rotation_create_failed');
