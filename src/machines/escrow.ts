@@ -10,6 +10,7 @@
 import { assertEvent, assign, setup } from 'xstate';
 import type { Amount, CatalogEventOf, EscrowEventData, EscrowRole, SettlementData, SlotInfo } from '../events/catalog.js';
 import { add, lte, sub } from './amounts.js';
+import { AMOUNTS, endAllowed, endUpdate, reserveAllowed, startAllowed } from './escrow-rules.js';
 import type { SettleRetry } from './rotation.js';
 
 /** The nonce at which a multi-escrow gateway stops routing new chat to an escrow (spec "Limits"). */
@@ -78,21 +79,16 @@ export const hasReservation = (pending: Record<string, Amount>, requestId: strin
  * (`pending` is the representation, not the rule) and return the counters to merge into context.
  */
 
-/** A fresh nonce above the last one, reserved, below the routing stop, not already pending, and the reservation is covered. */
+/** startAllowed (escrow-rules.ts) on the context's amounts. */
 export const canStartRequest = (context: EscrowContext, d: StartData, alreadyPending: boolean): boolean =>
-  d.nonce > context.nonce &&
-  (context.nonceReserved == null || d.nonce <= context.nonceReserved) &&
-  d.nonce < context.routingStop &&
-  !alreadyPending &&
-  lte(add(context.reserved, d.reservedCost), context.balance);
+  startAllowed(AMOUNTS, context, d.nonce, d.reservedCost, alreadyPending);
 
-/** The request is in flight here (has a reservation) and its cost fits the unspent deposit (balance stays ≥ 0). */
+/** endAllowed (escrow-rules.ts) on the context's amounts. */
 export const canEndRequest = (context: EscrowContext, d: EndData, reservation: Amount | undefined): boolean =>
-  reservation !== undefined && lte(d.cost, context.balance);
+  endAllowed(AMOUNTS, context.balance, d.cost, reservation);
 
-/** A reservation beyond both the last reservation and the last used nonce, below the routing stop. */
-export const canReserveNonces = (context: Pick<EscrowContext, 'nonce' | 'nonceReserved' | 'routingStop'>, upTo: number): boolean =>
-  upTo > Math.max(context.nonce, context.nonceReserved ?? 0) && upTo < context.routingStop;
+/** reserveAllowed (escrow-rules.ts). */
+export const canReserveNonces = (context: Pick<EscrowContext, 'nonce' | 'nonceReserved' | 'routingStop'>, upTo: number): boolean => reserveAllowed(context, upTo);
 
 /** Counters after a request starts (the caller adds `requestId → reservedCost` to `pending`). */
 export const startRequestUpdate = (context: EscrowContext, d: StartData): Pick<EscrowContext, 'nonce' | 'inFlight' | 'reserved'> => ({
@@ -106,10 +102,7 @@ export const endRequestUpdate = (
   context: EscrowContext,
   d: EndData,
   reservation: Amount,
-): Pick<EscrowContext, 'inFlight' | 'reserved' | 'spent' | 'balance'> => {
-  const spent = add(context.spent, d.cost);
-  return { inFlight: context.inFlight - 1, reserved: sub(context.reserved, reservation), spent, balance: sub(context.deposit, spent) };
-};
+): Pick<EscrowContext, 'inFlight' | 'reserved' | 'spent' | 'balance'> => ({ inFlight: context.inFlight - 1, ...endUpdate(AMOUNTS, context, d.cost, reservation) });
 
 /** Edits of the pending reservations (requestId → reserved cost) while InferencesRecorded is folded. */
 export interface PendingEdits {

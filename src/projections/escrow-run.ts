@@ -19,7 +19,8 @@
  */
 import type { Amount } from '../events/catalog.js';
 import { fastTypesIn, pendingOf, PENDING_RENEW, PendingMap, withFastCounters } from '../machines/escrow-fast.js';
-import { canReserveNonces, type EscrowSnapshot } from '../machines/index.js';
+import type { EscrowSnapshot } from '../machines/index.js';
+import { endAllowed, endUpdate, NUMBERS, reserveAllowed, startAllowed, type StartCounters } from '../machines/escrow-rules.js';
 
 /** `fold` outcomes. */
 export const REFUSED = 0;
@@ -167,7 +168,7 @@ export class EscrowRun {
   /** canReserveNonces, then reserveNonces. */
   private reserve(upTo: unknown): number {
     if (typeof upTo !== 'number' || !Number.isSafeInteger(upTo)) return BAIL;
-    if (!canReserveNonces({ nonce: this.nonce, nonceReserved: this.nonceReserved as number | null, routingStop: this.routingStop as number }, upTo)) return REFUSED;
+    if (!reserveAllowed(this.counters(), upTo)) return REFUSED;
     this.nonceReserved = upTo;
     this.touched |= NONCE_RESERVED;
     this.accepted = true;
@@ -177,13 +178,11 @@ export class EscrowRun {
   /** canStartRequest, then startRequestUpdate and `pending[requestId] = reservedCost`. */
   private start(id: unknown, nonce: unknown, cost: unknown): number {
     if (typeof id !== 'string' || typeof nonce !== 'number') return BAIL;
-    const nonceReserved = this.nonceReserved;
-    if (!(nonce > this.nonce && (nonceReserved == null || nonce <= nonceReserved) && nonce < (this.routingStop as number)) || this.pending.has(id)) return REFUSED;
     const c = exactInt(cost);
     if (c === undefined) return BAIL;
     const reserved = this.reserved + c;
-    if (!Number.isSafeInteger(reserved)) return BAIL;
-    if (!(reserved <= this.balance)) return REFUSED;
+    if (!Number.isSafeInteger(reserved)) return BAIL; // the machine's decimal arithmetic decides
+    if (!startAllowed(NUMBERS, this.counters(), nonce, c, this.pending.has(id))) return REFUSED;
     this.nonce = nonce;
     this.inFlight += 1;
     this.reserved = reserved;
@@ -202,15 +201,12 @@ export class EscrowRun {
   private end(id: unknown, cost: unknown): number {
     if (typeof id !== 'string') return BAIL;
     const reservation = this.pending.get(id);
-    if (reservation === undefined) return REFUSED;
     const c = exactInt(cost);
-    if (c === undefined) return BAIL;
-    if (!(c <= this.balance)) return REFUSED;
-    const r = exactInt(reservation);
-    if (r === undefined) return BAIL;
-    const spent = this.spent + c;
-    const reserved = this.reserved - r;
-    const balance = this.deposit - spent;
+    if (c === undefined) return reservation === undefined ? REFUSED : BAIL;
+    const r = reservation === undefined ? undefined : exactInt(reservation);
+    if (reservation !== undefined && r === undefined) return BAIL;
+    if (!endAllowed(NUMBERS, this.balance, c, r)) return REFUSED;
+    const { spent, reserved, balance } = endUpdate(NUMBERS, { reserved: this.reserved, spent: this.spent, deposit: this.deposit }, c, r!);
     if (!Number.isSafeInteger(spent) || !Number.isSafeInteger(reserved) || !Number.isSafeInteger(balance)) return BAIL;
     this.inFlight -= 1;
     this.spent = spent;
@@ -220,6 +216,11 @@ export class EscrowRun {
     this.pending.delete(id);
     this.accepted = true;
     return ACCEPTED;
+  }
+
+  /** The counters a start or a reservation is checked against (escrow-rules.ts). */
+  private counters(): StartCounters<number> {
+    return { nonce: this.nonce, nonceReserved: this.nonceReserved, routingStop: this.routingStop as number, reserved: this.reserved, balance: this.balance };
   }
 
   /** The snapshot after the run (`base` itself when nothing was accepted). Ends the run: call it once. */

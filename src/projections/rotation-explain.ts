@@ -11,6 +11,7 @@
  */
 import { parseStreamId, upcast, type ChainErrorInfo, type ChainInputs, type EscrowEventData, type EscrowRole, type RotationEventData } from '../events/catalog.js';
 import type { RecordedEvent } from '../events/envelope.js';
+import { Projections } from './projections.js';
 
 export interface ExplainStep {
   position: number;
@@ -115,7 +116,8 @@ export function explainRotation(records: Iterable<RecordedEvent>, filter: Explai
   const intents = new Map<string, { cycle?: ExplainCycle; replacement?: ExplainReplacement; role: EscrowRole }>();
   /** escrow id → the cycle that decided its settle. */
   const settling = new Map<string, ExplainCycle>();
-  const inFlight = new Map<string, number>();
+  // In-flight counts as the escrow machine folds them (its guards: a refused start counts nothing).
+  const folded = new Projections();
   /** escrow id → its epoch (settle window: that epoch and the next). */
   const escrowEpoch = new Map<string, number>();
   /** old escrow id → the latest depletion replacement decided for it. */
@@ -124,6 +126,7 @@ export function explainRotation(records: Iterable<RecordedEvent>, filter: Explai
   const push = (cycle: ExplainCycle, r: RecordedEvent, text: string) => cycle.steps.push({ position: r.position, time: r.time, event: r.type, text });
 
   for (const record of records) {
+    folded.apply(record);
     const stream = parseStreamId(record.streamId);
     const e = upcast(record);
     if (!e) continue;
@@ -151,19 +154,6 @@ export function explainRotation(records: Iterable<RecordedEvent>, filter: Explai
             push(link.cycle, record, `${link.role} escrow ${id} created on chain at height ${e.data.height} (epoch ${e.data.epoch}, deposit ${e.data.amount})`);
           }
           if (link?.replacement) link.replacement.replacementId = id;
-          break;
-        }
-        case 'InferenceStarted':
-          inFlight.set(id, (inFlight.get(id) ?? 0) + 1);
-          break;
-        case 'InferenceFinished':
-        case 'InferenceFailed':
-          inFlight.set(id, Math.max(0, (inFlight.get(id) ?? 0) - 1));
-          break;
-        case 'InferencesRecorded': {
-          let n = inFlight.get(id) ?? 0;
-          for (const entry of e.data.entries) n = entry.type === 'InferenceStarted' ? n + 1 : Math.max(0, n - 1);
-          inFlight.set(id, n);
           break;
         }
         case 'EscrowSettleDeferred':
@@ -354,6 +344,7 @@ export function explainRotation(records: Iterable<RecordedEvent>, filter: Explai
     }
   }
 
+  const inFlight = new Map(folded.pool.all().map((e) => [e.escrowId, e.inFlight]));
   for (const c of cycles) for (const s of c.settles) s.inFlight = inFlight.get(s.escrowId) ?? 0;
   const keep = (model: string, epochs: (number | null)[]) =>
     (filter.model === undefined || filter.model === model) && (filter.epoch === undefined || epochs.includes(filter.epoch));

@@ -16,6 +16,8 @@ const usage = { promptTokens: 1, completionTokens: 1, totalTokens: 2 };
 const log = record([
   esc('5', { type: 'EscrowCreated', data: { escrowId: '5', txHash: 'A', height: 700, epoch: 7, creator: 'c', amount: '1000000000', model: M, role: 'regular', slots: [] } }),
   esc('6', { type: 'EscrowCreated', data: { escrowId: '6', txHash: 'B', height: 701, epoch: 7, creator: 'c', amount: '1000000000', model: M, role: 'regular', slots: [] } }),
+  // Registered, so routable: the machine takes requests only then (explain counts them by its rules).
+  esc('6', { type: 'EscrowRegistered', data: { escrowId: '6', model: M } }),
   rot({ type: 'RotationPhaseStarted', data: { model: M, phase: 1, chain: c7, target: 1, existing: 2 } }),
   rot({ type: 'RotationCreateDecided', data: { model: M, role: 'temporary', chain: c7, target: 1, existing: 2, intentIds: ['i-1'] } }),
   intent('i-1', { type: 'EscrowCreateRequested', data: { intentId: 'i-1', model: M, amount: '1000000000', creator: 'c', keySource: { kind: 'env', name: 'K' }, role: 'temporary', epoch: 7, register: true, origin: 'rotation', txHash: 'T1' } }),
