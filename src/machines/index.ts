@@ -15,6 +15,8 @@ export * from './access-mode.js';
 export * from './devshard-session-phase.js';
 export * from './disabled.js';
 export * from './escrow.js';
+export * from './escrow-decide.js';
+export * from './escrow-rules.js';
 export * from './rotation.js';
 export * from './fold.js';
 

@@ -11,7 +11,7 @@ import { settledMoney, type SettledMoney } from '../session/billing.js';
 import type { EventMetadata } from '../../events/envelope.js';
 import { clip, refuse } from '../errors.js';
 import type { ChainError, TxFeeOverride, TxOutcome } from '../../chain/port.js';
-import { stateName } from '../../machines/index.js';
+import { decideFinalize, decideSettle, stateName, type SettleDeferral } from '../../machines/index.js';
 import type { GatewayContext } from '../context.js';
 import { TransitionRefused } from '../write/engine.js';
 import { drainedFailureFields, type DrainedAttempt, type OwnerAttempt } from '../workers/rotation/settle-retry.js';
@@ -97,10 +97,10 @@ export async function registerEscrow(ctx: GatewayContext, escrowId: string, meta
 }
 
 export async function finalizeEscrow(ctx: GatewayContext, escrowId: string, metadata: EventMetadata) {
-  const s = escrowOr404(ctx, escrowId);
-  const probe = { type: 'EscrowFinalized', data: { settlement: null } } as never;
-  if (!ctx.engine.canEscrow(escrowId, probe)) {
-    throw refuse.conflict(`Devshard ${escrowId} is ${stateName(s.value)}; it can no longer be finalized.`, 'invalid_state');
+  const d = decideFinalize(escrowOr404(ctx, escrowId));
+  if (d.kind === 'refuse' || !ctx.engine.canEscrow(escrowId, { type: 'EscrowFinalized', data: { settlement: null } } as never)) {
+    // (canEscrow also refuses an escrow whose stream can take no event until a restart: engine.ts.)
+    throw refuse.conflict(`Devshard ${escrowId} is ${stateName(escrowOr404(ctx, escrowId).value)}; it can no longer be finalized.`, 'invalid_state');
   }
   // No new chat on it, and the requests under way end first (finalize-hold.ts says why).
   const hold = await holdForFinalize(ctx, escrowId, ctx.config.limits.finalizeDrainMs);
@@ -184,50 +184,57 @@ export function operatorSettleAnswer(ctx: GatewayContext, escrowId: string, answ
 
 /** Settles now, or records the wish when requests are in flight (the drain reactor completes it). */
 export async function settleEscrow(ctx: GatewayContext, escrowId: string, cmd: SettleCommand): Promise<SettleAnswer> {
-  const s = escrowOr404(ctx, escrowId);
-  const c = s.context;
-  if (c.settled) return settledAnswer(ctx, escrowId, true);
-  if (s.value === 'settling') return { status: 'settling', escrow_id: escrowId, settled: false, tx_hash: (await lastSettleTx(ctx, escrowId)) ?? '' };
-  const key = await ctx.keyring.resolve(cmd.keySource, c.creator ?? '');
+  const deferral: SettleDeferral = { origin: cmd.origin, keySource: cmd.keySource, ...(cmd.txFee ? { txFee: recordedTxFee(cmd.txFee) } : {}) };
+  // The answers that need no key first; the rest is decided again after the key and fee checks.
+  const early = decideSettle(escrowOr404(ctx, escrowId), deferral);
+  if (early.kind === 'answer_settled') return settledAnswer(ctx, escrowId, true);
+  if (early.kind === 'answer_settling') return { status: 'settling', escrow_id: escrowId, settled: false, tx_hash: (await lastSettleTx(ctx, escrowId)) ?? '' };
+  const creator = escrowOr404(ctx, escrowId).context.creator;
+  const key = await ctx.keyring.resolve(cmd.keySource, creator ?? '');
   if (!key) {
     const where = cmd.keySource.kind === 'env' ? `environment variable ${cmd.keySource.name} is unset or not a 64-hex key` : 'the creator key is not held by this process';
     throw refuse.invalid(`Cannot sign the settlement: ${where}.`, cmd.keySource.kind === 'env' ? 'private_key_env' : null, 'creator_key_unavailable');
   }
-  if ((await ctx.keyring.add(key)) !== c.creator) {
-    throw refuse.invalid(`The key in ${cmd.keySource.kind === 'env' ? cmd.keySource.name : 'the request'} is not the creator of devshard ${escrowId} (${c.creator}).`, 'private_key_env', 'wrong_settler');
+  if ((await ctx.keyring.add(key)) !== creator) {
+    throw refuse.invalid(`The key in ${cmd.keySource.kind === 'env' ? cmd.keySource.name : 'the request'} is not the creator of devshard ${escrowId} (${creator}).`, 'private_key_env', 'wrong_settler');
   }
   if (cmd.txFee) {
     // An operator's fee the settler cannot pay is refused before the settle finalizes, defers or
     // signs anything (the configured fee is checked just before signing, as every settle's).
-    const short = await settleFeeRefusal(ctx, c.creator ?? '', cmd.txFee).catch((err: unknown) => {
+    const short = await settleFeeRefusal(ctx, creator ?? '', cmd.txFee).catch((err: unknown) => {
       throw chainRefusal(err, 'Reading the settler balance');
     });
     if (short) throw chainRefusal(short, 'Settlement');
   }
-  if (s.value !== 'finalized' && s.value !== 'settleDeferred') {
+  let d = decideSettle(escrowOr404(ctx, escrowId), deferral);
+  if (d.kind === 'refuse' || d.kind === 'finalize_then_settle') {
+    // Not finalized: a pruned escrow is refused with its closed window before anything else.
     await refuseIfPruned(ctx, escrowId, cmd.metadata);
-    // devshardctl's settle finalizes first (escrow_rotator.go settleDevshardOnChain), and refuses
-    // while the devshard has requests in flight rather than finalizing under them.
-    if (c.inFlight > 0) {
-      throw refuse.conflict(`devshard ${escrowId} has active requests (${c.inFlight}); settle again once its active_requests is 0, or finalize it now and the settle waits for them.`, 'devshard_busy');
-    }
-    if (!ctx.engine.canEscrow(escrowId, { type: 'EscrowFinalized', data: { settlement: null } } as never)) {
-      throw refuse.conflict(`Devshard ${escrowId} is ${stateName(s.value)}; it cannot be finalized, so it cannot be settled.`, 'not_finalized');
-    }
-    await finalizeEscrow(ctx, escrowId, cmd.metadata);
-    return broadcastSettle(ctx, escrowId, key, cmd);
+    d = decideSettle(escrowOr404(ctx, escrowId), deferral);
   }
-  if (c.inFlight > 0) {
-    if (s.value !== 'settleDeferred') {
-      await decided(() =>
-        ctx.engine.decideEscrow('escrow', escrowId, [
-          newEvent('EscrowSettleDeferred', { inFlight: c.inFlight, origin: cmd.origin, keySource: cmd.keySource, ...(cmd.txFee ? { txFee: recordedTxFee(cmd.txFee) } : {}) }, cmd.metadata),
-        ]),
-      );
-    }
-    return { status: 'deferred', escrow_id: escrowId, settled: false, in_flight: c.inFlight };
+  switch (d.kind) {
+    case 'answer_settled':
+      return settledAnswer(ctx, escrowId, true);
+    case 'answer_settling':
+      return { status: 'settling', escrow_id: escrowId, settled: false, tx_hash: (await lastSettleTx(ctx, escrowId)) ?? '' };
+    case 'refuse':
+      // devshardctl's settle finalizes first (escrow_rotator.go settleDevshardOnChain), and refuses
+      // while the devshard has requests in flight rather than finalizing under them.
+      if (d.code === 'devshard_busy') {
+        throw refuse.conflict(`devshard ${escrowId} has active requests (${d.inFlight}); settle again once its active_requests is 0, or finalize it now and the settle waits for them.`, 'devshard_busy');
+      }
+      throw refuse.conflict(`Devshard ${escrowId} is ${d.state}; it cannot be finalized, so it cannot be settled.`, 'not_finalized');
+    case 'finalize_then_settle':
+      await finalizeEscrow(ctx, escrowId, cmd.metadata);
+      return broadcastSettle(ctx, escrowId, key, cmd);
+    case 'defer':
+      await decided(() => ctx.engine.decideEscrow('escrow', escrowId, [newEvent(d.event.type, d.event.data, cmd.metadata)]));
+      return { status: 'deferred', escrow_id: escrowId, settled: false, in_flight: d.inFlight };
+    case 'still_deferred':
+      return { status: 'deferred', escrow_id: escrowId, settled: false, in_flight: d.inFlight };
+    case 'settle':
+      return broadcastSettle(ctx, escrowId, key, cmd);
   }
-  return broadcastSettle(ctx, escrowId, key, cmd);
 }
 
 /**
