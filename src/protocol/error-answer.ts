@@ -81,6 +81,12 @@ export function isTerminalErrorResponse(payload: Uint8Array): boolean {
 /** Go's json.Marshal escapes these inside strings (HTML-safe output); JSON.stringify leaves them. */
 const GO_HTML_ESCAPES: Record<string, string> = { '<': '\\u003c', '>': '\\u003e', '&': '\\u0026', '\u2028': '\\u2028', '\u2029': '\\u2029' };
 
+/** JSON text as Go's json.Marshal spells it: `<`, `>`, `&`, U+2028/9 escaped (they occur only inside strings in JSON). */
+const goHtmlEscaped = (json: string): string => json.replace(/[<>&\u2028\u2029]/g, (c) => GO_HTML_ESCAPES[c]!);
+
+/** A streamed answer's stored form as a real host writes it (Go's json.Marshal of `{"events":[…]}`). */
+export const goStoredStreamForm = (lines: readonly string[]): string => goHtmlEscaped(JSON.stringify({ events: lines }));
+
 /**
  * The stored form of a streamed answer, `{"events":["data: …",…,"data: [DONE]"]}`, in the two
  * spellings a host may have hashed: Go's json.Marshal (a real host: `<`, `>`, `&`, U+2028/9
@@ -89,7 +95,7 @@ const GO_HTML_ESCAPES: Record<string, string> = { '<': '\\u003c', '>': '\\u003e'
  */
 export function streamedPayloadForms(lines: readonly string[]): Uint8Array[] {
   const plain = JSON.stringify({ events: lines });
-  const go = plain.replace(/[<>&\u2028\u2029]/g, (c) => GO_HTML_ESCAPES[c]!);
+  const go = goHtmlEscaped(plain);
   const enc = new TextEncoder();
   return go === plain ? [enc.encode(plain)] : [enc.encode(go), enc.encode(plain)];
 }

@@ -13,6 +13,7 @@
  * Token counts are the simulated model's (completion-plan.ts).
  */
 import { sha256, utf8 } from '../../../protocol/bytes.js';
+import { goStoredStreamForm } from '../../../protocol/error-answer.js';
 import { completionBody } from '../answer.js';
 import type { CompletionPlan } from '../completion-plan.js';
 
@@ -62,7 +63,8 @@ export function plannedOutput(plan: CompletionPlan, o: { escrowId: string; infer
   events.push(chunk(choice({}, plan.finishReason)));
   events.push(chunk([], { prompt_tokens: plan.promptTokens, completion_tokens: plan.completionTokens, total_tokens: plan.promptTokens + plan.completionTokens }));
   events.push('[DONE]');
-  const hashed = JSON.stringify({ events: events.map((e) => `data: ${e}`) });
+  // As a real host stores it: Go's json.Marshal, which escapes <, >, & (error-answer.ts).
+  const hashed = goStoredStreamForm(events.map((e) => `data: ${e}`));
   return { events, hashed, cached: hashed };
 }
 
@@ -81,6 +83,7 @@ export function erroredOutput(out: PlannedOutput, after: number, stream: boolean
   if (!stream) return { out: { events: [error, '[DONE]'], hashed: error, cached: error }, outputTokens: 0 };
   const kept = out.events.slice(0, Math.max(0, Math.min(after, out.events.length - 2)));
   const events = [...kept, error, '[DONE]'];
-  const hashed = JSON.stringify({ events: events.map((e) => `data: ${e}`) });
+  // As a real host stores it: Go's json.Marshal, which escapes <, >, & (error-answer.ts).
+  const hashed = goStoredStreamForm(events.map((e) => `data: ${e}`));
   return { out: { events, hashed, cached: hashed }, outputTokens: Math.min(completionTokens, Math.max(0, kept.length - 1)) };
 }
