@@ -58,7 +58,7 @@ export async function benchCrypto(ms = roundMs): Promise<CryptoBenchRow[]> {
   const recovered = secp256k1.sign(digest, priv, { prehash: false, format: 'recovered' });
   const compact = recovered.subarray(1);
   const nodeSig = createSign('sha256').update(prompt).sign({ key: nodePriv, dsaEncoding: 'ieee-p1363' });
-  const cosmSig = await Secp256k1.createSignature(digest, priv);
+  const cosmSig = Secp256k1.createSignature(digest, priv);
   const native = libsecp256k1.ecdsaSign(digest, priv);
   const cases: Array<[string, () => unknown]> = [
     ['sign recoverable (65 B), libsecp256k1 (secp256k1 package, native)', () => libsecp256k1.ecdsaSign(digest, priv)],

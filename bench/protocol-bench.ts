@@ -194,10 +194,9 @@ if (process.argv[2] === '--protocol-child') {
   const kind = process.argv[3]!;
   try {
     const c = await runChild(kind, JSON.parse(process.argv[4]!) as Record<string, unknown>);
-    process.on('message', async (m) => {
+    process.on('message', (m) => {
       if (m !== 'close') return;
-      await c.close();
-      process.exit(0);
+      void c.close().then(() => process.exit(0));
     });
     process.send!(c.ready);
   } catch (err) {

@@ -67,10 +67,9 @@ if (process.argv[2] === '--child') {
   const { startBaseline, startGatewayTarget } = await import('./gateway-bench.js');
   const gateway = kind === 'gateway' ? await startGatewayTarget(hostUrl, { mode: 'upstream', escrows: Number(escrows) }) : undefined;
   const target = gateway ?? (await startBaseline(hostUrl));
-  process.on('message', async (m) => {
+  process.on('message', (m) => {
     if (m !== 'close') return;
-    await target.close();
-    process.exit(0);
+    void target.close().then(() => process.exit(0));
   });
   process.send!({ url: target.url, headers: target.headers, threads: gateway?.threadNames() ?? {} });
 }

@@ -15,7 +15,7 @@
 import { chooseCpuRate, fixedRateCpu, type FixedRateCpu } from './fixed-rate-cpu.js';
 import { LoadWorker } from './gateway-bench.js';
 import { startHostProcess } from './host-process.js';
-import { processCpuSeconds, startTargetProcess, type TargetProcess } from './target-process.js';
+import { startTargetProcess, type TargetProcess } from './target-process.js';
 import { ensureWrk, runWrk, type WrkResult } from './wrk.js';
 
 export interface WrkPair {

@@ -226,7 +226,7 @@ describe('migration from devshardctl: import from its escrow state store', () =>
     expect(entry).toMatchObject({ protocol_version: 'v4.1', route_prefix: '/devshard/v4.1', state_root_version: 'v4.1' });
     expect(entry.protocol_error).toBeUndefined();
     expect(entry.hosts_applied).toEqual(expect.arrayContaining([{ host: expect.any(String), nonce: written.lastNonce + 1 }]));
-    gw.ctx.projections.checkpoint(gw.store);
+    await gw.ctx.projections.checkpoint(gw.store);
     expect(await verifyLog(`${gw.storageDir}/events.sqlite`, [projectionsCheck()])).toMatchObject({ ok: true });
   });
 

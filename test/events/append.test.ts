@@ -210,7 +210,9 @@ describe('group commit', () => {
     const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
     const stage = (type: string) => {
       let done!: Promise<unknown>;
-      store.stageForNextBatch(() => (done = store.append('lazy', [ev(type)], { expectedVersion: 'any' })), { withinMs: 150 });
+      store.stageForNextBatch(() => {
+        done = store.append('lazy', [ev(type)], { expectedVersion: 'any' });
+      }, { withinMs: 150 });
       return () => done;
     };
     // Alone: nothing is committed before its time, then one commit takes every staged callback.

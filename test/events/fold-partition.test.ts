@@ -3,7 +3,7 @@
  * metadata and hashes loaded on demand, per-request data scanned and parsed on demand), minus the
  * per-request events of the streams it skips; and the log's tail and streams for planning.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { openSqliteEventStore } from '../../src/events/sqlite-store.js';
 import { REQUEST_TYPES } from '../../src/events/request-data.js';
 import { foldWeight } from '../../src/events/fold-partition.js';

@@ -143,10 +143,10 @@ describe('checkLogAtStart', () => {
     expect(checkLogAtStart(file)).toMatchObject({ ok: false, position: 10 });
   });
 
-  it('accepts a missing file and an empty log', () => {
+  it('accepts a missing file and an empty log', async () => {
     expect(checkLogAtStart(`${storage.dir}/none.sqlite`)).toMatchObject({ ok: true, to: 0 });
     const empty = `${storage.dir}/empty.sqlite`;
-    openSqliteEventStore(empty).close();
+    await openSqliteEventStore(empty).close();
     expect(checkLogAtStart(empty)).toMatchObject({ ok: true, to: 0 });
     expect(checkLogAtStart(empty)).toMatchObject({ ok: true, from: 0, to: 0 });
   });

@@ -40,7 +40,7 @@ describe('schema migrations', () => {
     const store = openSqliteEventStore(file);
     expect([...store.readAll()].map((e) => (e.data as { p: number }).p)).toEqual(Array.from({ length: 25 }, (_, i) => i + 1));
     await store.append('old', [ev('new')], { expectedVersion: 24 }); // stream head carried over
-    store.saveCheckpoint('pool', 26, { ok: true }); // v2 table exists
+    await store.saveCheckpoint('pool', 26, { ok: true }); // v2 table exists
     await store.close();
 
     const after = new Database(file, { readonly: true });
@@ -63,9 +63,9 @@ describe('checkpoints', () => {
   it('save, overwrite and load by name', async () => {
     const store = openSqliteEventStore(eventsFile(storage.dir));
     expect(store.loadCheckpoint('pool')).toBeUndefined();
-    store.saveCheckpoint('pool', 0, { escrows: [] });
+    await store.saveCheckpoint('pool', 0, { escrows: [] });
     const r = await store.append('s', [ev(), ev()], { expectedVersion: -1 });
-    store.saveCheckpoint('pool', 2, { escrows: ['e1'] });
+    await store.saveCheckpoint('pool', 2, { escrows: ['e1'] });
     expect(store.loadCheckpoint('pool')).toEqual({ name: 'pool', position: 2, state: { escrows: ['e1'] }, hash: r.records[1]!.hash });
     await expect(store.saveCheckpoint('pool', 3, {})).rejects.toThrow(/no event at position 3/);
     await store.close();
@@ -94,7 +94,7 @@ describe('checkpoints', () => {
     const file = eventsFile(storage.dir);
     const store = openSqliteEventStore(file);
     await store.append('s', [ev('a')], { expectedVersion: -1 });
-    store.saveCheckpoint('pool', 1, { n: 1 });
+    await store.saveCheckpoint('pool', 1, { n: 1 });
     await store.close();
     const raw = new Database(file);
     raw.prepare(`UPDATE checkpoints SET hash = 'ffff'`).run();

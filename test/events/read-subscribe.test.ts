@@ -1,5 +1,5 @@
 import { rmSync } from 'node:fs';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { firstValueFrom, take, toArray } from 'rxjs';
 import { openSqliteEventStore, eventsFile } from '../../src/events/sqlite-store.js';
 import type { RecordedEvent } from '../../src/events/envelope.js';

@@ -11,7 +11,7 @@ import { MAX_BODY_BYTES_DEFAULT } from '../../src/config/index.js';
 import { createEscrowViaApi, disposeTestGateway, MODEL, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
 let gw: TestGateway;
-let routes: { method: string; path: string }[] = [];
+const routes: { method: string; path: string }[] = [];
 let escrowId: string;
 const RUNS = 120;
 
@@ -242,7 +242,7 @@ describe('bad input: no 5xx, no crash, OpenAI-style errors', () => {
     expect(r.status).toBe(200);
     const { verifyLog } = await import('../../src/events/verify.js');
     const { projectionsCheck } = await import('../../src/projections/verify-check.js');
-    gw.ctx.projections.checkpoint(gw.store);
+    await gw.ctx.projections.checkpoint(gw.store);
     expect(await verifyLog(`${gw.storageDir}/events.sqlite`, [projectionsCheck()])).toMatchObject({ ok: true });
   });
 });

@@ -66,7 +66,10 @@ describe('crash over the devshard protocol: the hosts see every nonce once, none
       if (outcome === 'refused') refused.push(`host ${host.index}, escrow ${escrowId}, nonce ${diff.nonce}: ${why}`);
       let kind: 'start' | 'finalize-round' | 'other' = 'other';
       for (const t of diff.txs) {
-        if (t.tx.case === 'startInference') (kind = 'start'), s.starts.add(t.tx.value.inferenceId);
+        if (t.tx.case === 'startInference') {
+          kind = 'start';
+          s.starts.add(t.tx.value.inferenceId);
+        }
         if (t.tx.case === 'finalizeRound') kind = 'finalize-round';
       }
       s.kinds.set(diff.nonce, kind);

@@ -144,7 +144,7 @@ describe('crash: SIGKILL under load, restart on the same storage', () => {
       const { stdout } = await run(process.execPath, [ensureBuilt('dist/src/cli/main.js'), 'verify', '--storage', storage], { cwd: repoRoot });
       return stdout;
     } catch (e) {
-      throw new Error(`verify failed after a crash (seed ${seed}): ${(e as { stdout?: string }).stdout}`);
+      throw new Error(`verify failed after a crash (seed ${seed}): ${(e as { stdout?: string }).stdout}`, { cause: e });
     }
   }
 
@@ -271,10 +271,10 @@ describe('crash: SIGKILL under load, restart on the same storage', () => {
     };
 
     // 1. plain chat load
-    log = await cycle('kill during chat');
+    await cycle('kill during chat');
     // 2. kill during an escrow create (and chat)
     // The intent recorded (its tx on the way or not), or the outcome too.
-    log = await cycle('kill during create', {
+    await cycle('kill during create', {
       run: () => api('/v1/admin/escrows', { amount: '10000000000', model_id: MODEL, private_key: keys.privateKey, chain_id: 'shardgate-devnet', register: true }),
       killAt: [['EscrowCreateRequested'], ['EscrowCreated', 'EscrowCreateFailed']],
     });
@@ -285,7 +285,7 @@ describe('crash: SIGKILL under load, restart on the same storage', () => {
     // 3. kill during a settle (chat keeps running on the other escrow)
     const first = escrows().find((e) => e.state === 'active')!.escrowId;
     // Finalized but not yet settled, the settle tx recorded (sent or not), or settled.
-    log = await cycle('kill during settle', {
+    await cycle('kill during settle', {
       run: async () => {
         const f = await api(`/devshard/${first}/v1/finalize`, {});
         if (f.status === 200) await api(`/v1/admin/devshards/${first}/settle`, {});
@@ -293,7 +293,7 @@ describe('crash: SIGKILL under load, restart on the same storage', () => {
       killAt: [['EscrowFinalized'], ['EscrowSettleRequested'], ['EscrowSettled', 'EscrowSettleFailed']],
     });
     // 4. one more kill under load
-    log = await cycle('kill during chat again');
+    await cycle('kill during chat again');
 
     // finally: everything finalizes and settles; the hosts sign; money is conserved on chain
     for (const e of escrows()) {

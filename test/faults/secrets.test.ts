@@ -161,7 +161,7 @@ describe('secrets and auth', () => {
     expect((await send('POST', `/v1/admin/devshards/${id}/settle`, 'admin', { private_key_env: 'DEVSHARD_API_KEYS' })).status).toBe(400);
     const settled = await send('POST', `/v1/admin/devshards/${id}/settle`, 'admin', { private_key_env: 'DEVSHARD_PRIVATE_KEY' });
     expect(settled.status).toBe(200);
-    gw.ctx.projections.checkpoint(gw.store);
+    await gw.ctx.projections.checkpoint(gw.store);
 
     const secrets: Record<string, string[]> = {
       creator: [k.privateKey, k.privateKey.toUpperCase(), Buffer.from(k.privateKey, 'hex').toString('base64'), k.privateKey.slice(8, 40)],

@@ -17,7 +17,6 @@ import { generateKeys } from '../../src/config/index.js';
 import { startDevnet, type Devnet } from '../../src/devnet/chain/index.js';
 import { createEscrowViaApi, disposeTestGateway, httpCaller, MODEL, startGatewayWithEscrow, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { requestRecords } from '../helpers/request-records.js';
-import { settlementCharges } from '../helpers/settlement.js';
 
 const chatBody = (content: string, stream = false) => ({ model: MODEL, messages: [{ role: 'user', content }], max_tokens: 10, stream });
 

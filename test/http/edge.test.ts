@@ -1,4 +1,4 @@
-import { createServer, request as httpRequest, type Server } from 'node:http';
+import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Limiter } from '../../src/gateway/write/limiter.js';
@@ -102,7 +102,7 @@ describe('SSE writer', () => {
   let url: string;
   let lastSignal: AbortSignal | undefined;
   beforeAll(async () => {
-    server = createServer(async (req, res) => {
+    const serve = async (req: IncomingMessage, res: ServerResponse) => {
       const sse = openSse(res, { keepAliveMs: 40 });
       lastSignal = sse.signal;
       if (req.url === '/slow') {
@@ -112,7 +112,8 @@ describe('SSE writer', () => {
       await sse.send({ id: 'c1', choices: [{ delta: { role: 'assistant' } }] });
       await sse.send({ id: 'c1', choices: [{ delta: { content: 'hi\n' } }] });
       sse.done();
-    });
+    };
+    server = createServer((req, res) => void serve(req, res));
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   });

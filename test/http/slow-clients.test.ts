@@ -63,7 +63,9 @@ async function brokerApp(opts: { server: HttpServerLimits; maxConcurrent: number
       const release = limiter.acquire(1);
       let done = false;
       const finish = (outcome: Ended) => {
-        if (!done) (done = true), ended.push(outcome);
+        if (done) return;
+        done = true;
+        ended.push(outcome);
       };
       const i = hostDone.push(false) - 1;
       async function* chunks() {

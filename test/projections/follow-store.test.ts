@@ -20,7 +20,7 @@ describe('projections following the SQLite store', () => {
     const e = ev.created('e1');
     await store.append(escrowStream('e1'), [newEvent(e.type, e.data, meta), newEvent('EscrowRegistered', ev.registered().data, meta)], { expectedVersion: 'no-stream' });
     expect(projections.pool.pick('m1')?.escrowId).toBe('e1');
-    projections.checkpoint(store);
+    await projections.checkpoint(store);
     await store.append(escrowStream('e1'), [newEvent('InferenceStarted', ev.started('a', 1).data, meta)], { expectedVersion: 1 });
     expect(projections.pool.pick('m1')?.inFlight).toBe(1);
     detach();

@@ -49,7 +49,7 @@ describe('rotation on a fast devnet', { retry: 1 }, () => {
       await waitFor('old escrows settled on chain', async () => (await unsettled()).length === 0, 10_000);
     } catch (err) {
       const failed = ofType(g, 'RotationFailed').map((e) => JSON.stringify(e.data));
-      throw new Error(`${(err as Error).message}; not settled: ${(await unsettled()).join('; ')}; rotation failures: ${failed.join(' | ')}`);
+      throw new Error(`${(err as Error).message}; not settled: ${(await unsettled()).join('; ')}; rotation failures: ${failed.join(' | ')}`, { cause: err });
     }
     const newest = regulars.at(-1)!;
     expect(g.ctx.engine.escrow(newest)?.value).toBe('active');

@@ -137,7 +137,7 @@ export function expectBackoff(failures: { attempt?: number; height: number; retr
 
 /** A projections checkpoint written now equals the rebuild from the log (what `shardgate verify` checks). */
 export async function expectCheckpointVerified(gw: TestGateway): Promise<void> {
-  gw.ctx.projections.checkpoint(gw.store);
+  await gw.ctx.projections.checkpoint(gw.store);
   expect(await verifyLog(`${gw.storageDir}/events.sqlite`, [projectionsCheck()])).toMatchObject({ ok: true });
 }
 
