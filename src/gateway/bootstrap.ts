@@ -5,7 +5,7 @@
  */
 import type { GatewayContext } from './context.js';
 import { createEscrow } from './escrows/create.js';
-import { registerEscrow } from './escrows/lifecycle.js';
+import { registerEscrow } from './escrows/register.js';
 import { changeSettings } from './settings/settings.js';
 
 /** The quick start's first escrow and what happens to it (the banner says it). */

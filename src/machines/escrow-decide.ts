@@ -1,6 +1,6 @@
 /**
  * Finalize and settle as pure decisions: (the escrow's decided state, the command) → what to do,
- * with the events to record or the refusal. The use cases (gateway/escrows/lifecycle.ts) run the
+ * with the events to record or the refusal. The use cases (gateway/escrows/settle.ts) run the
  * I/O around them (keys, fees, the chain, the hosts) and carry the decision out; the rules are
  * here, beside the statechart they read, and are tested given/when/then.
  */

@@ -33,7 +33,7 @@ import { Engine } from '../gateway/write/engine.js';
 import { Keyring } from '../gateway/keyring.js';
 import { Limiter } from '../gateway/write/limiter.js';
 import { NonceLeases } from '../gateway/write/nonce-lease.js';
-import { gatewayPort } from '../gateway/port.js';
+import { gatewayPort } from '../gateway/gateway-port.js';
 import { boundSessionEscrow } from '../gateway/session/import.js';
 import { HostAckRecorder } from '../gateway/session/host-acks.js';
 import type { QuickStart } from '../gateway/bootstrap.js';
@@ -180,13 +180,13 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
   chainInfo.follow(60_000);
 
   // The devshard protocol transport reads each escrow's chain facts from the engine's decided state.
-  let ctxRef: GatewayContext | undefined;
+  const late: { ctx?: GatewayContext } = {};
   let billing: ProtocolBilling | undefined;
   const hostAcks = new HostAckRecorder(engine, logger);
   const protocol: ProtocolTransport | undefined =
     !options.network && !config.network.upstreamUrl
       ? createProtocolTransport({
-            escrowOf: (id) => (ctxRef ? protocolEscrow(ctxRef, id) : undefined),
+            escrowOf: (id) => (late.ctx ? protocolEscrow(late.ctx, id) : undefined),
             // Each diff is in the log before a request carries it; a restart rebuilds the session from them.
             // The Finishes and Timeouts it applies are what the inferences cost (protocol-billing.ts).
             onDiff: (escrowId, d) => {
@@ -260,7 +260,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
     },
   };
 
-  ctxRef = ctx;
+  late.ctx = ctx;
   // What the start check took on trust from the anchor (positions 1..check.from) is re-hashed in
   // the background while the gateway serves; a failure stops chat (503 event_log_tampered).
   let stoppingLogCheck = false;
@@ -337,7 +337,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
       detach();
       await store.close();
       await (network as { close?: () => Promise<void> }).close?.();
-      await ownedClient?.close?.();
+      ownedClient?.close?.();
       await devnet?.close();
       unlock();
     })());

@@ -163,7 +163,7 @@ export async function expectNeverSent(gw: TestGateway, escrowId: string): Promis
  * (the recorded ones) is one `wrong_epoch` naming the prune, without a retry; no settle tx was signed.
  * `state`: 'finalized' when the hosts signed its settlement before the prune; 'deactivated' when it
  * was pruned before it was finalized (no host can sign a settlement of an escrow gone from the
- * chain, so it never gets one: it only stops taking chat, escrows/lifecycle.ts refuseIfPruned).
+ * chain, so it never gets one: it only stops taking chat, escrows/settle.ts refuseIfPruned).
  */
 export async function expectRefusedOnce(gw: TestGateway, escrowId: string, failures: { attempt?: number; retryAtHeight?: number }[], state: 'finalized' | 'deactivated' = 'finalized'): Promise<void> {
   expect(failures).toHaveLength(1);

@@ -7,7 +7,8 @@ import type { LocalLog } from '../../projections/from-store.js';
 import { explainRotation, formatExplain } from '../../projections/rotation-explain.js';
 import { devshardSessionStream, escrowStream, type SettlementData } from '../../events/catalog.js';
 import { eachRequestEvent } from '../../events/request-data.js';
-import { auditDevshardLog, failureText, formatTxs, type HostAudit, type InferenceTrail } from '../../gateway/session/audit.js';
+import { auditDevshardLog } from '../../gateway/session/audit.js';
+import { failureText, formatTxs, type HostAudit, type InferenceTrail } from '../../gateway/session/audit-report.js';
 
 export interface ExplainRotationOptions {
   model?: string;

@@ -5,7 +5,8 @@ import type { EventStore } from '../../events/store.js';
 import type { LocalLog } from '../../projections/from-store.js';
 import type { RecordedEvent } from '../../events/envelope.js';
 import { machinesAt, parseUntil, replay, type MachinesAt, type ReplayRow } from '../../projections/replay.js';
-import { DevshardLogAudit, failureText, formatTxs, isMissingFacts, type DiffLine, type EscrowAudit } from '../../gateway/session/audit.js';
+import { DevshardLogAudit } from '../../gateway/session/audit.js';
+import { failureText, formatTxs, isMissingFacts, type DiffLine, type EscrowAudit } from '../../gateway/session/audit-report.js';
 
 /** Logs at least this long get a progress bar (when stderr is a TTY). */
 const PROGRESS_THRESHOLD = 50_000;

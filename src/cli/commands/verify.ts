@@ -4,7 +4,8 @@ import { recordAnchor, verifyAnchor, type AnchorVerdict } from '../../events/log
 import { lockStorage } from '../../gateway/write/storage-lock.js';
 import { verifyLog } from '../../events/verify.js';
 import { projectionsCheck, type ProjectionsCheckReport } from '../../projections/verify-check.js';
-import { devshardCheck, failureText, isMissingFacts, type EscrowAudit } from '../../gateway/session/audit.js';
+import { devshardCheck } from '../../gateway/session/audit.js';
+import { failureText, isMissingFacts, type EscrowAudit } from '../../gateway/session/audit-report.js';
 
 /** One line per escrow of the devshard check: diffs, the replica's state, the settlements checked. */
 export function devshardSummary(escrows: readonly EscrowAudit[]): string[] {

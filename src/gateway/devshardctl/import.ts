@@ -23,7 +23,8 @@ import { clip, refuse } from '../errors.js';
 import { chainRefusal } from '../escrows/chain-errors.js';
 import { readDevshardctlStore } from './store.js';
 import { activateEscrow, importedFromChain } from '../escrows/transfer.js';
-import { decided, devshardView } from '../escrows/lifecycle.js';
+import { decided } from '../escrows/decide.js';
+import { devshardView, type DevshardView } from '../escrows/view.js';
 
 /** devshardctl's import body (gateway.go adminImportDevshardRequest). */
 export interface DevshardctlImportBody {
@@ -39,7 +40,30 @@ export interface DevshardctlImportBody {
   perf_path?: string;
 }
 
-export async function importFromDevshardctl(ctx: GatewayContext, escrowId: string, body: DevshardctlImportBody, metadata: EventMetadata) {
+/** devshardctl's import answer (gateway.go handleAdminImportDevshard), what was adopted, and our view. */
+export interface DevshardctlImportAnswer extends DevshardView {
+  id: string;
+  active: boolean;
+  model: string;
+  storage_path: string;
+  perf_path: string;
+  accounting_records_imported: number;
+  accounting_attempts_imported: number;
+  adopted: {
+    diffs: number;
+    last_nonce: number;
+    next_nonce: number;
+    state_root: string;
+    balance: string;
+    fees: string;
+    protocol_version: string;
+    state_root_version: string;
+    route_prefix: string;
+    open_inferences: number;
+  };
+}
+
+export async function importFromDevshardctl(ctx: GatewayContext, escrowId: string, body: DevshardctlImportBody, metadata: EventMetadata): Promise<DevshardctlImportAnswer> {
   const known = ctx.engine.escrow(escrowId);
   if (known) throw refuse.conflict(`Devshard ${escrowId} is already known here (state ${stateName(known.value)}).`, 'already_registered');
   if (body.private_key === undefined && body.private_key_env === undefined) {

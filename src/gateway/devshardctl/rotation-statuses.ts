@@ -5,9 +5,10 @@
  * per-model document is `latest_by_model`; `enabled` is at the top level as the spec names it,
  * and in `settings`.
  */
+import type { EscrowRole } from '../../events/catalog.js';
 import type { GatewayContext } from '../context.js';
 import { cycleOutcome, RESTING_STAGES, type RotationHistoryEntry } from '../workers/rotation/debug.js';
-import { rotationDebugDocument } from '../workers/rotation/index.js';
+import { rotationDebugDocument, type RotationDebugDocument } from '../workers/rotation/index.js';
 
 /** How many statuses `latest` lists (devshardctl: LoadRotationStatuses(100)). */
 export const LATEST_STATUSES = 100;
@@ -18,8 +19,39 @@ export interface CurrentCycle {
   outcome: ReturnType<typeof cycleOutcome>;
 }
 
+/** devshardctl's GatewayRotationStatus (gateway_store.go) of one model and step. */
+export interface RotationStatus {
+  model_id: string;
+  stage: string;
+  epoch: number;
+  role?: EscrowRole;
+  target_count: number;
+  existing_count: number;
+  created_count: number;
+  promoted_count: number;
+  settled_count: number;
+  settle_failed_count: number;
+  create_error?: string;
+  completed: boolean;
+  failed_step?: string;
+  failure_reason?: string | null;
+  updated_at: string;
+}
+
+/** GET /v1/debug/rotation: our rotation debug document in devshardctl's shape (module comment). */
+export interface RotationDebugAnswer extends Omit<RotationDebugDocument, 'latest' | 'chain'> {
+  chain: RotationDebugDocument['chain'] & {
+    epoch_switch_block_height: number | null;
+    blocks_to_epoch_switch: number | null;
+  };
+  /** devshardctl's newest statuses, one per model and step. */
+  latest: RotationStatus[];
+  /** Ours: per model its stage, counts and errors. */
+  latest_by_model: RotationDebugDocument['latest'];
+}
+
 /** devshardctl's GatewayRotationStatus of one model and step: the last history entry of each, newest first. */
-export function rotationStatuses(history: readonly RotationHistoryEntry[], current: (model: string) => CurrentCycle | undefined = () => undefined) {
+export function rotationStatuses(history: readonly RotationHistoryEntry[], current: (model: string) => CurrentCycle | undefined = () => undefined): RotationStatus[] {
   const last = new Map<string, RotationHistoryEntry>();
   for (const e of history) {
     const key = JSON.stringify([e.model, e.stage, e.epoch]);
@@ -52,7 +84,7 @@ export function rotationStatuses(history: readonly RotationHistoryEntry[], curre
     });
 }
 
-export async function rotationDebugAnswer(ctx: GatewayContext) {
+export async function rotationDebugAnswer(ctx: GatewayContext): Promise<RotationDebugAnswer> {
   const { latest, ...d } = await rotationDebugDocument(ctx);
   return {
     ...d,

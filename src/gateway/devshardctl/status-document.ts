@@ -4,10 +4,14 @@
  * at 8a35022; docs/http.md lists the fields and their sources).
  */
 import { statfsSync } from 'node:fs';
-import { escrowStream } from '../../events/catalog.js';
+import { escrowStream, type EscrowRole, type GatewaySettings } from '../../events/catalog.js';
 import { eventsFile } from '../../events/storage-path.js';
-import type { GatewayContext } from '../context.js';
-import { devshardView } from '../escrows/lifecycle.js';
+import type { GatewayMode } from '../../config/load.js';
+import type { DevshardPhase, StatusDocument } from '../../projections/status.js';
+import type { GatewayContext, LogCheckState } from '../context.js';
+import type { KeyOrigin } from '../keyring.js';
+import type { LimiterCounts } from '../write/limiter.js';
+import { devshardView, type DevshardView } from '../escrows/view.js';
 import { pruneInfo, settleWindowClosedAt, type PruneInfo } from '../workers/prune-watch.js';
 import { pocBlock } from '../chat/poc-gate.js';
 import { knownEpoch } from '../workers/prune-watch.js';
@@ -21,7 +25,12 @@ import { applyChainBindParams, sessionConfigFromEscrow } from '../../protocol/se
  * read (devshardctl: before its gate's first poll). Where devshardctl omits `confirmation_poc_phase`
  * (no event active) we say CONFIRMATION_POC_INACTIVE, the chain enum's name for that.
  */
-function chainPhase(ctx: GatewayContext): { chain_phase?: string; confirmation_poc_phase?: string } {
+export interface ChainPhaseFields {
+  chain_phase?: string;
+  confirmation_poc_phase?: string;
+}
+
+function chainPhase(ctx: GatewayContext): ChainPhaseFields {
   const e = knownEpoch(ctx);
   if (!e) return {};
   return { ...(e.phase ? { chain_phase: e.phase } : {}), confirmation_poc_phase: e.confirmationPocPhase ?? 'CONFIRMATION_POC_INACTIVE' };
@@ -33,7 +42,20 @@ function chainPhase(ctx: GatewayContext): { chain_phase?: string; confirmation_p
  * gateway holds (token price, fees, bind params); seal settings the params do not carry are the
  * protocol's defaults, as for an escrow that carries none.
  */
-function sessionConfig(ctx: GatewayContext, groupSize: number) {
+export interface StatusSessionConfig {
+  refusal_timeout: number;
+  execution_timeout: number;
+  token_price: number;
+  create_devshard_fee: number;
+  fee_per_nonce: number;
+  vote_threshold: number;
+  validation_rate: number;
+  inference_seal_grace_nonces: number;
+  inference_seal_grace_seconds: number;
+  auto_seal_every_n_nonces: number;
+}
+
+function sessionConfig(ctx: GatewayContext, groupSize: number): StatusSessionConfig {
   const p = ctx.chainInfo.params;
   const n = Math.max(1, groupSize);
   const c = applyChainBindParams(sessionConfigFromEscrow(n, { tokenPrice: p.tokenPrice, createDevshardFee: p.createDevshardFee, feePerNonce: p.feePerNonce }), n, p.bind ?? {});
@@ -51,14 +73,17 @@ function sessionConfig(ctx: GatewayContext, groupSize: number) {
   };
 }
 
-/**
- * devshardctl's two /v1/status shapes in one: the pooled one always (gateway.go
- * handlePooledStatus: mode, devshards, limiter, capacity, runtimes), and, with exactly one devshard
- * loaded, also that runtime's own top-level fields (proxy.go handleStatus, statusResponse:
- * escrow_id, nonce, phase, balance, requests_blocked, block_reason, config).
- */
 /** An escrow's protocol as operators see it, and a host's refusal of it (host-refusals.ts) while it stands. */
-function protocolFields(ctx: GatewayContext, escrowId: string) {
+export interface ProtocolFields {
+  protocol_version: string;
+  route_prefix: string;
+  state_root_version: string;
+  hosts_applied?: { host: string; nonce: number }[];
+  height_seed?: { state: string; seeded: number; slots: number; slot_outcomes: { host: string; verdict: string; reason: string }[] };
+  protocol_error?: { rule: string; host: string; status: number; message: string; at: string };
+}
+
+function protocolFields(ctx: GatewayContext, escrowId: string): ProtocolFields {
   const p = escrowProtocol(ctx.engine, escrowId);
   const refused = ctx.network.routeRefusal?.(escrowId);
   const applied = ctx.network.acknowledged?.(escrowId);
@@ -79,7 +104,12 @@ function protocolFields(ctx: GatewayContext, escrowId: string) {
  * Free space of the storage directory's file system (statfs: blocks available to this user), and
  * whether it is under GATEWAY_STORAGE_LOW_BYTES. `free_bytes` null when it cannot be read.
  */
-export function storageSpace(dir: string, lowBytes: number): { free_bytes: number | null; low: boolean } {
+export interface StorageSpace {
+  free_bytes: number | null;
+  low: boolean;
+}
+
+export function storageSpace(dir: string, lowBytes: number): StorageSpace {
   try {
     const s = statfsSync(dir);
     const free = Number(s.bavail) * Number(s.bsize);
@@ -89,7 +119,46 @@ export function storageSpace(dir: string, lowBytes: number): { free_bytes: numbe
   }
 }
 
-export function statusDocument(ctx: GatewayContext) {
+/**
+ * One devshard of /v1/status: the projection's runtime status (devshardctl's runtimeStatus) with
+ * its protocol, the chain phase, and its prune point (withPrune); once past its settle window, shown
+ * expired and blocked.
+ */
+export type StatusDevshard = StatusDocument['devshards'][number] & ProtocolFields & ChainPhaseFields & Partial<PruneInfo> & { expired?: true };
+
+/** The pooled /v1/status (gateway.go handlePooledStatus) with ours beside it. */
+export interface PooledStatus extends Omit<StatusDocument, 'devshards'> {
+  devshards: StatusDevshard[];
+  instance: string;
+  chain_id: string;
+  mode: GatewayMode['kind'];
+  limiter: LimiterCounts;
+  storage: StorageSpace;
+  event_log_check?: LogCheckState;
+  /** The single mode's escrow, when it is not (or not the only one) loaded. */
+  escrow_id?: string;
+}
+
+/** With exactly one devshard loaded, also that runtime's own fields (proxy.go statusResponse). */
+export interface SingleRuntimeStatus extends PooledStatus, ChainPhaseFields {
+  escrow_id: string;
+  nonce: number;
+  phase: DevshardPhase;
+  balance: number;
+  requests_blocked: boolean;
+  block_reason?: string;
+  config: StatusSessionConfig;
+}
+
+/**
+ * devshardctl's two /v1/status shapes in one: the pooled one always (gateway.go
+ * handlePooledStatus: mode, devshards, limiter, capacity, runtimes), and, with exactly one devshard
+ * loaded, also that runtime's own top-level fields (proxy.go handleStatus, statusResponse:
+ * escrow_id, nonce, phase, balance, requests_blocked, block_reason, config).
+ */
+export type StatusAnswer = PooledStatus | SingleRuntimeStatus;
+
+export function statusDocument(ctx: GatewayContext): StatusAnswer {
   const price = ctx.chainInfo.tokenPrice;
   const snapshot = ctx.projections.status.snapshot(price);
   // Each unsettled escrow's prune point (prune-watch.ts): when the chain pays its deposit to its hosts.
@@ -141,7 +210,7 @@ export function statusDocument(ctx: GatewayContext) {
   };
 }
 
-function withPrune<D extends { id: string }>(ctx: GatewayContext, d: D): D & Partial<PruneInfo> {
+function withPrune<D extends { id: string }>(ctx: GatewayContext, d: D): D & Partial<PruneInfo> & { expired?: true } {
   const c = ctx.engine.escrow(d.id)?.context;
   const info = c ? pruneInfo(ctx, c.epoch, c.settled) : null;
   if (!info) return d;
@@ -150,15 +219,38 @@ function withPrune<D extends { id: string }>(ctx: GatewayContext, d: D): D & Par
   return expired ? { ...d, ...info, expired: true, routable: false, requests_blocked: true, block_reason: 'settle_window_closed' } : { ...d, ...info };
 }
 
-export type StatusAnswer = ReturnType<typeof statusDocument>;
-
 /**
  * GET /v1/admin/devshards: devshardctl's admin state (gateway.go handleAdminState: `settings`,
  * `devshards` each a GatewayDevshardState of gateway_store.go with its `runtime` status, `limiter`,
  * `capacity`), with ours beside it (`object: 'list'`, `data`: our devshard views). Never a private
  * key (devshardctl returns RuntimeConfig's `private_key`; we give `private_key_env`, the variable's name, only).
  */
-export async function devshardListDocument(ctx: GatewayContext) {
+export interface DevshardListDocument {
+  object: 'list';
+  /** Our views, each with its prune point (null once settled). */
+  data: (DevshardView & { prune: PruneInfo | null })[];
+  settings: GatewaySettings;
+  devshards: AdminDevshardState[];
+  limiter: LimiterCounts;
+  capacity: StatusDocument['capacity'];
+}
+
+/** devshardctl's GatewayDevshardState (gateway_store.go) of one devshard, with ours beside it. */
+export interface AdminDevshardState extends ProtocolFields {
+  id: string;
+  private_key_env: string | null;
+  private_key_source: KeyOrigin['kind'];
+  model: string;
+  storage_path: string;
+  active: boolean;
+  rotation_role: EscrowRole;
+  rotation_epoch?: number;
+  created_at?: string;
+  updated_at?: string;
+  runtime?: StatusDevshard;
+}
+
+export async function devshardListDocument(ctx: GatewayContext): Promise<DevshardListDocument> {
   const status = statusDocument(ctx);
   const runtimeOf = new Map(status.devshards.map((d) => [d.id, d]));
   const listed = ctx.projections.pool.all().filter((e) => e.state !== 'removed');

@@ -8,11 +8,13 @@
 import { isPrivateKeyHex, PRIVATE_KEY_RULE } from '../../config/private-key.js';
 import type { KeySource } from '../../events/catalog.js';
 import type { EventMetadata } from '../../events/envelope.js';
+import { eventsFile } from '../../events/storage-path.js';
 import type { GatewayContext } from '../context.js';
 import type { ProtocolChoice } from '../../protocol/versions.js';
 import { refuse } from '../errors.js';
 import { chainRefusal } from './chain-errors.js';
 import { createEscrow, type CreateEscrowOutcome } from './create.js';
+import { operatorCreateKey, type OperatorKey } from './operator-key.js';
 import { operatorTxFee, type OperatorTxOptions } from './tx-options.js';
 
 export interface OperatorCreate {
@@ -32,6 +34,21 @@ export interface OperatorCreate {
 }
 
 export type OperatorCreateOutcome = Extract<CreateEscrowOutcome, { ok: true }> | { ok: false; pending: true; intentId: string; txHash?: string | undefined };
+
+/** An operator's create as the body gives it: the key as `privateKey` or `keyEnv` (operator-key.ts). */
+export type OperatorCreateCommand = Omit<OperatorCreate, 'privateKeyHex' | 'keySource'> & OperatorKey;
+
+/** The create's outcome and devshardctl's `storage_path`. */
+export type OperatorCreateAnswer = OperatorCreateOutcome & { storagePath: string };
+
+/** The key is `privateKey`, or env variable `keyEnv`, or DEVSHARD_PRIVATE_KEY (operator-key.ts). */
+export async function operatorCreateEscrow(ctx: GatewayContext, { privateKey, keyEnv, ...cmd }: OperatorCreateCommand): Promise<OperatorCreateAnswer> {
+  return {
+    ...(await createEscrowForOperator(ctx, { ...cmd, ...(await operatorCreateKey(ctx, privateKey, keyEnv)) })),
+    // devshardctl's per-escrow state store; ours is the one event log every escrow is kept in.
+    storagePath: eventsFile(ctx.config.server.storageDir),
+  };
+}
 
 export async function createEscrowForOperator(ctx: GatewayContext, cmd: OperatorCreate): Promise<OperatorCreateOutcome> {
   // A zero key or one at/above the curve order has the 64-hex shape and used to throw in key

@@ -11,6 +11,12 @@ import { isPrivateKeyHex, PRIVATE_KEY_RULE } from '../../config/private-key.js';
 
 export const DEFAULT_KEY_ENV = 'DEVSHARD_PRIVATE_KEY';
 
+/** devshardctl's key fields of a body: `private_key` or `private_key_env` (one of them). */
+export interface OperatorKey {
+  privateKey?: string | undefined;
+  keyEnv?: string | undefined;
+}
+
 export async function operatorCreateKey(ctx: GatewayContext, privateKey: string | undefined, keyEnv: string | undefined): Promise<{ privateKeyHex: string; keySource: KeySource }> {
   oneKeyOf(privateKey, keyEnv);
   if (privateKey !== undefined) return { privateKeyHex: privateKey, keySource: { kind: 'request' } };

@@ -16,7 +16,7 @@ const known = new WeakMap<Engine, Map<string, EscrowProtocol>>();
 
 /** The engine's memo, following its commits from its creation on (new and imported escrows). */
 function memo(engine: Engine): Map<string, EscrowProtocol> {
-  let m = known.get(engine);
+  const m = known.get(engine);
   if (m) return m;
   const fresh = new Map<string, EscrowProtocol>();
   known.set(engine, fresh);

@@ -104,11 +104,24 @@ export function protocolSettlementRefusal(s: SettlementData, slots: readonly Slo
   return undefined;
 }
 
+/** The settlement file (settlementFile): what finalize answers. Amounts are JSON numbers, bytes base64. */
+export interface SettlementFile {
+  escrow_id: string;
+  /** The state-root tag ("v2", …). */
+  version: string;
+  state_root: string;
+  nonce: number;
+  fees: number;
+  rest_hash: string;
+  host_stats: { slot_id: number; missed: number; invalid: number; cost: number; required_validations: number; completed_validations: number }[];
+  signatures: { slot_id: number; signature: string }[];
+}
+
 /**
  * The file `inferenced tx inference settle-devshard-escrow` reads (x/inference/module/commands.go
  * settlementFileJSON; real-network.md §4), of a recorded protocol settlement: exactly its fields.
  */
-export function settlementFile(s: SettlementData) {
+export function settlementFile(s: SettlementData): SettlementFile {
   const n = (v: string, what: string) => {
     const x = Number(v);
     if (!Number.isSafeInteger(x)) throw new Error(`settlement ${what} ${v} is beyond a JSON number's exact range`);
@@ -169,7 +182,7 @@ export function toChainSettlement(s: SettlementData): Settlement {
 }
 
 /** The finalize answer: exactly the settlement file (settlementFile). */
-export function settlementDocument(s: SettlementData) {
+export function settlementDocument(s: SettlementData): SettlementFile {
   return settlementFile(s);
 }
 

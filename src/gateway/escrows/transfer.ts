@@ -20,11 +20,23 @@ import { stateName } from '../../machines/index.js';
 import type { GatewayContext } from '../context.js';
 import { chainRefusal } from './chain-errors.js';
 import { readExportedStream, toExportedEvent, type ExportedEvent } from './exported-stream.js';
-import { decided, devshardView, escrowOr404 } from './lifecycle.js';
+import { decided, escrowOr404 } from './decide.js';
 import { settleWindowClosed } from './pruned.js';
 import { boundSessionEscrow, diffsOfData, exportedSession, hostTxsOfData, recordImportedSession, replayAgainstFacts } from '../session/import.js';
+import { devshardView, type DevshardView } from './view.js';
 
-export async function exportEscrow(ctx: GatewayContext, escrowId: string) {
+/** What export answers (and import takes: ImportBody). */
+export interface ExportDocument {
+  escrow: DevshardView & { active: false };
+  /** The escrow's stream as stored, with its hashes. */
+  events: ExportedEvent[];
+  devshard_session: { diffs: EventDataMap['DevshardDiffSent'][]; host_txs: EventDataMap['DevshardHostTxsReceived'][] };
+  exported_at: string;
+  /** The exporting gateway's instance name. */
+  source: string;
+}
+
+export async function exportEscrow(ctx: GatewayContext, escrowId: string): Promise<ExportDocument> {
   escrowOr404(ctx, escrowId);
   return {
     escrow: { ...(await devshardView(ctx, escrowId)), active: false as const },
@@ -50,7 +62,7 @@ export interface ImportBody {
 const SETTLING = new Set(['settleDeferred', 'settling', 'settled', 'removed']);
 
 /** Imports `body` as escrow `escrowId` (body.escrow.escrow_id in canonical form). */
-export async function importEscrow(ctx: GatewayContext, escrowId: string, body: ImportBody, metadata: EventMetadata) {
+export async function importEscrow(ctx: GatewayContext, escrowId: string, body: ImportBody, metadata: EventMetadata): Promise<DevshardView> {
   const known = ctx.engine.escrow(escrowId);
   if (known) throw refuse.conflict(`Devshard ${escrowId} is already known here (state ${stateName(known.value)}).`, 'already_registered');
   const { snapshot, hostStats } = readExportedStream(escrowId, body.events);
@@ -145,7 +157,7 @@ export function importedFromChain(escrowId: string, onChain: { modelId: string; 
 }
 
 /** Makes an imported (or deactivated, unsettled) escrow routable again. */
-export async function activateEscrow(ctx: GatewayContext, escrowId: string, metadata: EventMetadata) {
+export async function activateEscrow(ctx: GatewayContext, escrowId: string, metadata: EventMetadata): Promise<DevshardView> {
   const s = escrowOr404(ctx, escrowId);
   if (s.context.creator && !ctx.keyring.has(s.context.creator)) {
     throw refuse.invalid(`This gateway does not hold the key of creator ${s.context.creator}; set DEVSHARD_PRIVATE_KEY to it first.`, null, 'creator_key_unavailable');

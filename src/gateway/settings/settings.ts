@@ -102,6 +102,13 @@ export function changeSettingsChecked(ctx: CheckContext, patch: SettingsPatch, m
   });
 }
 
+/** The operator's change (POST /v1/admin/settings): checked and recorded, then the gateway reconfigures itself. */
+export async function operatorChangeSettings(ctx: GatewayContext, patch: SettingsPatch, metadata: EventMetadata): Promise<GatewaySettings> {
+  const effective = await changeSettingsChecked(ctx, patch, metadata);
+  ctx.onSettingsChanged?.();
+  return effective;
+}
+
 /** Models the gateway can serve after `effective`: configured, with an escrow here, or rotated. */
 function servableModels(ctx: CheckContext, effective: GatewaySettings): string[] {
   return [...new Set([ctx.config.model, ...ctx.projections.pool.models(), ...effective.escrow_rotation.models.map((m) => m.model_id)])].filter(Boolean).sort();

@@ -18,7 +18,7 @@ import { escrowStream, newEvent, type ChainInputs, type CreateOrigin, type KeySo
 import type { Actor, EventMetadata } from '../../events/envelope.js';
 import type { GatewayContext } from '../context.js';
 import type { TxFeeOverride } from '../../chain/port.js';
-import { settleEscrow, txFeeOfRecord, type SettleAnswer } from '../escrows/lifecycle.js';
+import { settleEscrow, txFeeOfRecord, type SettleAnswer } from '../escrows/settle.js';
 import {
   DRAINED_PENDING,
   drainedFailureFields,

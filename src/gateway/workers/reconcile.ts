@@ -28,7 +28,7 @@ import { txSequence } from '../../chain/tx-sequence.js';
 import type { GatewayContext } from '../context.js';
 import { busyWith, recordedTxOutcome } from '../escrows/broadcast.js';
 import { resolvePendingCreate } from '../escrows/create.js';
-import { recordSettleFailure, resolveSettle } from '../escrows/lifecycle.js';
+import { recordSettleFailure, resolveSettle } from '../escrows/settle.js';
 import { settleErrorOf } from '../escrows/pruned.js';
 import { withModelLock } from './rotation/lock.js';
 import { drainedAttemptOf, ownerAttemptOf, retryAfter, windowNote, type OwnerAttempt } from './rotation/settle-retry.js';

@@ -352,7 +352,7 @@ export class Engine {
     const run = prev.then(f, f);
     const tail = run.catch(() => undefined);
     this.queues.set(key, tail);
-    tail.then(() => {
+    void tail.then(() => {
       if (this.queues.get(key) === tail) this.queues.delete(key);
     });
     return run;

@@ -48,7 +48,7 @@ export function lockStorage(storageDir: string): () => void {
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
     }
-    let owner = NaN;
+    let owner: number;
     try {
       owner = Number(readFileSync(file, 'utf8').trim());
     } catch {

@@ -11,7 +11,8 @@ import { GatewayError } from '../../errors.js';
 import { rotationMachine, stateName, step, type RotationEventType } from '../../../machines/index.js';
 import type { GatewayContext } from '../../context.js';
 import { chainErrorInfo } from '../../escrows/chain-errors.js';
-import { finalizeEscrow, refuseIfPruned, settleEscrow, type SettleAnswer } from '../../escrows/lifecycle.js';
+import { finalizeEscrow } from '../../escrows/finalize.js';
+import { refuseIfPruned, settleEscrow, type SettleAnswer } from '../../escrows/settle.js';
 import { retryAfter, type OwnerAttempt } from './settle-retry.js';
 
 export const ROTATION_META: EventMetadata = { actor: { kind: 'rotation-task' } };
