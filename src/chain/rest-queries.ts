@@ -4,7 +4,7 @@
  * plain host addresses (as on the network) or {slot_id, host, url} objects (devnet).
  */
 import type { ChainBindParams } from '../protocol/session-config.js';
-import { ChainError, type ChainEscrow, type EpochInfo, type EscrowParams, type EscrowSlot, type TxOutcome } from './port.js';
+import { ChainError, type ChainEscrow, type EpochInfo, type EscrowParams, type TxOutcome } from './port.js';
 
 export interface RestOptions {
   restUrl: string;

@@ -117,7 +117,7 @@ export function isCatalogType(type: string): type is EventType {
 }
 
 /** Upcasters keyed by `${type}@${fromVersion}`; each returns the data one version newer. */
-const upcasters: Record<string, (data: any) => unknown> = {};
+const upcasters: Record<string, (data: unknown) => unknown> = {};
 
 /**
  * Brings a recorded event's data to the current schema version. Returns null for a type the

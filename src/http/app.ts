@@ -184,7 +184,7 @@ export function createHttpApp(options: HttpAppOptions = {}): FastifyInstance {
     for (const method of [route.method].flat()) ownLimitRoutes.add(`${method} ${route.url}`);
   });
   const parse = (request: FastifyRequest, text: string, done: (err: Error | null, body?: unknown) => void): void => {
-    parseJson(request, text, (err, parsed) => {
+    void parseJson(request, text, (err, parsed) => {
       // secure-json-parse refuses a key `__proto__` (or `constructor.prototype`) in valid JSON, which
       // fastify reported as unparsable: say which rule refused it. Refused rather than stripped: a
       // tool's JSON schema would reach the host silently changed.

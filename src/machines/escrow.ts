@@ -64,7 +64,6 @@ export interface EscrowInput {
   routingStop?: number;
 }
 
-type Ev<K extends EscrowEventType> = CatalogEventOf<K>;
 
 type StartData = EscrowEventData['InferenceStarted'];
 type EndData = EscrowEventData['InferenceFinished'] | EscrowEventData['InferenceFailed'];

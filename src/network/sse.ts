@@ -40,7 +40,7 @@ export class SseParser {
   }
 
   private feed(text: string, out: SseEvent[]): void {
-    let s = this.pending ? this.pending + text : text;
+    const s = this.pending ? this.pending + text : text;
     this.pending = '';
     let start = 0;
     if (this.skipLeadingLf) {
@@ -62,7 +62,6 @@ export class SseParser {
       start = i + 1;
     }
     if (start < n) this.pending = s.slice(start);
-    s = '';
   }
 
   private line(line: string, out: SseEvent[]): void {

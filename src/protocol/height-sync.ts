@@ -152,7 +152,7 @@ export function recoverAckSigner(ack: MsgHeightAck): string {
   try {
     return recoverAddress(heightAckSignedBytes(ack), ack.hostSig);
   } catch (e) {
-    throw new Error(`heightsync: ack signature verification failed: ${(e as Error).message}`);
+    throw new Error(`heightsync: ack signature verification failed: ${(e as Error).message}`, { cause: e });
   }
 }
 

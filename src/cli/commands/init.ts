@@ -22,7 +22,7 @@ export async function runInit(options: InitOptions, out: (line: string) => void 
     handle = await open(path, flags, 0o600);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'EEXIST') {
-      throw new Error(`${path} already exists; pass --force to overwrite it (its keys will be replaced).`);
+      throw new Error(`${path} already exists; pass --force to overwrite it (its keys will be replaced).`, { cause: err });
     }
     throw err;
   }

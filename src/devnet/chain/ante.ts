@@ -153,7 +153,7 @@ export function checkTx(state: ChainState, txBytes: Uint8Array, view: AnteView):
 
   const signBytes = signDocBytes(tx.bodyBytes, tx.authInfoBytes, state.chainId, BigInt(account.accountNumber));
   const sigBytes = tx.signatures[0]!;
-  let valid = false;
+  let valid: boolean;
   try {
     valid = sigBytes.length === 64 && Secp256k1.verifySignature(Secp256k1Signature.fromFixedLength(sigBytes), sha256(signBytes), pubKey);
   } catch {

@@ -149,7 +149,7 @@ function checkAddress(address: string, where: string): string {
   try {
     decoded = fromBech32(address, 128);
   } catch (e) {
-    throw new Error(`${where}: address ${JSON.stringify(address)} is not bech32 (${(e as Error).message})`);
+    throw new Error(`${where}: address ${JSON.stringify(address)} is not bech32 (${(e as Error).message})`, { cause: e });
   }
   if (decoded.prefix !== BECH32_PREFIX) throw new Error(`${where}: address ${JSON.stringify(address)} has prefix "${decoded.prefix}", expected "${BECH32_PREFIX}"`);
   if (decoded.data.length !== 20) throw new Error(`${where}: address ${JSON.stringify(address)} holds ${decoded.data.length} bytes, an account address holds 20`);

@@ -104,14 +104,13 @@ export class HeightSeed {
     this.start();
     if (this.state === 'pending') {
       await new Promise<void>((resolve) => {
+        const done = (): void => {
+          clearTimeout(t);
+          this.waiters = this.waiters.filter((w) => w !== done);
+          resolve();
+        };
         const t = setTimeout(done, budgetMs);
         t.unref();
-        const self = this;
-        function done() {
-          clearTimeout(t);
-          self.waiters = self.waiters.filter((w) => w !== done);
-          resolve();
-        }
         this.waiters.push(done);
       });
     }

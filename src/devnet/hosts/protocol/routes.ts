@@ -26,7 +26,6 @@ import { finishProposerBytes } from '../../../protocol/preimages.js';
 import { signMessage } from '../../../protocol/signatures.js';
 import { LEGACY_ROUTE_PREFIX } from '../../../protocol/versions.js';
 import type { RuleSet } from '../../../protocol/versions.js';
-import type { DevnetChainView, HostIdentity } from '../chain-view.js';
 import { PlanError, planCompletion } from '../completion-plan.js';
 import { faultFor, type HostFaults } from '../faults.js';
 import { recoverRequestSigner, requireOwner } from './auth.js';
@@ -37,7 +36,7 @@ import { hasOracle, headerStamp, hostStamp, readOracle } from './host-stamps.js'
 import { hostRules } from './host-versions.js';
 import { erroredOutput, plannedOutput, responseHash } from './output.js';
 import { signReceipt, type ReceiptOutcome } from './receipt.js';
-import type { HostSession, HostSessions } from './session.js';
+import type { HostSession } from './session.js';
 import { bindOwnerSession, existingSession, existingSessionForOwner } from './session-access.js';
 import { signStampedReceipt, type StampedReceiptOutcome } from './stamped-receipt.js';
 import { decideTimeout, recoveryTxsFor, signTimeoutVote, timeoutReason } from './timeout.js';

@@ -109,7 +109,7 @@ function decodeDiff(f: DiffJsonFields): ReceivedDiff {
   try {
     txs = fromBinary(DiffContentSchema, f.txs).txs;
   } catch (e) {
-    throw new Error(`unmarshal diff content: ${(e as Error).message}`);
+    throw new Error(`unmarshal diff content: ${(e as Error).message}`, { cause: e });
   }
   const json: ReceivedDiff['json'] = { nonce: Number(f.nonce), txs: b64(f.txs), user_sig: b64(f.userSig) };
   if (f.postStateRoot.length > 0) json.post_state_root = b64(f.postStateRoot);
