@@ -91,6 +91,8 @@ export interface GatewayConfig {
     pruneWarnBlocks: number;
     /** DEVSHARD_REQUIRE_HEIGHT_SEED: v5 chat waits on the session's height seed, 503 while it is missed. */
     requireHeightSeed: boolean;
+    /** GATEWAY_RECORD_BEFORE_LAST_BYTE: an answer's outcome is durable before its last byte leaves. */
+    recordBeforeLastByte: boolean;
     /** GATEWAY_HEARTBEAT_IDLE_MS: a v5 escrow quiet this long gets an idle heartbeat span; 0 = never. */
     heartbeatIdleMs: number;
   };
@@ -294,6 +296,7 @@ export function loadConfig(options: LoadConfigOptions = {}): GatewayConfig {
     reconcileIntervalMs: int('GATEWAY_RECONCILE_INTERVAL_MS', 100),
     pruneWarnBlocks: int('DEVSHARD_PRUNE_WARN_BLOCKS', 0),
     requireHeightSeed: bool('DEVSHARD_REQUIRE_HEIGHT_SEED'),
+    recordBeforeLastByte: bool('GATEWAY_RECORD_BEFORE_LAST_BYTE'),
     heartbeatIdleMs: int('GATEWAY_HEARTBEAT_IDLE_MS', 0),
   };
 

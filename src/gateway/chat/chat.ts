@@ -207,9 +207,11 @@ async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<Ch
         failed(err);
       }
     };
+    // Durable before the last byte (GATEWAY_RECORD_BEFORE_LAST_BYTE), or committed just after the answer.
+    const beforeLastByte = ctx.config.behaviour.recordBeforeLastByte;
     const record = (outcome: { usage: Usage; error?: string }): Promise<void> => {
-      end(outcome, true);
-      return recorded;
+      end(outcome, beforeLastByte);
+      return beforeLastByte ? recorded : Promise.resolve();
     };
 
     const slot = slots[nonce % slots.length]!;
