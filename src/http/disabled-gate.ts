@@ -19,9 +19,9 @@ export interface DisabledState {
 
 const ADMIN_PREFIXES = ['/v1/admin/', '/v1/debug/', '/devshard/'];
 const ADMIN_EXACT = ['/v1/admin', '/v1/debug', '/v1/finalize'];
-const OPERATOR_EXACT = ['/metrics', '/openapi.json', '/docs'];
+const OPERATOR_EXACT = ['/metrics', '/openapi.json', '/docs', '/console'];
 /** Swagger UI's pages and assets (src/http/openapi.ts DOCS_PREFIX). */
-const OPERATOR_PREFIXES = ['/docs/'];
+const OPERATOR_PREFIXES = ['/docs/', '/console/'];
 
 /** True for the spec's admin routes (path or route pattern, query string ignored). */
 export function isAdminPath(url: string): boolean {

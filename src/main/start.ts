@@ -21,6 +21,8 @@ import { createHttpApp } from '../http/app.js';
 import { createLogger } from '../http/logger.js';
 import { countRecordedFailures, createGatewayMetrics } from '../http/metrics.js';
 import { registerRoutes } from '../http/routes/index.js';
+import { createAuthenticator } from '../http/auth.js';
+import { registerConsole } from '../console/index.js';
 import { createProtocolTransport, type ProtocolTransport } from '../network/devshard/protocol-transport.js';
 import type { SessionEscrow } from '../network/devshard/session.js';
 import type { InferencePort } from '../network/port.js';
@@ -295,7 +297,11 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
 
   const { maxConnections, headersTimeoutMs, requestReceiveTimeoutMs, maxUnsentBytes, slowClientTimeoutMs, maxBodyBytes } = config.server;
   const app = createHttpApp({ logger, metrics, bodyLimit: maxBodyBytes, server: { maxConnections, headersTimeoutMs, requestReceiveTimeoutMs, maxUnsentBytes, slowClientTimeoutMs }, fastify: { forceCloseConnections: 'idle' } });
-  registerRoutes(app, gatewayPort(ctx), { keys: { adminApiKey: config.keys.adminApiKey, apiKeys: config.keys.apiKeys }, metrics });
+  const gateway = gatewayPort(ctx);
+  const keys = { adminApiKey: config.keys.adminApiKey, apiKeys: config.keys.apiKeys };
+  registerRoutes(app, gateway, { keys, metrics });
+  // The operator console reads the log through the store (its pages, its subscription).
+  registerConsole(app, gateway, createAuthenticator(keys), store);
   await app.listen({ host: config.server.host, port: config.server.port });
   const { port } = app.server.address() as AddressInfo;
   const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host;

@@ -107,6 +107,7 @@ export async function runServe(opts: ServeOptions): Promise<void> {
   say(`shardgate is listening on ${gw.url}  (state: ${config.server.storageDir})`);
   if (gw.devnet) say(`embedded devnet (chain ${gw.devnet.chainId}) at ${gw.devnet.url}  — serve --devnet`);
   say(`keys: ${keyFile} (mode 600; never printed)`);
+  say(`operator console: ${gw.url}/console  (sign in with DEVSHARD_ADMIN_API_KEY from ${keyFile})`);
   const q = gw.quickStart;
   if (q) {
     say(
