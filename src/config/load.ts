@@ -7,6 +7,7 @@
 import { isAbsolute, resolve } from 'node:path';
 import { isPrivateKeyHex, PRIVATE_KEY_RULE } from './private-key.js';
 import { readEnvFile } from './env-file.js';
+import { storageSettings, type StorageSettings } from './storage.js';
 import { ConfigError, type ConfigIssue } from './errors.js';
 import { SECRET_VARIABLES, VARIABLES } from './variables.js';
 import { parseProtocolVersion, SUPPORTED_VERSION_NAMES, versionOfRoute } from '../protocol/versions.js';
@@ -39,6 +40,8 @@ export interface GatewayConfig {
     /** DEVSHARD_TX_FEE_DENOM. */
     txFeeDenom: string;
   };
+  /** Where the event log lives (storage.ts). */
+  storage: StorageSettings;
   keys: {
     /** DEVSHARD_PRIVATE_KEY (64 hex, no 0x); secret. */
     creatorPrivateKey: string | undefined;
@@ -242,16 +245,18 @@ export function loadConfig(options: LoadConfigOptions = {}): GatewayConfig {
     fail('NODE_CHAIN_API', 'is required when NODE_RPC points at a real chain (or set DEVSHARD_CHAIN_REST)');
   }
 
+  const storage = storageSettings(get, fail);
+
   // server
   const logLevel = (get('LOG_LEVEL') ?? 'info').toLowerCase();
   if (!LOG_LEVELS.includes(logLevel)) fail('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}${shown('LOG_LEVEL', logLevel)}`);
-  const storage = get('DEVSHARD_STORAGE_DIR')!;
+  const storageDir = get('DEVSHARD_STORAGE_DIR')!;
   const port = int('DEVSHARD_PORT', 0);
   if (port > 65535) fail('DEVSHARD_PORT', `must be a port number 0..65535 (got ${port})`);
   const server = {
     host: get('GATEWAY_HOST')!,
     port,
-    storageDir: isAbsolute(storage) ? storage : resolve(options.cwd ?? process.cwd(), storage),
+    storageDir: isAbsolute(storageDir) ? storageDir : resolve(options.cwd ?? process.cwd(), storageDir),
     importDir: ((d) => (d === undefined ? undefined : resolve(options.cwd ?? process.cwd(), d)))(get('DEVSHARD_IMPORT_DIR')),
     instanceName: get('DEVSHARD_INSTANCE_NAME')!,
     shutdownTimeoutMs: int('GATEWAY_SHUTDOWN_TIMEOUT_MS', 0),
@@ -354,6 +359,7 @@ export function loadConfig(options: LoadConfigOptions = {}): GatewayConfig {
     model: get('DEVSHARD_MODEL')!,
     chain,
     keys: { creatorPrivateKey, apiKeys, adminApiKey, logHmacKey: get('DEVSHARD_LOG_HMAC_KEY') },
+    storage,
     server,
     limits,
     behaviour,

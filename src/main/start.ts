@@ -5,7 +5,7 @@
  * checkpoints and closes. The only module that knows every layer; src/cli calls it.
  */
 import { startPruneWatch } from '../gateway/workers/prune-watch.js';
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
@@ -13,9 +13,7 @@ import { createCosmosChainClient, type CosmosChainClient } from '../chain/cosmos
 import { startDevnet, type Devnet } from '../devnet/chain/index.js';
 import type { ChainPort } from '../chain/port.js';
 import type { GatewayConfig } from '../config/index.js';
-import { eventsFile, openSqliteEventStore } from '../events/sqlite-store.js';
 import type { EventStore } from '../events/store.js';
-import { checkLogAtStart, checkPrefixInBackground, EventLogTamperedError, readAnchor, recordAnchor } from '../events/log-anchor.js';
 import { storageSpace } from '../gateway/devshardctl/status-document.js';
 import { createHttpApp } from '../http/app.js';
 import { createLogger } from '../http/logger.js';
@@ -47,7 +45,7 @@ import { createDrainReactor, type DrainTask } from '../gateway/workers/reactors.
 import { reconcile, releaseUnusedNonces, startIntentReconciler } from '../gateway/workers/reconcile.js';
 import { onRequestEnded, startDepletionCheck, startRotation } from '../gateway/workers/rotation/index.js';
 import { disabledBootstrapRefusal, recordStartupSettings } from '../gateway/settings/startup-settings.js';
-import { lockStorage } from '../gateway/write/storage-lock.js';
+import { openLog } from './open-log.js';
 import { startHeartbeats, type HeartbeatTask } from '../gateway/workers/heartbeats.js';
 
 /** Spec: usable balance below 1,000,000 (smallest unit) makes an escrow depleted. */
@@ -87,44 +85,18 @@ export interface RunningGateway {
 export async function startGateway(config: GatewayConfig, options: GatewayOptions = {}): Promise<RunningGateway> {
   const logger = options.logger ?? createLogger({ level: config.server.logLevel });
   mkdirSync(config.server.storageDir, { recursive: true, mode: 0o700 });
-  const unlock = lockStorage(config.server.storageDir);
-  // The spec's "first gateway start" (DEVSHARD_GATEWAY_DISABLED*): the database does not exist yet.
-  // Not "the log is empty": a start that appended nothing has still created the database.
-  const firstStart = !existsSync(eventsFile(config.server.storageDir));
-  const refusal = disabledBootstrapRefusal(config, firstStart);
-  if (refusal) {
-    unlock();
-    throw refusal;
-  }
+  // The log (SQLite or PostgreSQL), locked to this gateway and checked (open-log.ts); everything
+  // past this line sees only the store port.
+  let firstStart = false;
+  const log = await openLog(config, logger, (first) => {
+    // The spec's "first gateway start" (DEVSHARD_GATEWAY_DISABLED*): the log did not exist yet.
+    firstStart = first;
+    const refusal = disabledBootstrapRefusal(config, first);
+    if (refusal) throw refusal;
+  });
   if (!firstStart && config.disabledBootstrap.enabled) logger.info('DEVSHARD_GATEWAY_DISABLED has no effect after the first start: the kill switch is set by POST /v1/admin/settings');
-  // The hash chain from the last verified position (log-anchor.ts): a log altered since is not served.
-  let check: ReturnType<typeof checkLogAtStart>;
-  try {
-    check = checkLogAtStart(eventsFile(config.server.storageDir), { key: config.keys.logHmacKey });
-  } catch (err) {
-    unlock();
-    throw err;
-  }
-  if (!check.ok) {
-    unlock();
-    const refused = new EventLogTamperedError(check, eventsFile(config.server.storageDir));
-    logger.fatal({ component: 'event_log', position: check.position }, `event_log_verification_failed: ${refused.message}`);
-    throw refused;
-  }
-  for (const w of check.warnings) logger.warn({ component: 'event_log' }, w);
-  logger.info({ component: 'event_log', verified_from: check.from, verified_to: check.to, events_checked: check.checked, keyed: check.keyed }, 'event_log_verified');
-  // The composition root picks the store; everything past this line sees only the port.
-  let store: EventStore;
-  try {
-    store = openSqliteEventStore(eventsFile(config.server.storageDir));
-  } catch (err) {
-    unlock();
-    throw err;
-  }
+  const { store, check } = log;
   const emptyLog = store.lastPosition() === 0;
-  // A new log gets its anchor at once (keyed when a key is set): with a key, a log with events and
-  // no anchor is refused at the next start (its anchor row was deleted).
-  if (emptyLog && readAnchor(eventsFile(config.server.storageDir)) === undefined) recordAnchor(eventsFile(config.server.storageDir), 0, '', config.keys.logHmacKey);
   const { projections, detach } = await followProjections(store);
   const engine = new Engine(store, projections);
   // Each escrow's protocol is read once, here: the chat path asks it from memory.
@@ -267,7 +239,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
   // the background while the gateway serves; a failure stops chat (503 event_log_tampered).
   let stoppingLogCheck = false;
   ctx.logCheck = { state: 'checking', until: check.from };
-  const logCheck = checkPrefixInBackground(eventsFile(config.server.storageDir), check.from, { stopped: () => stoppingLogCheck }).then(
+  const logCheck = log.checkPrefix(() => stoppingLogCheck).then(
     (r) => {
       if (!r) return;
       if (r.ok) {
@@ -345,7 +317,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
       await (network as { close?: () => Promise<void> }).close?.();
       ownedClient?.close?.();
       await devnet?.close();
-      unlock();
+      await log.release();
     })());
 
   return { url, app, ctx, store, devnet, stop, tasks: { rotation, depletion, drain: drainTask, pruneWatch, logCheck, heartbeats }, ...(quickStart ? { quickStart } : {}) };
