@@ -4,7 +4,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'src/protocol/gen/**', 'src/chain/gen/**', 'docs/**', 'coverage/**', '**/*.cjs', '**/*.mjs'] },
+  { ignores: ['eslint.config.js', 'dist/**', 'node_modules/**', 'src/protocol/gen/**', 'src/chain/gen/**', 'docs/**', 'coverage/**', '**/*.cjs', '**/*.mjs'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
