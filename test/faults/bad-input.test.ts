@@ -20,6 +20,11 @@ const fill = (path: string, id: string) => path.replace('{id}', id);
 
 async function send(method: string, path: string, init: { body?: string; headers?: Record<string, string> } = {}) {
   const res = await fetch(gw.url + path, { method: method.toUpperCase(), headers: init.headers, body: init.body, redirect: 'manual', signal: AbortSignal.timeout(15_000) });
+  // A live event stream (the console's feed) never ends: its status and type are the answer.
+  if (res.ok && res.headers.get('content-type')?.startsWith('text/event-stream')) {
+    await res.body?.cancel();
+    return { status: res.status, text: '', type: res.headers.get('content-type') ?? '' };
+  }
   const text = await res.text();
   return { status: res.status, text, type: res.headers.get('content-type') ?? '' };
 }

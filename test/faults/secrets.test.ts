@@ -54,6 +54,11 @@ async function send(method: string, path: string, kind: KeyKind, body?: unknown)
   const headers: Record<string, string> = { ...a.headers };
   if (body !== undefined) headers['content-type'] = 'application/json';
   const res = await fetch(gw.url + path + a.query, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), redirect: 'manual' });
+  // A live event stream (the console's feed) never ends: its status and headers are the answer.
+  if (res.ok && res.headers.get('content-type')?.startsWith('text/event-stream')) {
+    await res.body?.cancel();
+    return { status: res.status, text: '', json: undefined };
+  }
   const text = await res.text();
   bodies.push(text, JSON.stringify([...res.headers]));
   let json: any;

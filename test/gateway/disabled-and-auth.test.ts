@@ -17,6 +17,8 @@ interface Route {
   kind: Kind;
   /** A concrete path (ids filled in). */
   path?: string;
+  /** An event stream that never ends: its status and type are read, then it is closed. */
+  stream?: boolean;
   body?: unknown;
   /** Status with the admin key (harmless requests: unknown ids, empty bodies). */
   adminStatus: number;
@@ -55,6 +57,16 @@ const ROUTES: Route[] = [
   { method: 'POST', pattern: '/v1/finalize', kind: 'admin', adminStatus: 400 },
   { method: 'GET', pattern: '/v1/finalize', kind: 'admin', adminStatus: 400 },
   { method: 'GET', pattern: '/v1/debug/rotation', kind: 'admin', adminStatus: 200 },
+  // The operator console's reads (docs/console.md); `live` is a server-sent event stream.
+  { method: 'GET', pattern: '/v1/admin/console/overview', kind: 'admin', adminStatus: 200 },
+  { method: 'GET', pattern: '/v1/admin/console/escrows', kind: 'admin', adminStatus: 200 },
+  { method: 'GET', pattern: '/v1/admin/console/escrows/{id}/timeline', kind: 'admin', adminStatus: 404 },
+  { method: 'GET', pattern: '/v1/admin/console/escrows/{id}/series', kind: 'admin', adminStatus: 404 },
+  { method: 'GET', pattern: '/v1/admin/console/escrows/{id}/state', kind: 'admin', adminStatus: 400 },
+  { method: 'GET', pattern: '/v1/admin/console/escrows/{id}/verify', kind: 'admin', adminStatus: 404 },
+  { method: 'GET', pattern: '/v1/admin/console/rotation', kind: 'admin', adminStatus: 200 },
+  { method: 'GET', pattern: '/v1/admin/console/requests/{id}', kind: 'admin', adminStatus: 404 },
+  { method: 'GET', pattern: '/v1/admin/console/live', kind: 'admin', adminStatus: 200, stream: true },
 ];
 
 const pathOf = (r: Route) => r.path ?? r.pattern.replace('{id}', UNKNOWN);
@@ -69,8 +81,15 @@ describe('auth matrix and disabled state', () => {
   });
   afterAll(() => disposeTestGateway(gw));
 
-  const send = (r: Route, key: 'admin' | 'client' | 'none' | string) =>
-    gw.call(pathOf(r), { method: r.method, key, ...(r.body !== undefined ? { body: r.body } : {}) });
+  const send = async (r: Route, key: 'admin' | 'client' | 'none' | string) => {
+    if (r.stream && key === 'admin') {
+      const res = await fetch(gw.url + pathOf(r), { headers: { authorization: `Bearer ${gw.keys.adminApiKey}` } });
+      expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
+      await res.body?.cancel();
+      return { status: res.status, headers: res.headers, text: '', json: undefined };
+    }
+    return gw.call(pathOf(r), { method: r.method, key, ...(r.body !== undefined ? { body: r.body } : {}) });
+  };
 
   function expectOpenAi401(res: { status: number; json: any; text: string }, what: string) {
     expect(res.status, `${what}: ${res.text}`).toBe(401);
