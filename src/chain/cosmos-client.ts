@@ -41,7 +41,6 @@ import {
   num,
   obj,
   trimSlash,
-  txOutcomeOf,
   type RestOptions,
 } from './rest-queries.js';
 import { settleMessage } from './settlement-message.js';

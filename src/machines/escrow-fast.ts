@@ -103,6 +103,8 @@ export class PendingMap {
   private own(): Map<string, Amount> {
     if ('map' in this.node) return this.node.map;
     const path: PendingMap[] = [];
+    // A cursor that starts at this version and walks to the one holding the map (not an alias).
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
     let root: PendingMap = this;
     while (!('map' in root.node)) {
       path.push(root);

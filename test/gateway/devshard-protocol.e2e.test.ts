@@ -189,7 +189,7 @@ describe('the devshard protocol diffs in the log (DevshardDiffSent)', () => {
   it('records every diff before it is sent; replay of the log rebuilds the replica; verify passes', async () => {
     for (let i = 0; i < 4; i++) expect((await ask(i, i % 2 === 0)).status).toBe(200);
     await gw.ctx.engine.idle();
-    const recorded = recordedDiffs(gw.ctx.engine, escrowId);
+    const recorded = await recordedDiffs(gw.ctx.engine, escrowId);
     expect(recorded.map((d) => d.nonce)).toEqual([1n, 2n, 3n, 4n]);
     const s = session();
     const rebuilt = replay(s.replica.params, recorded, { checkUserSig: true });
@@ -216,7 +216,7 @@ describe('the devshard protocol diffs in the log (DevshardDiffSent)', () => {
     }
     const s = session();
     // the replica went on from the recorded root; gaps (nonces the restart skipped) are empty diffs
-    const recorded = recordedDiffs(gw.ctx.engine, escrowId);
+    const recorded = await recordedDiffs(gw.ctx.engine, escrowId);
     expect(recorded.map((d) => Number(d.nonce))).toEqual([...Array(Number(s.latestNonce)).keys()].map((k) => k + 1));
     expect(bytesEqual(recorded[3]!.postStateRoot, before)).toBe(true);
     expect(bytesEqual(replay(s.replica.params, recorded).stateRoot(), s.replica.stateRoot())).toBe(true);
@@ -238,7 +238,7 @@ describe('the devshard protocol diffs in the log (DevshardDiffSent)', () => {
     expect(results.map((r) => r.status)).toEqual(Array(6).fill(200));
     const s = session();
     await gw.ctx.engine.idle();
-    expect(recordedDiffs(gw.ctx.engine, escrowId).map((d) => Number(d.nonce))).toEqual([...Array(Number(s.latestNonce)).keys()].map((k) => k + 1));
+    expect((await recordedDiffs(gw.ctx.engine, escrowId)).map((d) => Number(d.nonce))).toEqual([...Array(Number(s.latestNonce)).keys()].map((k) => k + 1));
     for (const url of [...new Set(s.escrow.slots.map((x) => x.url))]) {
       const list = (await (await fetch(`${url}/devshard/sessions/${escrowId}/diffs?from=1&to=100`)).json()) as HostDiff[];
       expect(list.length).toBeGreaterThan(0);

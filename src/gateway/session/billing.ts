@@ -43,9 +43,9 @@ export class ProtocolBilling {
    * The escrow's session opened with `recordedCharges` (what the log's diffs charged): the waiting
    * sets are rebuilt from the log's bills (ends, and UsageRecovered naming an inference).
    */
-  restore(escrowId: string, recordedCharges: ReadonlyMap<bigint, Charge>): void {
+  async restore(escrowId: string, recordedCharges: ReadonlyMap<bigint, Charge>): Promise<void> {
     const bills = new Map<bigint, bigint>();
-    for (const r of eachRequestEvent(this.ctx.engine.readStreamNow(escrowStream(escrowId)))) {
+    for (const r of eachRequestEvent(await this.ctx.engine.readStream(escrowStream(escrowId)))) {
       if (r.type === 'InferenceFinished' || r.type === 'InferenceFailed') bills.set(BigInt(r.data.nonce), (bills.get(BigInt(r.data.nonce)) ?? 0n) + BigInt(r.data.cost));
       else if (r.type === 'UsageRecovered' && r.data.inferenceId !== undefined) {
         const id = BigInt(r.data.inferenceId);

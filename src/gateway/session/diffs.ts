@@ -45,9 +45,9 @@ export function recordDiff(engine: Engine, escrowId: string, d: RecordedDiff): P
 }
 
 /** The escrow's recorded diffs in nonce order (reads SQL: once per escrow, when its session opens). */
-export function recordedDiffs(engine: Engine, escrowId: string): RecordedDiff[] {
+export async function recordedDiffs(engine: Engine, escrowId: string): Promise<RecordedDiff[]> {
   const out: RecordedDiff[] = [];
-  for (const r of engine.readStreamNow(devshardSessionStream(escrowId))) {
+  for (const r of await engine.readStream(devshardSessionStream(escrowId))) {
     if (r.type === 'DevshardDiffSent') out.push(recordedDiffOf(r.data));
   }
   return out;
@@ -132,9 +132,9 @@ export function recordHostTxs(engine: Engine, escrowId: string, host: string, tx
 }
 
 /** The host txs the log holds for an escrow, in the order taken (read once, when its session opens). */
-export function recordedHostTxs(engine: Engine, escrowId: string): DevshardTx[] {
+export async function recordedHostTxs(engine: Engine, escrowId: string): Promise<DevshardTx[]> {
   const out: DevshardTx[] = [];
-  for (const r of engine.readStreamNow(devshardSessionStream(escrowId))) {
+  for (const r of await engine.readStream(devshardSessionStream(escrowId))) {
     if (r.type === 'DevshardHostTxsReceived') for (const t of r.data.txs) out.push(fromBinary(DevshardTxSchema, bytes(t)));
   }
   return out;

@@ -362,16 +362,6 @@ export class Engine {
   async readStream(streamId: string) {
     return upcastAll(await this.store.readStream(streamId));
   }
-
-  /**
-   * The same, answered at once: only for a store whose reads are local (SQLite). For the devshard
-   * transport's session-open callbacks, which are synchronous until the transport awaits them.
-   */
-  readStreamNow(streamId: string) {
-    const records = this.store.readStream(streamId);
-    if (records instanceof Promise) throw new Error(`readStreamNow(${streamId}): this event store answers reads asynchronously; use readStream`);
-    return upcastAll(records);
-  }
 }
 
 const upcastAll = (records: RecordedEvent[]) => records.map((r) => upcast(r)).filter((r) => r !== null);

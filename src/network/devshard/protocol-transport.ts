@@ -27,7 +27,7 @@ import { countCompletionTokens, countPromptTokens } from '../tokens.js';
 import { chunksForClient, clientAsk, completionForClient } from './client-output.js';
 import { HostEventError, readHostEvent, type HostReceipt } from './host-events.js';
 import { sessionUrl, verifyTimeoutJson } from './request-body.js';
-import { buildSettlement, Phase, rulesOf, settlementFileJson, settlementSignatureValid, type RecordedDiff, type Settlement } from '../../protocol/index.js';
+import { buildSettlement, Phase, rulesOf, settlementFileJson, settlementSignatureValid, type RecordedDiff } from '../../protocol/index.js';
 import type { DevshardTx } from '../../protocol/gen/devshard/v1/diff_pb.js';
 import { DevshardSession, ReceiptMismatch, type SentDiff, type SessionEscrow, type WarmKeyGrantLookup } from './session.js';
 import { routeRefusalOf, type RouteRefusal } from './host-refusals.js';
@@ -52,13 +52,13 @@ export interface ProtocolTransportOptions extends AgentOptions {
   /** Every diff as it is composed (the log's hook); a promise answered is awaited before the request leaves. */
   onDiff?: (escrowId: string, d: SentDiff) => unknown;
   /** The diffs an earlier run recorded for an escrow (the log), to rebuild its session; none: a new session. */
-  recordedDiffs?: (escrowId: string) => readonly RecordedDiff[];
+  recordedDiffs?: (escrowId: string) => readonly RecordedDiff[] | Promise<readonly RecordedDiff[]>;
   /** A session was opened (rebuilt from the log, before its first diff of this run). */
-  onSessionOpened?: (escrowId: string, s: DevshardSession) => void;
+  onSessionOpened?: (escrowId: string, s: DevshardSession) => void | Promise<void>;
   /** Host txs taken from a host's answer, not seen before (the log's hook; not awaited). */
   onHostTxs?: (escrowId: string, hostUrl: string, txs: DevshardTx[]) => void;
   /** The host txs an earlier run took (the log), to make pending again those no recorded diff carried. */
-  recordedHostTxs?: (escrowId: string) => readonly DevshardTx[];
+  recordedHostTxs?: (escrowId: string) => readonly DevshardTx[] | Promise<readonly DevshardTx[]>;
   /** Every exchange with a host, when it ends (traffic capture). */
   onExchange?: (x: Exchange) => void;
   /** A host refused an escrow's route or tag (host-refusals.ts): called once per escrow, rule and host. */
@@ -280,7 +280,9 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
     if (!escrow) throw new HostError('rejected', `escrow ${call.escrowId} is unknown to the devshard protocol transport`);
     const signer = call.signer;
     if (!signer.signProtocol) throw new HostError('rejected', `the signer of escrow ${call.escrowId} cannot make devshard protocol signatures`);
-    const s = new DevshardSession(escrow, (m) => signer.signProtocol!(m), opts.recordedDiffs?.(call.escrowId) ?? [], opts.recordedHostTxs?.(call.escrowId) ?? []);
+    // What an earlier run recorded (the log: a read that may go to a database server).
+    const [diffs, hostTxs] = await Promise.all([opts.recordedDiffs?.(call.escrowId) ?? [], opts.recordedHostTxs?.(call.escrowId) ?? []]);
+    const s = new DevshardSession(escrow, (m) => signer.signProtocol!(m), diffs, hostTxs);
     s.warmKeyGranted = opts.warmKeyGranted;
     s.now = now;
     if (opts.onHostTxDropped) {
@@ -313,7 +315,8 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
       else seed.start();
       seeds.set(call.escrowId, seed);
     }
-    opts.onSessionOpened?.(call.escrowId, s);
+    // Awaited before the session is handed out: nothing is sent for the escrow before it is done.
+    await opts.onSessionOpened?.(call.escrowId, s);
     sessions.set(call.escrowId, s);
     return s;
   }
@@ -874,7 +877,6 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
         } finally {
           // The client stopped reading (or left): read the host's stream on for its Finish.
           if (!handedOff && !pump.closed) {
-            handedOff = true;
             void drain(s, hostUrl, pump, now() + drainMs, finishCapture);
           }
         }

@@ -183,7 +183,7 @@ describe('DevshardSession: host txs signed by a warm key', () => {
     const l = lookups();
     const opened: DevshardSession[] = [];
     const dead = { ...escrow, slots: escrow.slots.map((x) => ({ ...x, url: 'http://127.0.0.1:9/hosts/0' })) };
-    const transport = createProtocolTransport({ escrowOf: () => dead, warmKeyGranted: l.fn, onSessionOpened: (_, s) => opened.push(s), timeoutSweepMs: 0, orderWaitMs: 50 });
+    const transport = createProtocolTransport({ escrowOf: () => dead, warmKeyGranted: l.fn, onSessionOpened: (_, s) => void opened.push(s), timeoutSweepMs: 0, orderWaitMs: 50 });
     try {
       await transport
         .chat({ escrowId: escrow.escrowId, nonce: 1, hostUrl: '', body: { model: MODEL, messages: [{ role: 'user', content: 'q' }], max_tokens: 8, stream: false }, signer, signal: new CallController().signal })

@@ -1,0 +1,90 @@
+/**
+ * The gateway on a PostgreSQL event log (DEVSHARD_STORAGE_MODE=postgres, issue 42), through the
+ * whole stack: HTTP, the engine, the PostgreSQL store on a throwaway cluster, the chain client and
+ * the devnet over loopback. Chats are served and billed, an escrow is finalized and settled, the
+ * gateway restarts on the same database and continues the nonces, a second gateway on that log is
+ * refused (one gateway per log until escrow leases), and the log verifies.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generateKeys, loadConfig } from '../../src/config/index.js';
+import { escrowStream } from '../../src/events/catalog.js';
+import type { RecordedEvent } from '../../src/events/envelope.js';
+import { verifyPostgresLog } from '../../src/events/postgres/verify.js';
+import { PostgresLogInUseError } from '../../src/events/postgres/writer-lock.js';
+import { startGateway, type RunningGateway } from '../../src/main/start.js';
+import { capturingLogger, httpCaller, MODEL, testGatewayEnv } from '../helpers/gateway.js';
+import { startPgCluster, type PgCluster } from '../helpers/pg-cluster.js';
+import { requestRecords } from '../helpers/request-records.js';
+
+let cluster: PgCluster;
+let url = '';
+const keys = generateKeys();
+const dirs: string[] = [];
+
+beforeAll(async () => {
+  cluster = await startPgCluster();
+  url = cluster.url(await cluster.createDatabase());
+}, 60_000);
+afterAll(async () => {
+  await cluster?.stop();
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+/** A gateway on the cluster's database (its storage dir holds only the devnet's state and the keys). */
+async function start(storageDir = mkdtempSync(join(tmpdir(), 'shardgate-pg-'))): Promise<RunningGateway & { storageDir: string; call: ReturnType<typeof httpCaller> }> {
+  dirs.push(storageDir);
+  const env = testGatewayEnv(keys, storageDir, { DEVSHARD_STORAGE_MODE: 'postgres', DATABASE_URL: url, GATEWAY_SHUTDOWN_TIMEOUT_MS: '5000' });
+  const { logger } = await capturingLogger('warn');
+  const gw = await startGateway(loadConfig({ env, cwd: storageDir }), { logger });
+  return { ...gw, storageDir, call: httpCaller(gw.url, keys, () => gw.ctx.engine.idle()) };
+}
+
+async function all(records: Iterable<RecordedEvent> | AsyncIterable<RecordedEvent>): Promise<RecordedEvent[]> {
+  const out: RecordedEvent[] = [];
+  for await (const r of records) out.push(r);
+  return out;
+}
+
+describe('the gateway on a PostgreSQL event log', () => {
+  it('serves, settles, restarts on the same log, refuses a second gateway, and the log verifies', async () => {
+    let gw = await start();
+    const created = await gw.call('/v1/admin/escrows', { body: { amount: '10000000000', model_id: MODEL, private_key: keys.privateKey, chain_id: 'shardgate-devnet', register: true } });
+    expect(created.status, created.text).toBe(200);
+    const a = created.json.id as string;
+    for (let i = 0; i < 3; i++) {
+      const r = await gw.call('/v1/chat/completions', { body: { model: MODEL, messages: [{ role: 'user', content: `hello ${i}` }], max_tokens: 8 } });
+      expect(r.status, r.text).toBe(200);
+    }
+    const nonceBefore = gw.ctx.engine.escrow(a)!.context.nonce;
+    expect(nonceBefore).toBe(3);
+
+    // A second gateway on this log is refused: it would decide the same escrows' nonces.
+    await expect(start()).rejects.toBeInstanceOf(PostgresLogInUseError);
+
+    // Restart (the devnet keeps its state in the first storage dir): the nonces continue.
+    const dir = gw.storageDir;
+    await gw.stop();
+    gw = await start(dir);
+    expect(gw.ctx.engine.escrow(a)!.context.nonce).toBe(nonceBefore);
+    const r = await gw.call('/v1/chat/completions', { body: { model: MODEL, messages: [{ role: 'user', content: 'after restart' }], max_tokens: 8 } });
+    expect(r.status, r.text).toBe(200);
+    expect(gw.ctx.engine.escrow(a)!.context.nonce).toBe(nonceBefore + 1);
+
+    const settled = await gw.call(`/v1/admin/devshards/${a}/settle`, { body: {} });
+    expect(settled.status, settled.text).toBe(200);
+    expect(settled.json.status).toBe('settled');
+
+    const records = await all(gw.store.readAll(0));
+    const stream = records.filter((x) => x.streamId === escrowStream(a));
+    expect(requestRecords(stream).filter((x) => x.type === 'InferenceFinished')).toHaveLength(4);
+    expect(stream.at(-1)!.type).toBe('EscrowSettled');
+    // The admin view reads the settled money from the log (an asynchronous read on this store).
+    const view = await gw.call(`/v1/admin/devshards/${a}`);
+    expect(view.json.state).toBe('settled');
+    await gw.stop();
+    expect(await verifyPostgresLog(url)).toMatchObject({ ok: true });
+  }, 120_000);
+});
