@@ -7,138 +7,15 @@
 import { isAbsolute, resolve } from 'node:path';
 import { isPrivateKeyHex, PRIVATE_KEY_RULE } from './private-key.js';
 import { readEnvFile } from './env-file.js';
-import { storageSettings, type StorageSettings } from './storage.js';
+import { storageSettings } from './storage.js';
+import type { GatewayConfig } from './gateway-config.js';
+import { parseMode } from './mode.js';
+
+export type { GatewayConfig, GatewayMode, InitialEscrow } from './gateway-config.js';
+export { parseMode } from './mode.js';
 import { ConfigError, type ConfigIssue } from './errors.js';
 import { SECRET_VARIABLES, VARIABLES } from './variables.js';
 import { parseProtocolVersion, SUPPORTED_VERSION_NAMES, versionOfRoute } from '../protocol/versions.js';
-
-/** One initial escrow of pool mode (from DEVSHARDS_JSON). */
-export interface InitialEscrow {
-  /** Decimal string (uint64 on chain). */
-  escrowId: string;
-  modelId?: string;
-}
-
-export type GatewayMode = { kind: 'pool'; initialEscrows: InitialEscrow[] } | { kind: 'single'; escrowId: string };
-
-export interface GatewayConfig {
-  mode: GatewayMode;
-  /** DEVSHARD_MODEL. */
-  model: string;
-  chain: {
-    /** NODE_RPC; undefined = start the embedded devnet. */
-    rpc: string | undefined;
-    chainId: string;
-    nodeBase: string | undefined;
-    chainApi: string | undefined;
-    chainRest: string | undefined;
-    /** DEVSHARD_TX_QUERY_REST: a second REST address where txs are looked up by hash. */
-    txQueryRest: string | undefined;
-    txGasLimit: number;
-    /** DEVSHARD_TX_FEE_AMOUNT: the fixed fee of every tx (smallest unit). */
-    txFeeAmount: bigint;
-    /** DEVSHARD_TX_FEE_DENOM. */
-    txFeeDenom: string;
-  };
-  /** Where the event log lives (storage.ts). */
-  storage: StorageSettings;
-  keys: {
-    /** DEVSHARD_PRIVATE_KEY (64 hex, no 0x); secret. */
-    creatorPrivateKey: string | undefined;
-    /** DEVSHARD_API_KEYS split on commas, trimmed, empties dropped; secret. */
-    apiKeys: string[];
-    /** DEVSHARD_ADMIN_API_KEY; secret. */
-    adminApiKey: string | undefined;
-    /** DEVSHARD_LOG_HMAC_KEY: keys the event log's anchor (src/events/log-anchor.ts); secret. */
-    logHmacKey: string | undefined;
-  };
-  server: {
-    host: string;
-    port: number;
-    /** Absolute path (DEVSHARD_STORAGE_DIR resolved against cwd). */
-    storageDir: string;
-    /** DEVSHARD_IMPORT_DIR resolved against cwd: where devshardctl stores may be imported from; undefined = none. */
-    importDir: string | undefined;
-    instanceName: string;
-    shutdownTimeoutMs: number;
-    logLevel: string;
-    /** GATEWAY_STORAGE_LOW_BYTES: free bytes under which /v1/status says storage.low. */
-    storageLowBytes: number;
-    /** The HTTP server's connection limits (src/http/app.ts HttpServerLimits). */
-    maxConnections: number;
-    headersTimeoutMs: number;
-    requestReceiveTimeoutMs: number;
-    maxUnsentBytes: number;
-    slowClientTimeoutMs: number;
-    /** GATEWAY_MAX_BODY_BYTES: the request body limit (createHttpApp's bodyLimit). */
-    maxBodyBytes: number;
-  };
-  limits: {
-    maxConcurrentRequests: number;
-    /** 0 = no limit. */
-    maxInputTokensInFlight: number;
-    defaultMaxTokens: number;
-    maxTokensCap: number;
-    stallTimeoutMs: number;
-    /** Whole-answer deadline of a non-stream chat (GATEWAY_REQUEST_TIMEOUT_MS). */
-    requestTimeoutMs: number;
-    /** How long finalize waits for an escrow's requests in flight to end (GATEWAY_FINALIZE_DRAIN_MS). */
-    finalizeDrainMs: number;
-  };
-  behaviour: {
-    rotationIntervalMs: number;
-    balanceCheckIntervalMs: number;
-    /** GATEWAY_RECONCILE_INTERVAL_MS. */
-    reconcileIntervalMs: number;
-    /** DEVSHARD_PRUNE_WARN_BLOCKS: warn (once per escrow) this many blocks before the chain prunes an unsettled escrow. */
-    pruneWarnBlocks: number;
-    /** DEVSHARD_REQUIRE_HEIGHT_SEED: v5 chat waits on the session's height seed, 503 while it is missed. */
-    requireHeightSeed: boolean;
-    /** GATEWAY_RECORD_BEFORE_LAST_BYTE: an answer's outcome is durable before its last byte leaves. */
-    recordBeforeLastByte: boolean;
-    /** GATEWAY_HEARTBEAT_IDLE_MS: a v5 escrow quiet this long gets an idle heartbeat span; 0 = never. */
-    heartbeatIdleMs: number;
-  };
-  /**
-   * Variables of the reference configuration that are accepted (and validated) but have no effect
-   * in shardgate: the spec gives their names and reference values, not what they change
-   * (src/config/variables.ts says why for each).
-   */
-  compatibility: {
-    /**
-     * DEVSHARD_POC_REQUEST_MODE (ctl/poc_mode.go): `off` blocks chat with 503 while the chain is in
-     * PoC (or a blocking confirmation PoC); `relaxed` keeps serving. `strict` (older docs) reads as `off`.
-     */
-    pocRequestMode: 'relaxed' | 'off';
-    /** DEVSHARD_CAPACITY_AWARE_LIMITS. */
-    capacityAwareLimits: boolean;
-    /** DEVSHARD_PUBLIC_API (default NODE_BASE). */
-    publicApi: string | undefined;
-  };
-  /** DEVSHARD_GATEWAY_DISABLED*: applied on the first start only (before the gateway database exists). */
-  disabledBootstrap: { enabled: boolean; message: string | undefined; newUrl: string | undefined };
-  network: {
-    upstreamUrl: string | undefined;
-    upstreamKey: string | undefined;
-    /**
-     * The protocol an escrow speaks when its create / register / import names none (versions.ts
-     * `chooseProtocol`): DEVSHARD_PROTOCOL_VERSION, DEVSHARD_ROUTE_PREFIX (an explicit override of
-     * every escrow's route), DEVSHARD_STATE_ROOT_VERSION. Unset: the newest version we speak that the
-     * chain approves, its own route, its name as the tag.
-     */
-    protocol: { version?: string; routePrefix?: string; stateRootVersion?: string };
-  };
-  /**
-   * The merged environment (file + process), for the devnet's own resolver
-   * (resolveDevnetConfig({ env })) and for reading the variable named by `private_key_env`.
-   * Holds secrets: never log it.
-   */
-  env: Readonly<Record<string, string>>;
-  /** Where each known variable came from. */
-  sources: Readonly<Record<string, 'env' | 'file' | 'fallback' | 'default'>>;
-  /** Non-fatal remarks (e.g. DEVSHARD_ESCROW_ID ignored in pool mode). */
-  warnings: string[];
-}
 
 export interface LoadConfigOptions {
   env?: NodeJS.ProcessEnv | Record<string, string | undefined>;
@@ -370,58 +247,4 @@ export function loadConfig(options: LoadConfigOptions = {}): GatewayConfig {
     sources,
     warnings,
   };
-}
-
-/**
- * DEVSHARDS_JSON accepted shape: a JSON array whose items are escrow ids (non-negative safe
- * integers or numeric strings) or objects `{"id"|"escrow_id": <id>, "model_id"?: string}`.
- * Duplicates are refused.
- */
-export function parseMode(json: string | undefined, escrowId: string | undefined, issues: ConfigIssue[], warnings: string[]): GatewayMode {
-  if (json === undefined) {
-    if (escrowId === undefined) {
-      issues.push({
-        variable: 'DEVSHARD_ESCROW_ID',
-        message: "no escrow configured: set DEVSHARDS_JSON='[]' for pool mode (escrows are then created or registered through the admin API), or DEVSHARD_ESCROW_ID=<id> for single-escrow mode",
-      });
-      return { kind: 'single', escrowId: '' };
-    }
-    if (!/^\d{1,20}$/.test(escrowId)) {
-      issues.push({ variable: 'DEVSHARD_ESCROW_ID', message: `DEVSHARD_ESCROW_ID must be a numeric escrow id (got ${JSON.stringify(escrowId.slice(0, 40))})` });
-      return { kind: 'single', escrowId: '' };
-    }
-    return { kind: 'single', escrowId: BigInt(escrowId).toString() };
-  }
-  const bad = (why: string): GatewayMode => {
-    issues.push({ variable: 'DEVSHARDS_JSON', message: `DEVSHARDS_JSON ${why}; expected a JSON array like [] or [12, "13", {"id": 14, "model_id": "..."}]` });
-    return { kind: 'pool', initialEscrows: [] };
-  };
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(json);
-  } catch {
-    return bad('is not valid JSON');
-  }
-  if (!Array.isArray(parsed)) return bad('is not an array');
-  const initialEscrows: InitialEscrow[] = [];
-  const seen = new Set<string>();
-  for (const [i, item] of parsed.entries()) {
-    let id: unknown = item;
-    let modelId: unknown;
-    if (item !== null && typeof item === 'object' && !Array.isArray(item)) {
-      const o = item as Record<string, unknown>;
-      id = o.id ?? o.escrow_id;
-      modelId = o.model_id;
-      if (modelId !== undefined && (typeof modelId !== 'string' || modelId === '')) return bad(`item ${i}: model_id must be a non-empty string`);
-    }
-    let canonical: string;
-    if (typeof id === 'number' && Number.isSafeInteger(id) && id >= 0) canonical = String(id);
-    else if (typeof id === 'string' && /^\d{1,20}$/.test(id)) canonical = BigInt(id).toString();
-    else return bad(`item ${i}: not an escrow id`);
-    if (seen.has(canonical)) return bad(`item ${i}: escrow ${canonical} listed twice`);
-    seen.add(canonical);
-    initialEscrows.push(modelId === undefined ? { escrowId: canonical } : { escrowId: canonical, modelId: modelId as string });
-  }
-  if (escrowId !== undefined) warnings.push('DEVSHARD_ESCROW_ID is ignored in pool mode (DEVSHARDS_JSON is set); list the escrow in DEVSHARDS_JSON instead.');
-  return { kind: 'pool', initialEscrows };
 }
