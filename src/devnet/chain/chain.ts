@@ -8,17 +8,14 @@ import { toBase64, toHex, toUtf8 } from '@cosmjs/encoding';
 import { TxMsgData } from 'cosmjs-types/cosmos/base/abci/v1beta1/abci';
 import type { BlockHeader, DevnetChainView, DevnetEscrowView, HostIdentity } from '../hosts/chain-view.js';
 import { SDK_CODES } from '../../chain/devshard-errors.js';
-import { DENOM } from '../../chain/keys.js';
 import { MsgCreateDevshardEscrowResponseType, MsgCreateDevshardEscrowType } from '../../chain/messages.js';
 import type { EscrowSlot } from '../../chain/port.js';
-import { checkTx, isFailure, type CheckedTx, type TxFailure } from './ante.js';
+import { checkTx, isFailure, type TxFailure } from './ante.js';
 import type { DevnetConfig } from './config.js';
 import { epochAt, type EpochPosition } from './epochs.js';
 import { createEscrow, MsgFailure, settleEscrow, type MsgResult } from './escrow-handlers.js';
 import { ensureAccount, type ChainState, type TxEvent, type TxRecord, type TxResult } from './state.js';
-
-/** Fixed gas costs: enough that the reference limit (700000) always suffices, as on the network. */
-const GAS = { base: 60_000n, create: 40_000n, settle: 60_000n, perSignature: 5_000n };
+import { failed, gasOf, standardEvents } from './tx-results.js';
 
 export interface DevnetFaults {
   /**
@@ -397,23 +394,4 @@ export class DevnetChain implements DevnetChainView {
     const data = TxMsgData.encode({ data: [], msgResponses: responses }).finish();
     return { code: 0, codespace: '', log: '', data: toBase64(data), gasWanted: String(checked.gasLimit), gasUsed: String(gasUsed), events };
   }
-}
-
-function gasOf(tx: CheckedTx): bigint {
-  let gas = GAS.base;
-  for (const m of tx.msgs) {
-    gas += m.typeUrl === MsgCreateDevshardEscrowType.typeUrl ? GAS.create : GAS.settle + GAS.perSignature * BigInt(m.value.signatures.length);
-  }
-  return gas;
-}
-
-function standardEvents(tx: CheckedTx, sequence: number): TxEvent[] {
-  return [
-    { type: 'tx', attributes: [{ key: 'fee', value: tx.fee > 0n ? `${tx.fee}${DENOM}` : '' }, { key: 'fee_payer', value: tx.signer }] },
-    { type: 'tx', attributes: [{ key: 'acc_seq', value: `${tx.signer}/${sequence}` }] },
-  ];
-}
-
-function failed(f: TxFailure, gasWanted: bigint, gasUsed: bigint, events: TxEvent[] = []): TxResult {
-  return { code: f.code, codespace: f.codespace, log: f.log, data: '', gasWanted: String(gasWanted), gasUsed: String(gasUsed), events };
 }
