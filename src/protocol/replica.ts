@@ -10,102 +10,30 @@
  */
 import { DevshardError, refuse } from './errors.js';
 import type { DevshardTx } from './gen/devshard/v1/diff_pb.js';
-import { createHash, type Hash } from 'node:crypto';
-import { HeightFloor, type FloorClaim, type FloorPoint } from './floor.js';
-import { clearExpiredHeightSyncFlags, heightSyncHash, type HeightSyncFlags } from './height-sync-flags.js';
+import { HeightFloor, type FloorPoint } from './floor.js';
+import { clearExpiredHeightSyncFlags, heightSyncHash } from './height-sync-flags.js';
 import { HeightTurns } from './height-turns.js';
 import { hostStatsHash, Phase, restHashV2, restHashV5, stateRoot, warmKeysHash, type HostStats } from './hashes.js';
-import { inferenceEntry, type InferenceRecord } from './inference-record.js';
+import type { InferenceRecord } from './inference-record.js';
 import { logPlaneRefusal, type LogPlaneView } from './log-plane.js';
 import { diffSignedBytes } from './preimages.js';
 import { autoSeal, drainLive, shouldAutoSealAtNonce } from './seal.js';
 import { normalizeSessionConfig, type SessionConfig } from './session-config.js';
 import { SessionState } from './session-state.js';
 import { recoverAddress, RecoverError } from './signatures.js';
-import { logResidentHeight, SEQUENCER_SIGNER, stampOf, type Stamp } from './stamps.js';
+import { logResidentHeight, type Stamp } from './stamps.js';
 import { applyTx, type RuleContext } from './tx-rules.js';
 import type { RuleSet } from './versions.js';
-import { bytesEqual, toHex, varint } from './bytes.js';
+import { bytesEqual, toHex } from './bytes.js';
+import { floorClaims, newBindings, safe } from './replica-helpers.js';
+import { LiveHash } from './live-hash.js';
+import type { ApplyOptions, ApplyResult, BestEffortResult, Diff, HeightSyncView, ReplicaParams, WarmKeyResolver } from './replica-types.js';
 
-/** Entries between the kept sha256 states of the live hash. */
-const LIVE_HASH_MARK = 32;
-const LIVE_TAG = Uint8Array.of(0x0a);
+export type * from './replica-types.js';
+
 
 /** The state-root tag of devshard v2 (`types.EffectiveStateRootAndProtocolVersion`). */
 export const STATE_ROOT_VERSION = 'v2';
-
-/** Is `warm` authorised (authz grant for MsgStartInference) to sign for `cold`? (`WarmKeyResolver`) */
-export type WarmKeyResolver = (warm: string, cold: string) => boolean;
-
-/** A binding made while applying a diff: record it with the diff so a replay needs no chain. */
-export interface WarmKeyBinding {
-  slot: number;
-  warm: string;
-}
-
-/** What the session is bound to: the escrow and the chain params, frozen at bind. */
-export interface ReplicaParams {
-  escrowId: string;
-  /** Slot id → cold address (the escrow's `slots`, in order). */
-  slots: readonly string[];
-  /** The escrow amount; the create fee is taken from it. */
-  amount: bigint;
-  /** The escrow creator, who signs every diff. */
-  userAddress: string;
-  /** Config as given (normalised here, as at bind). */
-  config: SessionConfig;
-  /** The state-root tag: the rule set's name ("v2", "v5") unless the escrow names another. */
-  version?: string;
-  /** The state machine's rules (default v2). */
-  rules?: RuleSet;
-}
-
-/** A diff as the hosts receive it. */
-export interface Diff {
-  nonce: bigint;
-  txs: readonly DevshardTx[];
-  userSig: Uint8Array;
-  /** Empty: not compared. */
-  postStateRoot: Uint8Array;
-}
-
-export interface ApplyOptions {
-  /** Answers warm-key questions (none: warm keys are refused unless already bound). */
-  warmKeys?: WarmKeyResolver;
-  /**
-   * applyDiff only: check the user's signature (default true). Replaying our own recorded diffs
-   * may skip it; the root comparison still runs.
-   */
-  checkUserSig?: boolean;
-  /**
-   * Replaying diffs already accepted (`ApplyLocalPersisted`): v5's max_tokens floor, which guards
-   * only the creation of new work, is not applied. Default false.
-   */
-  replayingPersisted?: boolean;
-}
-
-/** v5's height-sync state as a host reports it: the hashed flags and two log-derived heights. */
-export interface HeightSyncView extends HeightSyncFlags {
-  /** h_last: the height the last turn completed at, or the highest executor stamp when higher. */
-  lastCompletedHeight: bigint;
-  /** The start nonce of the newest heartbeat turn (0: none). */
-  latestTurnStart: bigint;
-}
-
-export interface ApplyResult {
-  root: Uint8Array;
-  /** Warm keys this diff bound (record them with the diff). */
-  warmKeyBindings: WarmKeyBinding[];
-  /** Ids this diff sealed (auto-seal or settlement drain), ascending. */
-  sealed: bigint[];
-  /** The records as they were sealed (they leave the live set; keep them for observability). */
-  sealedRecords: InferenceRecord[];
-}
-
-export interface BestEffortResult extends ApplyResult {
-  applied: DevshardTx[];
-  skipped: Array<{ tx: DevshardTx; error: DevshardError }>;
-}
 
 export class Replica {
   private readonly state: SessionState;
@@ -116,7 +44,7 @@ export class Replica {
   private floorIndex: HeightFloor | undefined;
   private statsHashCache: { version: number; hash: Uint8Array } | undefined;
   /** The live hash's cache: ids hashed in order, sha256 states after marks[i].n of them, the last digest. */
-  private liveCache: { ids: bigint[]; marks: { n: number; hash: Hash }[]; digest: Uint8Array } | undefined;
+  private readonly live = new LiveHash();
 
   private constructor(
     readonly params: Readonly<ReplicaParams>,
@@ -270,48 +198,9 @@ export class Replica {
     };
   }
 
-  /**
-   * `liveHash` over the live entries, incrementally: the sha256 state is kept every
-   * LIVE_HASH_MARK entries, and only the entries from the lowest id changed since the last call
-   * are hashed again (in a session they are the recent ones; a seal removes the oldest, and the
-   * next call hashes everything once).
-   */
+  /** `liveHash` over the live entries, incrementally (live-hash.ts). */
   private liveHash(): Uint8Array {
-    const dirty = this.state.takeDirty();
-    let c = this.liveCache;
-    if (c !== undefined && dirty === undefined) return c.digest;
-    if (c === undefined) c = this.liveCache = { ids: [], marks: [{ n: 0, hash: createHash('sha256') }], digest: new Uint8Array(0) };
-    const { ids, marks } = c;
-    let keep = ids.length;
-    if (dirty !== undefined) {
-      // The first cached id >= dirty.
-      let lo = 0;
-      let hi = ids.length;
-      while (lo < hi) {
-        const mid = (lo + hi) >>> 1;
-        if (ids[mid]! < dirty) lo = mid + 1;
-        else hi = mid;
-      }
-      keep = lo;
-    }
-    while (marks[marks.length - 1]!.n > keep) marks.pop();
-    const mark = marks[marks.length - 1]!;
-    ids.length = mark.n;
-    const h = mark.hash.copy();
-    const parts: Uint8Array[] = [];
-    for (const r of this.state.liveAfter(mark.n > 0 ? ids[mark.n - 1]! : -1n)) {
-      const e = inferenceEntry(r);
-      parts.push(LIVE_TAG, varint(e.length), e);
-      ids.push(r.id);
-      if (ids.length % LIVE_HASH_MARK === 0) {
-        h.update(Buffer.concat(parts));
-        parts.length = 0;
-        marks.push({ n: ids.length, hash: h.copy() });
-      }
-    }
-    if (parts.length > 0) h.update(Buffer.concat(parts));
-    c.digest = new Uint8Array(h.digest());
-    return c.digest;
+    return this.live.of(this.state);
   }
 
   /** The root with the current phase byte: a diff's post_state_root, a receipt's state_hash. */
@@ -461,21 +350,7 @@ export class Replica {
   private observeHeights(nonce: bigint, txs: readonly DevshardTx[]): void {
     if (!this.turns || !this.floorIndex) return;
     this.turns.observe(nonce, txs, logResidentHeight(txs, this.turns.lastCompletedHeight));
-    const claims: FloorClaim[] = [];
-    for (const tx of txs) {
-      const s = stampOf(tx);
-      if (!s) continue;
-      let signer = SEQUENCER_SIGNER;
-      if (tx.tx.case === 'heightAck') signer = tx.tx.value.slotId;
-      else if (tx.tx.case === 'finishInference') signer = tx.tx.value.executorSlot;
-      else if (tx.tx.case === 'confirmStart') {
-        const rec = this.state.getLive(tx.tx.value.inferenceId);
-        if (!rec) continue;
-        signer = rec.executorSlot;
-      }
-      claims.push({ signer, height: s.height, hash: s.hash });
-    }
-    this.floorIndex = this.floorIndex.observed(nonce, claims);
+    this.floorIndex = this.floorIndex.observed(nonce, floorClaims(txs, (id) => this.state.getLive(id)?.executorSlot));
   }
 
   /** Steps 1–2 of `applyCore`: contiguous nonce; at most one start, and its id is the nonce. */
@@ -533,19 +408,4 @@ export class Replica {
       },
     };
   }
-}
-
-/** A resolver that throws counts as "not authorised" (Go: `err != nil || !ok`). */
-function safe(f: () => boolean): boolean {
-  try {
-    return f() === true;
-  } catch {
-    return false;
-  }
-}
-
-function newBindings(before: ReadonlyMap<number, string>, after: ReadonlyMap<number, string>): WarmKeyBinding[] {
-  const out: WarmKeyBinding[] = [];
-  for (const [slot, warm] of after) if (!before.has(slot)) out.push({ slot, warm });
-  return out.sort((a, b) => a.slot - b.slot);
 }
