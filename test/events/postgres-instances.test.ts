@@ -147,9 +147,19 @@ describe('PostgreSQL event store: several instances on one log', () => {
       const { a, b, close } = await twoInstances({ b: mode.opts });
       try {
         const arrived = firstValueFrom(b.subscribe(0).pipe(filter((r) => r.type === 'settings.changed')));
+        // The follower's delivery (onCommit) is what moves b's in-memory tail; subscribe's catch-up
+        // may read the committed row from the database before that.
+        const heard = new Promise<void>((resolve) => {
+          const off = b.onCommit((records) => {
+            if (!records.some((x) => x.type === 'settings.changed')) return;
+            off();
+            resolve();
+          });
+        });
         const started = Date.now();
         const r = await a.append('settings', [ev('settings.changed', { killSwitch: true })], { expectedVersion: -1 });
         const got = await arrived;
+        await heard;
         expect(Date.now() - started).toBeLessThan(1_000);
         expect(got).toEqual(r.records[0]);
         expect(b.lastPosition()).toBe(1);
