@@ -23,7 +23,6 @@
  */
 import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import {
-  applyChainBindParams,
   chargesOf,
   type Charge,
   bytesEqual,
@@ -31,21 +30,14 @@ import {
   composeDiff,
   diffSignedBytes,
   requestHeaderMessage,
-  sessionConfigFromEscrow,
   toHex,
   Phase,
   Replica,
   replay,
-  type ChainBindParams,
   type RecordedDiff,
-  type Diff,
-  type EscrowSessionFields,
-  type WarmKeyBinding,
   type WarmKeyResolver,
   type EscrowProtocol,
-  type ReplicaParams,
   LEGACY_PROTOCOL,
-  rulesOf,
   errorMissTx,
   errorMissVoteBytes,
   recoverAddress,
@@ -59,71 +51,12 @@ import type { ErrorMissVote } from '../../protocol/gen/devshard/v1/tx_pb.js';
 /** The reference gateway's K when it opens a heartbeat turn: max(K or 10, slots) (Z5 user/heartbeat.go). */
 const HEARTBEAT_TURN_K = 10;
 import type { HostReceipt } from './host-events.js';
+import { ReceiptMismatch, type PreparedRequest, type ProtocolSign, type SentDiff, type SessionEscrow, type WarmKeyGrantLookup, replicaParamsOf } from './session-types.js';
+import { WarmKeyAnswers } from './warm-key-answers.js';
+
+export * from './session-types.js';
+export { WARM_KEY_DENIED_TTL_MS } from './warm-key-answers.js';
 import { inferenceRequestJson, type InferencePayload, type SignedDiff } from './request-body.js';
-
-/** What a session is bound to: the escrow as the chain created it, and the chain's bind params. */
-export interface SessionEscrow {
-  escrowId: string;
-  /** The escrow creator: signs every diff and every request. */
-  creator: string;
-  amount: bigint;
-  /** Slot id → host address and inference URL, in slot order. */
-  slots: readonly { host: string; url: string }[];
-  /** Values frozen on the escrow (token price, fees); the compiled defaults fill the rest. */
-  session: EscrowSessionFields;
-  /** The chain's session params read at bind (absent: the protocol defaults). */
-  bind?: ChainBindParams;
-  /** The version, route and state-root tag the escrow speaks (absent: v2 on `/v1/devshard`, an older log's). */
-  protocol?: EscrowProtocol;
-}
-
-/**
- * The replica a session of `escrow` binds, as a host binds it: the config from the escrow's frozen
- * fields and the chain's bind params, the state-root tag of the escrow's protocol. One reading for
- * the live session, an import's replay and the log's audit, so they cannot drift apart.
- */
-export function replicaParamsOf(escrow: SessionEscrow): ReplicaParams {
-  const n = escrow.slots.length;
-  const config = applyChainBindParams(sessionConfigFromEscrow(n, escrow.session), n, escrow.bind ?? {});
-  const protocol = escrow.protocol ?? LEGACY_PROTOCOL;
-  // A version we do not speak cannot open a session (rulesOf throws).
-  return { escrowId: escrow.escrowId, slots: escrow.slots.map((s) => s.host), amount: escrow.amount, userAddress: escrow.creator, config, version: protocol.tag, rules: rulesOf(protocol) };
-}
-
-/** Signs sha256(message), 65 bytes R‖S‖V (the creator's key, held by the signer). */
-export type ProtocolSign = (message: Uint8Array) => Uint8Array;
-
-/** Whether `cold` granted `warm` its warm-key marker (ChainPort.warmKeyGranted); rejects when not known. */
-export type WarmKeyGrantLookup = (cold: string, warm: string) => Promise<boolean>;
-
-/** How long a 'not granted' answer is believed (ms): a grant made later is noticed after it. */
-export const WARM_KEY_DENIED_TTL_MS = 60_000;
-/** Warm-key lookups in flight at once per session (txs signed by many unknown keys do not flood the chain). */
-const WARM_KEY_MAX_LOOKUPS = 4;
-/** Warm-key answers kept per session; expired denials, then the oldest, go first. */
-const WARM_KEY_MAX_ANSWERS = 256;
-
-/** One diff as sent (what the log would record to rebuild the replica with `replay`). */
-export interface SentDiff extends Diff {
-  warmKeyBindings: readonly WarmKeyBinding[];
-}
-
-/** A request ready to go: its executor, the exact body bytes and their header signature input. */
-export interface PreparedRequest {
-  nonce: bigint;
-  /** The executor's inference URL (slots[nonce % n]). */
-  hostUrl: string;
-  body: Uint8Array;
-  /** The diffs the body carries (catch-up and the new one). */
-  diffs: number;
-  /** What `onDiff` answered for the diffs composed here (their recording): settle before sending. */
-  recorded: Promise<unknown>[];
-}
-
-/** A receipt that disagrees with our replica: the host's state is not ours. */
-export class ReceiptMismatch extends Error {
-  override name = 'ReceiptMismatch';
-}
 
 /** A tx's identity: its deterministic encoding as a string (one byte a char), no digest needed. */
 const txKey = (tx: DevshardTx): string => {
@@ -174,10 +107,8 @@ export class DevshardSession {
   warmKeyGranted: WarmKeyGrantLookup | undefined;
   /** The clock (ms) of the warm-key answers' expiry. */
   now: () => number = Date.now;
-  /** `cold warm` → the lookup's answer and when it came (a granted one is kept; a denial expires). */
-  private readonly warmAnswers = new Map<string, { granted: boolean; at: number }>();
-  /** `cold warm` of the lookups in flight. */
-  private readonly warmLookups = new Set<string>();
+  /** The warm-key lookups' answers (a granted one is kept; a denial expires). */
+  private readonly warmAnswers = new WarmKeyAnswers(() => this.now());
   private recording: Promise<unknown>[] = [];
 
   /**
@@ -265,49 +196,13 @@ export class DevshardSession {
   /**
    * The replica's warm-key resolver (asked only for a slot with no bound key, a signer other than
    * its address): a key already bound to another slot of the same address is granted; otherwise the
-   * answer known for the pair, or false while the one lookup for it runs (it starts on a miss).
+   * answer known for the pair, or false while the one lookup for it runs (warm-key-answers.ts).
    */
   private readonly resolveWarmKey: WarmKeyResolver = (warm, cold) => {
     for (const [slot, w] of this.replica.warmKeys) if (w === warm && this.replica.slots[slot] === cold) return true;
     const lookup = this.warmKeyGranted;
-    if (!lookup) return false;
-    const key = `${cold} ${warm}`;
-    const known = this.warmAnswers.get(key);
-    if (known && (known.granted || this.now() - known.at < WARM_KEY_DENIED_TTL_MS)) return known.granted;
-    if (!this.warmLookups.has(key) && this.warmLookups.size < WARM_KEY_MAX_LOOKUPS) this.lookUpWarmKey(key, cold, warm, lookup);
-    return false;
+    return lookup ? this.warmAnswers.answer(cold, warm, lookup) : false;
   };
-
-  /** One background lookup: its answer is kept; a failure (the chain unreachable) is forgotten, so a later miss asks again. */
-  private lookUpWarmKey(key: string, cold: string, warm: string, lookup: WarmKeyGrantLookup): void {
-    this.warmLookups.add(key);
-    let p: Promise<boolean>;
-    try {
-      p = Promise.resolve(lookup(cold, warm));
-    } catch (e) {
-      p = Promise.reject(e instanceof Error ? e : new Error(String(e)));
-    }
-    p.then(
-      (granted) => {
-        this.warmLookups.delete(key);
-        this.rememberWarmKey(key, granted === true);
-      },
-      () => {
-        this.warmLookups.delete(key);
-      },
-    );
-  }
-
-  private rememberWarmKey(key: string, granted: boolean): void {
-    const answers = this.warmAnswers;
-    answers.delete(key);
-    if (answers.size >= WARM_KEY_MAX_ANSWERS) {
-      const now = this.now();
-      for (const [k, a] of answers) if (!a.granted && now - a.at >= WARM_KEY_DENIED_TTL_MS) answers.delete(k);
-      if (answers.size >= WARM_KEY_MAX_ANSWERS) answers.delete(answers.keys().next().value!);
-    }
-    answers.set(key, { granted, at: this.now() });
-  }
 
   /** Composes, applies, signs and keeps the next nonce's diff. */
   private next(extra: DevshardTx[]): SentDiff {
