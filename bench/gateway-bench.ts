@@ -181,6 +181,8 @@ export async function startGatewayTarget(
     DEVNET_CREATOR_FUNDS: '1000000000000000000',
     LOG_LEVEL: 'warn',
     GATEWAY_SHUTDOWN_TIMEOUT_MS: '5000',
+    // The answer-durability setting can be measured both ways: GATEWAY_RECORD_BEFORE_LAST_BYTE=false npm run bench.
+    ...(process.env.GATEWAY_RECORD_BEFORE_LAST_BYTE ? { GATEWAY_RECORD_BEFORE_LAST_BYTE: process.env.GATEWAY_RECORD_BEFORE_LAST_BYTE } : {}),
     ...(mode === 'upstream' ? { NETWORK_UPSTREAM_URL: `${hostUrl}/v1` } : {}),
     ...(opts.chain ? { NODE_RPC: opts.chain.rpcUrl, NODE_CHAIN_API: opts.chain.url, NODE_BASE: opts.chain.url, CHAIN_ID: chainId } : {}),
   };
