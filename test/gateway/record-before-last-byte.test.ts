@@ -7,6 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { NewEvent } from '../../src/events/envelope.js';
 import { disposeTestGateway, MODEL, startGatewayWithEscrow, type TestGateway } from '../helpers/gateway.js';
 import { requestRecords } from '../helpers/request-records.js';
+import { nextRecord } from '../helpers/waits.js';
 
 let gw: TestGateway | undefined;
 afterEach(() => disposeTestGateway(gw));
@@ -30,6 +31,11 @@ function holdCommits(g: TestGateway): { ending: Promise<void>; release: () => vo
     return append(streamId, events, options);
   };
   return { ending, release };
+}
+
+/** Resolves when the log holds the end of request `requestId` (a wait on the log, not on time). */
+function finishedInLog(g: TestGateway, requestId: string): Promise<unknown> {
+  return nextRecord(g.store, (r) => requestRecords([r]).some((x) => x.type === 'InferenceFinished' && (x.data as { requestId: string }).requestId === requestId), g.store.lastPosition());
 }
 
 async function chat(g: TestGateway, requestId: string): Promise<{ text: string; whole: () => boolean; done: Promise<void> }> {
@@ -56,6 +62,7 @@ describe('an answer and the commit of its outcome', () => {
   it('by default, the last byte waits for the commit: the client never has a whole answer the log lacks', async () => {
     ({ gw } = await startGatewayWithEscrow());
     await (await chat(gw, 'warm')).done; // the nonce block is reserved (durable before use) before the hold
+    const landed = finishedInLog(gw, 'held');
     const hold = holdCommits(gw);
     const answer = await chat(gw, 'held');
     await hold.ending;
@@ -66,21 +73,18 @@ describe('an answer and the commit of its outcome', () => {
     hold.release();
     await answer.done;
     expect(answer.whole()).toBe(true);
-    await gw.ctx.engine.idle();
-    const finished = requestRecords(gw.store.readAll()).filter((r) => r.type === 'InferenceFinished');
-    expect(finished.map((r) => (r.data as { requestId: string }).requestId)).toContain('held');
+    await landed;
   });
 
   it('with GATEWAY_RECORD_BEFORE_LAST_BYTE=false, the answer is whole while its commit is still held, and is in the log once it lands', async () => {
     ({ gw } = await startGatewayWithEscrow({ env: { GATEWAY_RECORD_BEFORE_LAST_BYTE: 'false' } }));
     await (await chat(gw, 'warm')).done;
+    const landed = finishedInLog(gw, 'after');
     const hold = holdCommits(gw);
     const answer = await chat(gw, 'after');
     await answer.done; // completes with the gate still closed
     expect(answer.whole()).toBe(true);
     hold.release();
-    await gw.ctx.engine.idle();
-    const finished = requestRecords(gw.store.readAll()).filter((r) => r.type === 'InferenceFinished');
-    expect(finished.map((r) => (r.data as { requestId: string }).requestId)).toContain('after');
+    await landed; // the outcome lands once the test lets its commit go
   });
 });
