@@ -19,14 +19,14 @@
  *   accepted, and the binding is recorded with the diff (a replay needs no chain).
  *
  * No I/O here: protocol-transport.ts sends what this composes and feeds back what hosts answer
- * (and the warm-key lookup is the injected `warmKeyGranted`).
+ * (and the warm-key lookup is the injected `warmKeyGranted`). Its parts: session-hosts.ts,
+ * session-pending.ts, session-txs.ts, session-timeouts.ts, session-error-miss.ts, warm-key-answers.ts.
  */
-import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
+import { fromBinary } from '@bufbuild/protobuf';
 import {
   chargesOf,
   type Charge,
   bytesEqual,
-  canonicalPromptHash,
   composeDiff,
   diffSignedBytes,
   requestHeaderMessage,
@@ -39,30 +39,22 @@ import {
   type EscrowProtocol,
   LEGACY_PROTOCOL,
   errorMissTx,
-  errorMissVoteBytes,
-  recoverAddress,
 } from '../../protocol/index.js';
 import { DevshardTxSchema, type DevshardTx } from '../../protocol/gen/devshard/v1/diff_pb.js';
-import { MsgConfirmStartSchema, MsgFinalizeRoundSchema, MsgStartInferenceSchema, MsgTimeoutInferenceSchema, TimeoutReason, TimeoutVoteSchema } from '../../protocol/gen/devshard/v1/tx_pb.js';
-import { InferenceStatus } from '../../protocol/inference-record.js';
-import { forceHeightSyncTurnTx, heartbeatTx, type HeightSyncReason } from '../../protocol/height-sync.js';
+import type { HeightSyncReason } from '../../protocol/height-sync.js';
 import type { ErrorMissVote } from '../../protocol/gen/devshard/v1/tx_pb.js';
-
-/** The reference gateway's K when it opens a heartbeat turn: max(K or 10, slots) (Z5 user/heartbeat.go). */
-const HEARTBEAT_TURN_K = 10;
 import type { HostReceipt } from './host-events.js';
 import { ReceiptMismatch, type PreparedRequest, type ProtocolSign, type SentDiff, type SessionEscrow, type WarmKeyGrantLookup, replicaParamsOf } from './session-types.js';
 import { WarmKeyAnswers } from './warm-key-answers.js';
+import { SessionHosts } from './session-hosts.js';
+import { OpenInferences, type TimeoutCandidate } from './session-timeouts.js';
+import { confirmStartTx, finalizeRoundTx, heartbeatTxs, startInferenceTx, timeoutInferenceTx } from './session-txs.js';
+import { errorMissVoteValid, voteWeight } from './session-error-miss.js';
+import { PendingTxs } from './session-pending.js';
+import { inferenceRequestJson, type InferencePayload, type SignedDiff } from './request-body.js';
 
 export * from './session-types.js';
 export { WARM_KEY_DENIED_TTL_MS } from './warm-key-answers.js';
-import { inferenceRequestJson, type InferencePayload, type SignedDiff } from './request-body.js';
-
-/** A tx's identity: its deterministic encoding as a string (one byte a char), no digest needed. */
-const txKey = (tx: DevshardTx): string => {
-  const b = toBinary(DevshardTxSchema, tx);
-  return Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('latin1');
-};
 
 export class DevshardSession {
   readonly replica: Replica;
@@ -70,28 +62,12 @@ export class DevshardSession {
   readonly protocol: EscrowProtocol;
   /** Inference → what the diffs of an earlier run (the log) charged it: its Finish's cost, or 0 timed out. */
   readonly recordedCharges = new Map<bigint, Charge>();
-  /** Diffs not yet acknowledged by every host, ascending. */
-  private readonly unacked: SentDiff[] = [];
-  /** Root after each nonce still in `unacked` (a receipt is checked against it). */
-  private readonly roots = new Map<bigint, Uint8Array>();
-  /** Inference URL → the latest nonce that host acknowledged. */
-  private readonly acked = new Map<string, bigint>();
-  /** Host txs waiting for the next diff, by content hash (a tx seen twice is taken once). */
-  private readonly pending = new Map<string, DevshardTx>();
-  /** Slot id → the URL its host is called at: the escrow's, until the host moved (moveHost). */
-  private readonly slotUrls: string[];
-  /** The distinct URLs of slotUrls, in slot order. */
-  private hostUrls: string[];
-  /** Payloads of our inferences not yet finished or timed out (a refusal timeout vote needs it). */
-  private readonly open = new Map<bigint, InferencePayload>();
-  /** Inference → our latest nonce when its MsgTimeoutInference was queued (not asked again until a diff was composed). */
-  private readonly timingOut = new Map<bigint, bigint>();
-  /**
-   * v5: inferences whose Finish is held out of every compose while their error-miss votes are
-   * collected, so the Finish and the MsgErrorMiss land in one diff (Z5 user/session.go
-   * `pinnedFinishIDs`, `HandleErrorMiss`).
-   */
-  private readonly pinned = new Set<bigint>();
+  /** The hosts, the diffs each has not acknowledged and our roots after them (session-hosts.ts). */
+  private readonly hostDiffs: SessionHosts;
+  /** Host txs waiting for the next diff, and the Finishes held out of it (session-pending.ts). */
+  private readonly pending = new PendingTxs();
+  /** Our inferences not yet finished or timed out (session-timeouts.ts). */
+  private readonly open = new OpenInferences();
   /** Called with every diff as it is composed (before it is sent); a promise answered is awaited before sending. */
   onDiff: ((d: SentDiff) => unknown) | undefined;
   /** v5: called with a host tx dropped before compose and the log plane's refusal of it. */
@@ -127,17 +103,9 @@ export class DevshardSession {
     // What the recorded diffs charged each inference (the log's bill is matched against it).
     const charges = this.recordedCharges;
     this.replica = recorded.length > 0 ? replay(params, recorded, { onApplied: (d, r) => { for (const c of chargesOf(d.txs, r)) charges.set(c.inferenceId, c); } }) : Replica.create(params);
-    for (const d of recorded) {
-      this.unacked.push(d);
-      this.roots.set(d.nonce, d.postStateRoot);
-    }
-    this.slotUrls = escrow.slots.map((s) => s.url);
-    this.hostUrls = [...new Set(this.slotUrls)];
-    if (recordedHostTxs.length > 0) {
-      const included = new Set<string>();
-      for (const d of recorded) for (const tx of d.txs) included.add(txKey(tx));
-      for (const tx of recordedHostTxs) if (!included.has(txKey(tx))) this.take(tx);
-    }
+    this.hostDiffs = new SessionHosts(escrow.slots);
+    for (const d of recorded) this.hostDiffs.keep(d);
+    if (recordedHostTxs.length > 0) this.pending.restore(recorded, recordedHostTxs);
   }
 
   get latestNonce(): bigint {
@@ -146,7 +114,7 @@ export class DevshardSession {
 
   /** The executor of a nonce: slots[nonce % n]. */
   executorUrl(nonce: bigint): string {
-    return this.slotUrls[Number(nonce % BigInt(this.slotUrls.length))]!;
+    return this.hostDiffs.executorUrl(nonce);
   }
 
   /** The executor's host address at a nonce: slots[nonce % n].host. */
@@ -163,34 +131,17 @@ export class DevshardSession {
    * slot moved.
    */
   moveHost(address: string, url: string): boolean {
-    const from = new Set<string>();
-    this.escrow.slots.forEach((slot, i) => {
-      if (slot.host !== address || this.slotUrls[i] === url) return;
-      from.add(this.slotUrls[i]!);
-      this.slotUrls[i] = url;
-    });
-    if (from.size === 0) return false;
-    let acked = this.hostUrls.includes(url) ? (this.acked.get(url) ?? 0n) : undefined;
-    for (const old of from) {
-      const a = this.acked.get(old) ?? 0n;
-      if (acked === undefined || a < acked) acked = a;
-      // Another address still called there keeps it (and its acknowledged nonce).
-      if (!this.slotUrls.includes(old)) this.acked.delete(old);
-    }
-    if (acked !== undefined && acked > 0n) this.acked.set(url, acked);
-    else this.acked.delete(url);
-    this.hostUrls = [...new Set(this.slotUrls)];
-    return true;
+    return this.hostDiffs.moveHost(address, url);
   }
 
   /** Our root after `nonce`, while some host has not acknowledged it. */
   rootAt(nonce: bigint): Uint8Array | undefined {
-    return this.roots.get(nonce);
+    return this.hostDiffs.rootAt(nonce);
   }
 
   /** Pending host txs (for tests and status). */
   pendingTxs(): DevshardTx[] {
-    return [...this.pending.values()];
+    return this.pending.all();
   }
 
   /**
@@ -210,22 +161,17 @@ export class DevshardSession {
     // compose, for good: the floor never falls, so it would never be accepted (and a diff of only
     // refused txs cannot be composed at all).
     if (this.replica.rules === 'v5') {
-      for (const [key, tx] of this.pending) {
-        const refusal = this.replica.stampRefusal(tx, { warmKeys: this.resolveWarmKey });
-        if (refusal) {
-          this.pending.delete(key);
-          this.onDropped?.(tx, refusal.message);
-        }
-      }
+      this.pending.drop(
+        (tx) => this.replica.stampRefusal(tx, { warmKeys: this.resolveWarmKey })?.message,
+        (tx, reason) => this.onDropped?.(tx, reason),
+      );
     }
-    const held = [...this.pending].filter(([, tx]) => this.isPinned(tx));
-    const c = composeDiff(this.replica, { pending: [...this.pending.values()].filter((tx) => !this.isPinned(tx)), extra, warmKeys: this.resolveWarmKey });
-    this.pending.clear();
-    for (const [key, tx] of held) this.pending.set(key, tx);
+    // A held Finish stays pending (pinFinish).
+    const c = composeDiff(this.replica, { pending: this.pending.composable(), extra, warmKeys: this.resolveWarmKey });
+    this.pending.composed();
     const userSig = this.sign(diffSignedBytes(this.escrow.escrowId, c.nonce, c.applied, c.root));
     const d: SentDiff = { nonce: c.nonce, txs: c.applied, postStateRoot: c.root, userSig, warmKeyBindings: c.warmKeyBindings };
-    this.unacked.push(d);
-    this.roots.set(c.nonce, c.root);
+    this.hostDiffs.keep(d);
     const r = this.onDiff?.(d);
     if (r instanceof Promise) this.recording.push(r);
     return d;
@@ -241,16 +187,8 @@ export class DevshardSession {
     this.recording = [];
     while (this.replica.latestNonce + 1n < nonce) this.next([]);
     const payload: InferencePayload = { prompt: p.prompt, model: p.model, inputLength: BigInt(p.prompt.length), maxTokens: p.maxTokens, startedAt: p.startedAt };
-    const start = create(MsgStartInferenceSchema, {
-      inferenceId: nonce,
-      promptHash: canonicalPromptHash(p.prompt),
-      model: p.model,
-      inputLength: payload.inputLength,
-      maxTokens: payload.maxTokens,
-      startedAt: payload.startedAt,
-    });
-    this.next([create(DevshardTxSchema, { tx: { case: 'startInference', value: start } })]);
-    this.open.set(nonce, payload);
+    this.next([startInferenceTx(nonce, p.prompt, payload)]);
+    this.open.add(nonce, payload);
     const hostUrl = this.executorUrl(nonce);
     const diffs = this.catchUp(hostUrl);
     const recorded = this.recording;
@@ -263,15 +201,14 @@ export class DevshardSession {
    * after a diff of its own for the host txs still pending (the heartbeat diffs stay payload-less).
    */
   spanNonces(): number {
-    return this.escrow.slots.length + (this.composablePending() > 0 ? 1 : 0);
+    return this.escrow.slots.length + (this.pending.composableCount() > 0 ? 1 : 0);
   }
 
   /**
    * v5: an idle span over the nonces `from`..`upTo` (reserved by the caller; empty diffs fill any
    * nonce reserved before `from` and not sent). The pending host txs go first in a diff of their
-   * own when the span has room for it; then each nonce carries one MsgHeartbeat stamped exactly
-   * F(nonce) (absent before any floor), the first preceded by a MsgForceHeightSyncTurn over the
-   * span unless a forced turn is already open (Z5 user/heartbeat.go, heightsync/compose.go).
+   * own when the span has room for it; then each nonce carries one MsgHeartbeat, the first after a
+   * MsgForceHeightSyncTurn (session-txs.ts heartbeatTxs).
    * Answers the diffs and their recordings (settle before sending).
    */
   heartbeatSpan(from: bigint, upTo: bigint, reason: HeightSyncReason = 'quiet_session'): { diffs: SentDiff[]; recorded: Promise<unknown>[] } {
@@ -280,17 +217,11 @@ export class DevshardSession {
     while (this.replica.latestNonce + 1n < from) this.next([]);
     const n = this.escrow.slots.length;
     const diffs: SentDiff[] = [];
-    if (this.composablePending() > 0 && upTo - from + 1n > BigInt(n)) diffs.push(this.next([]));
+    if (this.pending.composableCount() > 0 && upTo - from + 1n > BigInt(n)) diffs.push(this.next([]));
     let first = true;
     while (this.replica.latestNonce < upTo) {
-      const m = this.replica.latestNonce + 1n;
-      const stamp = this.replica.referenceStamp(m);
-      const extra: DevshardTx[] = [];
-      if (first && !this.replica.forcedTurnActive(m)) {
-        extra.push(forceHeightSyncTurnTx({ triggerNonce: m, slotsNum: n, anchorK: BigInt(Math.max(HEARTBEAT_TURN_K, n)), reason: 'heartbeat' }));
-      }
+      const extra = heartbeatTxs(this.replica, this.replica.latestNonce + 1n, n, first, reason);
       first = false;
-      extra.push(heartbeatTx({ slotsNum: n, reason, ...(stamp ? { stamp } : {}) }));
       diffs.push(this.next(extra));
     }
     const recorded = this.recording;
@@ -300,9 +231,7 @@ export class DevshardSession {
 
   /** v5: host acks waiting for a diff (a span's answers bring them). */
   pendingAcks(): number {
-    let k = 0;
-    for (const tx of this.pending.values()) if (tx.tx.case === 'heightAck') k++;
-    return k;
+    return this.pending.acks();
   }
 
   /** A diff at `nonce` carrying only the pending host txs (v5: the acks after a span). */
@@ -324,11 +253,11 @@ export class DevshardSession {
   nextFinalizeDiff(): { diff: SentDiff; recorded: Promise<unknown>[] } | undefined {
     if (this.replica.phase === Phase.Settlement) return undefined;
     // A Finish held for its error-miss votes goes in now: after the MsgFinalizeRound no vote can land.
-    this.pinned.clear();
+    this.pending.unpinAll();
     this.recording = [];
     const diff =
       this.replica.phase === Phase.Active
-        ? this.next([create(DevshardTxSchema, { tx: { case: 'finalizeRound', value: create(MsgFinalizeRoundSchema, {}) } })])
+        ? this.next([finalizeRoundTx()])
         : this.next([]);
     const recorded = this.recording;
     this.recording = [];
@@ -347,26 +276,19 @@ export class DevshardSession {
     return { body: new TextEncoder().encode(inferenceRequestJson(diffs, upTo)), upTo };
   }
 
-  /** How many diffs host `url` has not acknowledged (without building the list). */
   /** The latest nonce host `url` acknowledged with a receipt (0: none yet). */
   ackedNonce(url: string): bigint {
-    return this.acked.get(url) ?? 0n;
+    return this.hostDiffs.ackedNonce(url);
   }
 
+  /** How many diffs host `url` has not acknowledged (without building the list). */
   catchUpCount(url: string): number {
-    const from = this.acked.get(url) ?? 0n;
-    let n = 0;
-    for (let i = this.unacked.length - 1; i >= 0 && this.unacked[i]!.nonce > from; i--) n++;
-    return n;
+    return this.hostDiffs.catchUpCount(url);
   }
 
   /** The diffs host `url` has not acknowledged. */
   catchUp(url: string): SignedDiff[] {
-    const from = this.acked.get(url) ?? 0n;
-    const out: SignedDiff[] = [];
-    // The kept diffs themselves (never changed once signed), so their JSON is made once (request-body.ts).
-    for (const d of this.unacked) if (d.nonce > from) out.push(d);
-    return out;
+    return this.hostDiffs.catchUp(url);
   }
 
   /** The signature input of the `X-Devshard-Signature` header for `body` at `timestampSeconds`. */
@@ -386,28 +308,23 @@ export class DevshardSession {
    * the same host that got there first has moved past it).
    */
   onReceipt(url: string, r: HostReceipt, inferenceId: bigint = r.nonce): void {
-    const ours = this.roots.get(r.nonce);
+    const ours = this.hostDiffs.rootAt(r.nonce);
     // No root kept: either a nonce we never sent, or one every host acknowledged (this one with an
     // earlier answer, whose root was checked then) while this answer was on its way.
     if (!ours) {
-      if (r.nonce <= (this.acked.get(url) ?? 0n) && r.nonce <= this.replica.latestNonce) return;
+      if (r.nonce <= this.hostDiffs.ackedNonce(url) && r.nonce <= this.replica.latestNonce) return;
       throw new ReceiptMismatch(`host ${url} sent a receipt for nonce ${r.nonce}, which we did not send it`);
     }
     if (!r.stateHash || !bytesEqual(ours, r.stateHash)) {
       const theirs = r.stateHash ? toHex(r.stateHash) : '(none)';
       throw new ReceiptMismatch(`host ${url} state_hash at nonce ${r.nonce} is ${theirs}, ours is ${toHex(ours)}`);
     }
-    if ((this.acked.get(url) ?? 0n) < r.nonce) {
-      this.acked.set(url, r.nonce);
-      this.onAck?.(url, r.nonce, r.stateHash);
-    }
+    if (this.hostDiffs.acknowledge(url, r.nonce)) this.onAck?.(url, r.nonce, r.stateHash);
     if (r.receipt && r.receipt.length > 0) {
-      // v5: the stamp the executor signed into its receipt goes into the ConfirmStart unchanged.
-      const stamp = { ...(r.observedHeight !== undefined ? { observedHeight: r.observedHeight } : {}), ...(r.observedBlockHash ? { observedBlockHash: r.observedBlockHash } : {}) };
-      const confirm = create(DevshardTxSchema, { tx: { case: 'confirmStart', value: create(MsgConfirmStartSchema, { inferenceId, executorSig: r.receipt, confirmedAt: r.confirmedAt ?? 0n, ...stamp }) } });
-      if (this.take(confirm)) this.onHostTxs?.(url, [confirm]);
+      const confirm = confirmStartTx(r, r.receipt, inferenceId);
+      if (this.pending.take(confirm)) this.onHostTxs?.(url, [confirm]);
     }
-    this.prune();
+    this.hostDiffs.prune();
   }
 
   /** `devshard_meta.mempool`: host txs (Finish, ConfirmStart, …) for later diffs. */
@@ -415,7 +332,7 @@ export class DevshardSession {
     let fresh: DevshardTx[] | undefined;
     for (const b of txs) {
       const tx = fromBinary(DevshardTxSchema, b);
-      if (this.take(tx)) (fresh ??= []).push(tx);
+      if (this.pending.take(tx)) (fresh ??= []).push(tx);
     }
     if (fresh && this.onHostTxs) this.onHostTxs(url, fresh);
   }
@@ -425,27 +342,13 @@ export class DevshardSession {
    * seconds after started_at (the executor never confirmed), or started and not finished
    * `execution_timeout` seconds after confirmed_at. Finished ones are forgotten here.
    */
-  timeoutCandidates(nowSeconds: bigint): { nonce: bigint; reason: 'refused' | 'execution'; executorUrl: string; payload: InferencePayload }[] {
-    const out: { nonce: bigint; reason: 'refused' | 'execution'; executorUrl: string; payload: InferencePayload }[] = [];
-    const cfg = this.replica.config;
-    for (const [nonce, payload] of this.open) {
-      const rec = this.replica.inference(nonce);
-      if (!rec || (rec.status !== InferenceStatus.Pending && rec.status !== InferenceStatus.Started)) {
-        this.open.delete(nonce);
-        this.timingOut.delete(nonce);
-        continue;
-      }
-      const queuedAt = this.timingOut.get(nonce);
-      if (queuedAt !== undefined && queuedAt >= this.replica.latestNonce) continue;
-      if (rec.status === InferenceStatus.Pending && nowSeconds >= rec.startedAt + cfg.refusalTimeout) out.push({ nonce, reason: 'refused', executorUrl: this.executorUrl(nonce), payload });
-      else if (rec.status === InferenceStatus.Started && nowSeconds >= rec.confirmedAt + cfg.executionTimeout) out.push({ nonce, reason: 'execution', executorUrl: this.executorUrl(nonce), payload });
-    }
-    return out;
+  timeoutCandidates(nowSeconds: bigint): TimeoutCandidate[] {
+    return this.open.candidates(this.replica, nowSeconds, (nonce) => this.executorUrl(nonce));
   }
 
   /** The hosts' URLs (distinct), in slot order, as they are called now (moveHost). */
   hosts(): readonly string[] {
-    return this.hostUrls;
+    return this.hostDiffs.hosts();
   }
 
   /** More accepting weight than the session's vote threshold? (tx-rules: accept > threshold) */
@@ -455,35 +358,23 @@ export class DevshardSession {
 
   /** A MsgTimeoutInference with the accepting votes, for the next diff. */
   addTimeout(nonce: bigint, reason: 'refused' | 'execution', votes: readonly { voterSlot: number; signature: Uint8Array }[]): void {
-    this.timingOut.set(nonce, this.replica.latestNonce);
-    this.take(
-      create(DevshardTxSchema, {
-        tx: {
-          case: 'timeoutInference',
-          value: create(MsgTimeoutInferenceSchema, {
-            inferenceId: nonce,
-            reason: reason === 'refused' ? TimeoutReason.REFUSED : TimeoutReason.EXECUTION,
-            votes: votes.map((v) => create(TimeoutVoteSchema, { voterSlot: v.voterSlot, accept: true, signature: v.signature })),
-          }),
-        },
-      }),
-    );
+    this.open.queued(nonce, this.replica.latestNonce);
+    this.pending.take(timeoutInferenceTx(nonce, reason, votes));
   }
 
   /** v5: holds the Finish of `inferenceId` (arrived or still to come) out of every compose. */
   pinFinish(inferenceId: bigint): void {
-    this.pinned.add(inferenceId);
+    this.pending.pin(inferenceId);
   }
 
   /** Lets a held Finish go into the next diff as any host tx. */
   unpinFinish(inferenceId: bigint): void {
-    this.pinned.delete(inferenceId);
+    this.pending.unpin(inferenceId);
   }
 
   /** The pending (not yet composed) Finish of `inferenceId`, if a host sent it. */
   pendingFinish(inferenceId: bigint): DevshardTx | undefined {
-    for (const tx of this.pending.values()) if (tx.tx.case === 'finishInference' && tx.tx.value.inferenceId === inferenceId) return tx;
-    return undefined;
+    return this.pending.finishOf(inferenceId);
   }
 
   /**
@@ -491,63 +382,17 @@ export class DevshardSession {
    * the Finish first (compose orders host Finishes before the rest), as Z5's `HandleErrorMiss` composes them.
    */
   addErrorMiss(inferenceId: bigint, votes: readonly ErrorMissVote[]): void {
-    this.pinned.delete(inferenceId);
-    this.take(errorMissTx(inferenceId, votes));
+    this.pending.unpin(inferenceId);
+    this.pending.take(errorMissTx(inferenceId, votes));
   }
 
-  /**
-   * An accepting vote signed over ErrorMissVoteContent{escrow, id, true, response_hash} by the
-   * address of its slot (or the warm key bound to it): a forged vote would make the replica refuse
-   * the whole MsgErrorMiss, so it is not counted.
-   */
+  /** An accepting vote signed by its slot's address or warm key (a forged one is not counted; session-error-miss.ts). */
   errorMissVoteValid(inferenceId: bigint, responseHash: Uint8Array, vote: ErrorMissVote): boolean {
-    const expected = this.replica.slots[vote.voterSlot];
-    if (expected === undefined || !vote.accept) return false;
-    let signer: string;
-    try {
-      signer = recoverAddress(errorMissVoteBytes(this.escrow.escrowId, inferenceId, true, responseHash), vote.signature);
-    } catch {
-      return false;
-    }
-    return signer === expected || this.replica.warmKeys.get(vote.voterSlot) === signer;
+    return errorMissVoteValid(this.replica, this.escrow.escrowId, inferenceId, responseHash, vote);
   }
 
   /** Accepting weight of `votes`: each voter address counts its slots once (the replica's countVotes). */
   voteWeight(votes: readonly { voterSlot: number }[]): number {
-    const addresses = new Set(votes.map((v) => this.replica.slots[v.voterSlot]).filter((a): a is string => a !== undefined));
-    let w = 0;
-    for (const a of addresses) w += this.replica.slots.filter((x) => x === a).length;
-    return w;
-  }
-
-  private isPinned(tx: DevshardTx): boolean {
-    return tx.tx.case === 'finishInference' && this.pinned.has(tx.tx.value.inferenceId);
-  }
-
-  /** Pending host txs the next compose would take (held Finishes aside). */
-  private composablePending(): number {
-    let k = 0;
-    for (const tx of this.pending.values()) if (!this.isPinned(tx)) k++;
-    return k;
-  }
-
-  /** Adds a tx to the pending set; true when it was not there (nor carried by a diff still unacknowledged). */
-  private take(tx: DevshardTx): boolean {
-    const key = txKey(tx);
-    if (this.pending.has(key)) return false;
-    this.pending.set(key, tx);
-    return true;
-  }
-
-  /** Drops the diffs every host has acknowledged. */
-  private prune(): void {
-    let min: bigint | undefined;
-    for (const url of this.hostUrls) {
-      const a = this.acked.get(url) ?? 0n;
-      if (min === undefined || a < min) min = a;
-    }
-    let drop = 0;
-    while (drop < this.unacked.length && this.unacked[drop]!.nonce <= (min ?? 0n)) this.roots.delete(this.unacked[drop++]!.nonce);
-    if (drop > 0) this.unacked.splice(0, drop);
+    return voteWeight(this.replica, votes);
   }
 }
