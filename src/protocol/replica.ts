@@ -11,26 +11,25 @@
 import { DevshardError, refuse } from './errors.js';
 import type { DevshardTx } from './gen/devshard/v1/diff_pb.js';
 import { HeightFloor, type FloorPoint } from './floor.js';
-import { clearExpiredHeightSyncFlags, heightSyncHash } from './height-sync-flags.js';
+import { heightSyncHash } from './height-sync-flags.js';
 import { HeightTurns } from './height-turns.js';
 import { hostStatsHash, Phase, restHashV2, restHashV5, stateRoot, warmKeysHash, type HostStats } from './hashes.js';
 import type { InferenceRecord } from './inference-record.js';
 import { logPlaneRefusal, type LogPlaneView } from './log-plane.js';
 import { diffSignedBytes } from './preimages.js';
-import { autoSeal, drainLive, shouldAutoSealAtNonce } from './seal.js';
 import { normalizeSessionConfig, type SessionConfig } from './session-config.js';
 import { SessionState } from './session-state.js';
 import { recoverAddress, RecoverError } from './signatures.js';
 import { logResidentHeight, type Stamp } from './stamps.js';
-import { applyTx, type RuleContext } from './tx-rules.js';
+import { applyTx } from './tx-rules.js';
 import type { RuleSet } from './versions.js';
 import { bytesEqual, toHex } from './bytes.js';
 import { floorClaims, newBindings, safe } from './replica-helpers.js';
+import { finishNonce, precheckDiff, ruleContext } from './replica-steps.js';
 import { LiveHash } from './live-hash.js';
 import type { ApplyOptions, ApplyResult, BestEffortResult, Diff, HeightSyncView, ReplicaParams, WarmKeyResolver } from './replica-types.js';
 
 export type * from './replica-types.js';
-
 
 /** The state-root tag of devshard v2 (`types.EffectiveStateRootAndProtocolVersion`). */
 export const STATE_ROOT_VERSION = 'v2';
@@ -245,7 +244,7 @@ export class Replica {
 
   /** `applyCore`, after the user signature. */
   private applyCore(nonce: bigint, txs: readonly DevshardTx[], postStateRoot: Uint8Array, opts: ApplyOptions): ApplyResult {
-    this.precheck(nonce, txs);
+    precheckDiff(this.state, this.rules, nonce, txs);
     if (this.rules === 'v5') {
       const refusal = logPlaneRefusal(nonce, txs, this.logPlaneView(opts.warmKeys));
       if (refusal) throw refusal;
@@ -253,11 +252,11 @@ export class Replica {
     const st = this.state;
     const snap = st.begin();
     const heights = this.markHeights();
-    const ctx = this.context(nonce, opts);
+    const ctx = ruleContext(this.state, this.rules, this.addressSlots, nonce, opts);
     try {
       for (const tx of txs) applyTx(ctx, tx);
       this.observeHeights(nonce, txs);
-      const sealedRecords = this.finishNonce(nonce);
+      const sealedRecords = finishNonce(this.state, this.rules, nonce);
       const sealed = sealedRecords.map((r) => r.id);
       const root = this.stateRoot();
       if (postStateRoot.length > 0 && !bytesEqual(root, postStateRoot)) {
@@ -284,11 +283,11 @@ export class Replica {
    * something and nothing was taken, the nonce is not used and that refusal is thrown.
    */
   applyLocalBestEffort(nonce: bigint, txs: readonly DevshardTx[], opts: ApplyOptions = {}): BestEffortResult {
-    this.precheck(nonce, txs);
+    precheckDiff(this.state, this.rules, nonce, txs);
     const st = this.state;
     const snap = st.begin();
     const heights = this.markHeights();
-    const ctx = this.context(nonce, opts);
+    const ctx = ruleContext(this.state, this.rules, this.addressSlots, nonce, opts);
     const applied: DevshardTx[] = [];
     const skipped: BestEffortResult['skipped'] = [];
     let logPlaneError: DevshardError | undefined;
@@ -318,7 +317,7 @@ export class Replica {
       }
       if (applied.length === 0 && logPlaneError) throw logPlaneError;
       this.observeHeights(nonce, applied);
-      const sealedRecords = this.finishNonce(nonce);
+      const sealedRecords = finishNonce(this.state, this.rules, nonce);
       const root = this.stateRoot();
       const warmKeyBindings = newBindings(snap.warmKeys, st.warmKeys);
       st.commit();
@@ -351,61 +350,5 @@ export class Replica {
     if (!this.turns || !this.floorIndex) return;
     this.turns.observe(nonce, txs, logResidentHeight(txs, this.turns.lastCompletedHeight));
     this.floorIndex = this.floorIndex.observed(nonce, floorClaims(txs, (id) => this.state.getLive(id)?.executorSlot));
-  }
-
-  /** Steps 1–2 of `applyCore`: contiguous nonce; at most one start, and its id is the nonce. */
-  private precheck(nonce: bigint, txs: readonly DevshardTx[]): void {
-    const expected = this.state.latestNonce + 1n;
-    if (nonce !== expected) throw refuse('InvalidNonce', `expected ${expected}, got ${nonce}`);
-    let starts = 0;
-    for (const tx of txs) {
-      if (tx.tx.case === 'startInference') {
-        starts++;
-        if (tx.tx.value.inferenceId !== nonce) throw refuse('InvalidInferenceID');
-      }
-    }
-    if (starts > 1) throw refuse('MultipleStartMsgs');
-    if (this.rules === 'v5' && txs.filter((t) => t.tx.case === 'forceHeightSyncTurn').length > 1) throw refuse('MultipleForceHeightSyncTurnMsgs');
-  }
-
-  /**
-   * Steps 5–6b: the per-nonce fee while still Active (the finalize diff is free), the nonce, the
-   * Finalizing → Settlement deadline (FinalizeNonce + N) with the drain, the auto-seal.
-   */
-  private finishNonce(nonce: bigint): InferenceRecord[] {
-    const st = this.state;
-    if (st.phase === Phase.Active) {
-      if (st.balance < st.config.feePerNonce) throw refuse('InsufficientBalance');
-      st.balance -= st.config.feePerNonce;
-      st.fees += st.config.feePerNonce;
-    }
-    st.latestNonce = nonce;
-    if (this.rules === 'v5') st.heightSync = clearExpiredHeightSyncFlags(st.heightSync, nonce);
-    if (st.phase === Phase.Finalizing && st.finalizeNonce === 0n) st.finalizeNonce = nonce;
-    if (st.phase === Phase.Finalizing && st.latestNonce >= st.finalizeNonce + BigInt(st.slots.length)) {
-      st.phase = Phase.Settlement;
-      return drainLive(st, st.latestNonce, this.rules);
-    }
-    if (st.phase === Phase.Active && shouldAutoSealAtNonce(st.config.autoSealEveryNNonces, nonce)) return autoSeal(st, nonce, this.rules);
-    return [];
-  }
-
-  private context(diffNonce: bigint, opts: ApplyOptions): RuleContext {
-    const st = this.state;
-    const resolver = opts.warmKeys;
-    return {
-      state: st,
-      rules: this.rules,
-      diffNonce,
-      replayingPersisted: opts.replayingPersisted === true,
-      addressSlots: this.addressSlots,
-      resolveWarmKey(slot, recovered, expected) {
-        const bound = st.warmKeys.get(slot);
-        if (bound !== undefined) return bound === recovered;
-        if (!resolver || !safe(() => resolver(recovered, expected))) return false;
-        st.warmKeys.set(slot, recovered);
-        return true;
-      },
-    };
   }
 }

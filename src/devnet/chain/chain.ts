@@ -10,41 +10,17 @@ import type { BlockHeader, DevnetChainView, DevnetEscrowView, HostIdentity } fro
 import { SDK_CODES } from '../../chain/devshard-errors.js';
 import { MsgCreateDevshardEscrowResponseType, MsgCreateDevshardEscrowType } from '../../chain/messages.js';
 import type { EscrowSlot } from '../../chain/port.js';
-import { checkTx, isFailure, type TxFailure } from './ante.js';
+import { checkTx, isFailure } from './ante.js';
+import type { BroadcastAnswer, DevnetFaults, StateStore } from './chain-types.js';
 import type { DevnetConfig } from './config.js';
 import { epochAt, type EpochPosition } from './epochs.js';
 import { createEscrow, MsgFailure, settleEscrow, type MsgResult } from './escrow-handlers.js';
+import { escrowView } from './escrow-view.js';
 import { ensureAccount, type ChainState, type TxEvent, type TxRecord, type TxResult } from './state.js';
 import { failed, gasOf, standardEvents } from './tx-results.js';
 
-export interface DevnetFaults {
-  /**
-   * Answer HTTP 503 on the RPC and on every REST route a tx needs (accounts, node info, broadcast,
-   * tx lookup): the node cannot take or report txs. Module queries (params, escrows, epochs) still answer.
-   */
-  rpcDown: boolean;
-  /** Accept broadcasts but never include them (stuck mempool). */
-  holdMempool: boolean;
-  /**
-   * Accept (and later include) broadcast txs but lose the answer: 'error' answers HTTP 503,
-   * 'reset' drops the connection, 'hang' never answers. The client cannot tell whether the tx
-   * reached the chain; it must look it up by hash.
-   */
-  dropBroadcastResponse: false | 'error' | 'reset' | 'hang';
-  /**
-   * One shot: the next broadcast reaches the node this many ms late (CheckTx runs as if the clock
-   * were that far ahead), so a recorded unordered tx re-sent after its timeout is refused, as a
-   * real node refuses a stale one. Cleared by that broadcast.
-   */
-  lateArrivalMs: number;
-}
-
-export interface StateStore {
-  save(state: ChainState): void;
-  close(): void;
-}
-
-export type BroadcastAnswer = { inCache: true; hash: string } | { inCache: false; hash: string; failure?: TxFailure };
+// Importers keep taking these from chain.js.
+export type { BroadcastAnswer, DevnetFaults, StateStore } from './chain-types.js';
 
 export class DevnetChain implements DevnetChainView {
   /** Origin of the devnet server (`http://127.0.0.1:PORT`), known once it listens. */
@@ -119,29 +95,7 @@ export class DevnetChain implements DevnetChainView {
 
   escrow(id: string): DevnetEscrowView | undefined {
     const e = this.state.escrows[id];
-    if (!e) return undefined;
-    return {
-      id: String(e.id),
-      creator: e.creator,
-      modelId: e.modelId,
-      settled: e.settled,
-      epochIndex: e.epochIndex,
-      slots: e.slots,
-      // What a real host binds its session to: the deposit and the values frozen on the escrow.
-      amount: e.amount,
-      session: {
-        ...(e.tokenPrice !== undefined ? { tokenPrice: e.tokenPrice } : {}),
-        ...(e.createDevshardFee !== undefined ? { createDevshardFee: e.createDevshardFee } : {}),
-        ...(e.feePerNonce !== undefined ? { feePerNonce: e.feePerNonce } : {}),
-        ...(e.inferenceSealGraceNonces !== undefined ? { inferenceSealGraceNonces: e.inferenceSealGraceNonces } : {}),
-        ...(e.inferenceSealGraceSeconds !== undefined ? { inferenceSealGraceSeconds: e.inferenceSealGraceSeconds } : {}),
-        ...(e.autoSealEveryNNonces !== undefined ? { autoSealEveryNNonces: e.autoSealEveryNNonces } : {}),
-      },
-      // The chain params frozen at create win over live ones at bind (session-config.ts bindParamsAtBind).
-      ...(e.validationRate !== undefined || e.voteThresholdFactor !== undefined || e.refusalTimeout !== undefined || e.executionTimeout !== undefined
-        ? { frozen: { validationRate: e.validationRate ?? 0, voteThresholdFactor: e.voteThresholdFactor ?? 0, refusalTimeout: e.refusalTimeout ?? 0n, executionTimeout: e.executionTimeout ?? 0n } }
-        : {}),
-    };
+    return e ? escrowView(e) : undefined;
   }
 
   /** The chain params a host freezes into a session at bind (vote factor, timeouts, validation rate). */

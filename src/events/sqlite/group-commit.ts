@@ -5,30 +5,20 @@
  * heads, the counters, the commit listeners and live subscriptions, then the appenders' promises.
  */
 import type Database from 'better-sqlite3';
-import { Subject, type Observable } from 'rxjs';
+import type { Observable } from 'rxjs';
 import type { NewEvent, RecordedEvent } from '../envelope.js';
 import { EventStoreClosedError } from '../errors.js';
-import { EVENT_COLUMNS } from '../rows.js';
 import type { AppendOptions, AppendResult, CommitListener, StoreStats } from '../store.js';
 import { decideBatch, sealBatch, type LogTail, type SealedBatch } from './batch.js';
+import { CommitNotifier } from './commit-notifier.js';
+import { writeDueCheckpointRow, type CheckpointRow, type DueCheckpoint } from './due-checkpoint.js';
+import { chainWrittenHashes, type InFlightBatch } from './in-flight-batch.js';
 import { checkExpected, prepareEvents, recordOf, type PendingAppend } from './prepare.js';
+import { prepareWriteStatements, readTail, type WriteStatements } from './write-statements.js';
 import { SqliteWriter, type WriteReply } from './writer.js';
 
-/** A checkpoint row (name, position, state text, hash at position). */
-export type CheckpointRow = [string, number, string, string];
-
-/** A checkpoint to write with the next batch, and who waits for it. */
-interface DueCheckpoint {
-  row: CheckpointRow;
-  waiters: { resolve(): void; reject(error: unknown): void }[];
-}
-
-/** A batch prepared on the main thread and being written by the writer thread. */
-interface InFlightBatch extends SealedBatch {
-  id: number;
-  batch: PendingAppend[];
-  checkpoint?: DueCheckpoint;
-}
+// checkpoints.ts (and anyone else) keeps importing the row type from here.
+export type { CheckpointRow } from './due-checkpoint.js';
 
 export interface GroupCommitOptions {
   maxBatchEvents: number;
@@ -58,49 +48,24 @@ export class SqliteGroupCommit {
   private checkpointDue: DueCheckpoint | undefined;
   private batchIds = 0;
   private closedFlag = false;
-  /** True while commit listeners and subscribers run; see appendNow. */
-  private notifying = false;
   private lastPos: number;
   private lastHash: string;
   /** Committed stream heads; filled lazily from the streams table. */
   private readonly versions = new Map<string, number>();
-  private readonly listeners = new Set<CommitListener>();
-  private readonly committed$ = new Subject<RecordedEvent[]>();
-  private readonly counters: StoreStats = { commits: 0, appends: 0, events: 0, conflicts: 0 };
-
-  private readonly stmt: {
-    begin: Database.Statement;
-    commit: Database.Statement;
-    rollback: Database.Statement;
-    tail: Database.Statement;
-    streamHead: Database.Statement;
-    upsertStream: Database.Statement;
-    insert: Database.Statement;
-    saveCheckpoint: Database.Statement;
-  };
+  /** Counters, commit listeners and live subscriptions. */
+  private readonly notifier: CommitNotifier;
+  private readonly stmt: WriteStatements;
 
   constructor(
     private readonly db: Database.Database,
     file: string,
     private readonly opts: GroupCommitOptions,
   ) {
-    this.stmt = {
-      begin: db.prepare('BEGIN IMMEDIATE'),
-      commit: db.prepare('COMMIT'),
-      rollback: db.prepare('ROLLBACK'),
-      tail: db.prepare('SELECT position, hash FROM events ORDER BY position DESC LIMIT 1').raw(),
-      streamHead: db.prepare('SELECT version FROM streams WHERE stream_id = ?').pluck(),
-      upsertStream: db.prepare(
-        'INSERT INTO streams (stream_id, version) VALUES (?, ?) ON CONFLICT (stream_id) DO UPDATE SET version = excluded.version',
-      ),
-      insert: db.prepare(`INSERT INTO events (${EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-      saveCheckpoint: db.prepare(
-        'INSERT INTO checkpoints (name, position, state, hash) VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET position = excluded.position, state = excluded.state, hash = excluded.hash',
-      ),
-    };
-    const tail = this.stmt.tail.get() as [number, string] | undefined;
-    this.lastPos = tail?.[0] ?? 0;
-    this.lastHash = tail?.[1] ?? '';
+    this.notifier = new CommitNotifier((error) => this.opts.onListenerError(error));
+    this.stmt = prepareWriteStatements(db);
+    const tail = readTail(this.stmt);
+    this.lastPos = tail.pos;
+    this.lastHash = tail.hash;
     this.writer = opts.writerThread ? new SqliteWriter(file, opts.busyTimeoutMs, (reply) => this.written(reply)) : undefined;
   }
 
@@ -110,7 +75,7 @@ export class SqliteGroupCommit {
 
   /** Batches of committed records, in position order (what live subscriptions follow). */
   get commits(): Observable<RecordedEvent[]> {
-    return this.committed$;
+    return this.notifier.commits;
   }
 
   get hasWriterThread(): boolean {
@@ -127,12 +92,11 @@ export class SqliteGroupCommit {
   }
 
   stats(): StoreStats {
-    return { ...this.counters };
+    return this.notifier.stats();
   }
 
   onCommit(listener: CommitListener): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
+    return this.notifier.onCommit(listener);
   }
 
   /**
@@ -186,7 +150,7 @@ export class SqliteGroupCommit {
     if (this.closedFlag) throw new EventStoreClosedError();
     // Committing from inside a commit notification would hand later listeners batches out of
     // position order; listeners that need to write use `append`, which queues.
-    if (this.notifying) throw new Error('appendNow cannot be called from a commit listener; use append');
+    if (this.notifier.notifying) throw new Error('appendNow cannot be called from a commit listener; use append');
     checkExpected(options.expectedVersion);
     const prepared = prepareEvents(streamId, events);
     this.drain();
@@ -240,7 +204,7 @@ export class SqliteGroupCommit {
     this.drain();
     this.writer?.close();
     this.closedFlag = true;
-    this.committed$.complete();
+    this.notifier.complete();
   }
 
   /** Deferred work waits at most `ms` for a batch, unless one is already scheduled. */
@@ -301,16 +265,7 @@ export class SqliteGroupCommit {
   private writeDueCheckpoint(checkpoint = this.checkpointDue): void {
     if (checkpoint === this.checkpointDue) this.checkpointDue = undefined;
     if (!checkpoint) return;
-    // Runs from the writer thread's answer too, where a throw would end the process: a checkpoint
-    // that cannot be written (disk full) only means a longer catch-up at the next start.
-    try {
-      this.stmt.saveCheckpoint.run(...checkpoint.row);
-    } catch (error) {
-      if (checkpoint.waiters.length > 0) for (const w of checkpoint.waiters) w.reject(error);
-      else process.emitWarning(`projection checkpoint ${checkpoint.row[0]} not written: ${(error as Error).message}`, 'EventStoreWarning');
-      return;
-    }
-    for (const w of checkpoint.waiters) w.resolve();
+    writeDueCheckpointRow(this.stmt.saveCheckpoint, checkpoint);
   }
 
   private takeBatch(): PendingAppend[] {
@@ -362,33 +317,8 @@ export class SqliteGroupCommit {
     this.lastPos = pos;
     this.lastHash = hash;
     for (const [streamId, version] of heads) this.versions.set(streamId, version);
-    this.counters.commits++;
-    this.counters.events += committed.length;
-    if (committed.length > 0) {
-      this.notifying = true;
-      try {
-        for (const listener of this.listeners) {
-          try {
-            listener(committed);
-          } catch (error) {
-            this.opts.onListenerError(error);
-          }
-        }
-        this.committed$.next(committed);
-      } finally {
-        this.notifying = false;
-      }
-    }
-    for (let i = 0; i < batch.length; i++) {
-      const outcome = outcomes[i]!;
-      if (outcome instanceof Error) {
-        this.counters.conflicts++;
-        batch[i]!.reject(outcome);
-      } else {
-        this.counters.appends++;
-        batch[i]!.resolve(outcome);
-      }
-    }
+    this.notifier.publish(committed);
+    this.notifier.settle(batch, outcomes);
   }
 
   /**
@@ -416,14 +346,8 @@ export class SqliteGroupCommit {
     if (!f || f.id !== reply.id) return;
     this.inFlight = undefined;
     if (reply.ok) {
-      // The hash chain as the writer computed and stored it, in position order.
-      let prev = this.lastHash;
-      for (let i = 0; i < f.committed.length; i++) {
-        const r = f.committed[i]!;
-        r.prevHash = prev;
-        prev = r.hash = reply.hashes[i]!;
-      }
-      this.finishCommit(f.batch, f.outcomes, f.committed, f.heads, f.pos, prev);
+      const hash = chainWrittenHashes(f.committed, this.lastHash, reply.hashes);
+      this.finishCommit(f.batch, f.outcomes, f.committed, f.heads, f.pos, hash);
       if (f.checkpoint) for (const w of f.checkpoint.waiters) w.resolve();
     }
     // Another connection wrote first, or a row failed: redo the batch in-thread, which reloads the
@@ -448,9 +372,7 @@ export class SqliteGroupCommit {
 
   /** Inside the write transaction: if another connection appended, reload what we cached. */
   private syncTail(): void {
-    const tail = this.stmt.tail.get() as [number, string] | undefined;
-    const pos = tail?.[0] ?? 0;
-    const hash = tail?.[1] ?? '';
+    const { pos, hash } = readTail(this.stmt);
     if (pos === this.lastPos && hash === this.lastHash) return;
     this.lastPos = pos;
     this.lastHash = hash;
