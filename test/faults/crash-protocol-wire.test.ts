@@ -26,7 +26,6 @@ import { requestRecords } from '../helpers/request-records.js';
 import { crashEnv, freePort, readLogAt, ServeProcess } from './serve-process.js';
 import { prng } from './prng.js';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 
 interface Seen {
@@ -52,6 +51,17 @@ describe('crash over the devshard protocol: the hosts see every nonce once, none
   const reused: string[] = [];
   const refused: string[] = [];
   const answers: { escrowId: string; nonce: number }[] = [];
+  /** Waiters for a number of complete answers (the kill comes after what happened, not after a time). */
+  let waiting: { n: number; resolve: () => void }[] = [];
+  const answered = () => {
+    const due = waiting.filter((w) => answers.length >= w.n);
+    waiting = waiting.filter((w) => answers.length < w.n);
+    for (const w of due) w.resolve();
+  };
+  const answersReach = (n: number) => new Promise<void>((resolve) => {
+    waiting.push({ n, resolve });
+    answered();
+  });
   let chats = 0;
 
   beforeAll(async () => {
@@ -109,7 +119,10 @@ describe('crash over the devshard protocol: the hosts see every nonce once, none
       });
       const text = await r.text();
       const complete = r.status === 200 && (stream ? text.includes('data: [DONE]') : JSON.parse(text).object === 'chat.completion');
-      if (complete) answers.push({ escrowId: r.headers.get('x-devshard-escrow-id')!, nonce: Number(r.headers.get('x-devshard-nonce')) });
+      if (complete) {
+        answers.push({ escrowId: r.headers.get('x-devshard-escrow-id')!, nonce: Number(r.headers.get('x-devshard-nonce')) });
+        answered();
+      }
     } catch {
       /* killed mid-request */
     }
@@ -136,7 +149,8 @@ describe('crash over the devshard protocol: the hosts see every nonce once, none
     for (let round = 0; round < 3; round++) {
       const stop = new AbortController();
       const running = load(4, stop.signal);
-      await sleep(300 + rnd() * 600);
+      // Killed once this round has some complete answers (4 to 8 of them, by the seed), whatever the machine's speed.
+      await answersReach(answers.length + 4 + Math.floor(rnd() * 5));
       await serve.kill();
       kills++;
       stop.abort();
