@@ -34,3 +34,21 @@ export class UnsupportedSchemaError extends Error {
     this.name = 'UnsupportedSchemaError';
   }
 }
+
+/**
+ * The append named a lease (its fencing token) that is no longer the one in force: another
+ * instance took it over since (after it expired, or handed over). Nothing of that append was
+ * written; the instance has lost the stream to the new holder and must stop writing to it.
+ */
+export class LeaseLostError extends Error {
+  readonly code = 'LEASE_LOST';
+  constructor(
+    readonly lease: string,
+    readonly token: number,
+    /** The token in force now and its holder (undefined: released, nobody holds it). */
+    readonly current: { token: number; owner: string | undefined } | undefined,
+  ) {
+    super(`lease ${JSON.stringify(lease)}: fencing token ${token} is stale${current ? ` (token ${current.token} is in force, held by ${current.owner ?? 'nobody'})` : ''}; nothing was written`);
+    this.name = 'LeaseLostError';
+  }
+}

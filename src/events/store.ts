@@ -1,5 +1,6 @@
 import type { Observable } from 'rxjs';
 import type { NewEvent, RecordedEvent } from './envelope.js';
+import type { LeaseTable } from './leases.js';
 
 /** A value now (a local store) or once a server answered (a network store): callers `await` it. */
 export type Awaitable<T> = T | Promise<T>;
@@ -32,6 +33,19 @@ export interface AppendOptions {
    * without group commit ignores it.
    */
   withinMs?: number;
+  /**
+   * The lease this append is written under (several instances on one log, issue 42): the store
+   * writes it only while `token` is the lease's fencing token in force, checked inside the commit
+   * that writes it, else refuses it with LeaseLostError and writes nothing of it. A store that one
+   * process owns whole (SQLite: one gateway per file) has no leases and ignores it.
+   */
+  fence?: Fence;
+}
+
+/** A lease's name and the fencing token its holder got when it took it. */
+export interface Fence {
+  lease: string;
+  token: number;
 }
 
 export interface AppendResult {
@@ -132,4 +146,10 @@ export interface EventStore {
   readAll(afterPosition?: number, limit?: number): Iterable<RecordedEvent> | AsyncIterable<RecordedEvent>;
 
   stats(): StoreStats;
+
+  /**
+   * A log several instances share (PostgreSQL) keeps their leases; appends made under one carry
+   * its fence. Absent: one process owns the whole log (SQLite) and needs none.
+   */
+  readonly leases?: LeaseTable;
 }

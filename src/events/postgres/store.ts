@@ -17,6 +17,7 @@ import { DEFAULT_POLL_MS, LogFollower } from './follower.js';
 import { PostgresReader } from './reader.js';
 import { migratePostgres } from './schema.js';
 import { PgGroupCommit } from './writer.js';
+import { ensureLeaseTables, PgLeases } from './leases.js';
 
 export type { PostgresConnection } from './connection.js';
 
@@ -49,6 +50,7 @@ export async function openPostgresEventStore(connection: PostgresConnection, opt
   pool.on('error', warn('event store connection')); // an idle connection dropped; the pool replaces it
   try {
     await migratePostgres(pool);
+    await ensureLeaseTables(pool);
     const { position, versions } = await loadHeads(pool);
     const store = new PostgresEventStore(pool, connectionConfig(connection), position, versions, opts);
     await store.startFollowing();
@@ -88,6 +90,8 @@ export class PostgresEventStore implements EventStore {
   private readonly follower: LogFollower;
   private closing: Promise<void> | undefined;
   private closedFlag = false;
+  /** The leases of the instances sharing this log (escrows' nonce streams, the background tasks). */
+  readonly leases: PgLeases;
 
   /** Use openPostgresEventStore; this assumes a migrated database and its heads. */
   constructor(pool: pg.Pool, clientConfig: pg.ClientConfig, position: number, versions: Map<string, number>, opts: PostgresEventStoreOptions = {}) {
@@ -97,6 +101,7 @@ export class PostgresEventStore implements EventStore {
     const isClosed = () => this.closedFlag;
     this.reader = new PostgresReader(pool, this.log, isClosed);
     this.checkpoints = new PgCheckpoints(pool, isClosed);
+    this.leases = new PgLeases(pool);
     this.follower = new LogFollower(pool, clientConfig, this.log, {
       pollMs: opts.pollMs ?? DEFAULT_POLL_MS,
       listen: opts.listen !== false,

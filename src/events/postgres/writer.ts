@@ -34,13 +34,14 @@
  */
 import type pg from 'pg';
 import type { NewEvent, RecordedEvent } from '../envelope.js';
-import { EventStoreClosedError } from '../errors.js';
+import { EventStoreClosedError, LeaseLostError } from '../errors.js';
 import type { EventRow } from '../rows.js';
 import type { AppendOptions, AppendResult, StoreStats } from '../store.js';
 import { sealBatch, type SealedBatch } from '../sqlite/batch.js';
 import { checkExpected, prepareEvents, type PendingAppend } from '../sqlite/prepare.js';
 import type { CommittedLog } from './committed-log.js';
 import { LOG_CHANNEL } from './follower.js';
+import { FENCES_SQL } from './leases.js';
 import { PG_PAGE_SIZE, readRange } from './reader.js';
 
 export interface PgGroupCommitOptions {
@@ -99,7 +100,7 @@ export class PgGroupCommit {
     if (this.closedFlag) return Promise.reject(new EventStoreClosedError());
     let pending!: PendingAppend;
     const promise = new Promise<AppendResult>((resolve, reject) => {
-      pending = { streamId, expected: options.expectedVersion, events: [], resolve, reject };
+      pending = { streamId, expected: options.expectedVersion, events: [], fence: options.fence, resolve, reject };
     });
     try {
       checkExpected(options.expectedVersion);
@@ -264,8 +265,9 @@ export class PgGroupCommit {
           const heads = new Map(r.rows);
           versionOf = (s) => heads.get(s) ?? -1;
         }
+        const refuse = await fencing(client, batch);
         const rows: EventRow[] = [];
-        sealed = sealBatch(batch, { pos, hash, time: this.opts.now().toISOString(), versionOf }, (row) => rows.push(row));
+        sealed = sealBatch(batch, { pos, hash, time: this.opts.now().toISOString(), versionOf, refuse }, (row) => rows.push(row));
         if (rows.length > 0) await client.query(WRITE_SQL, writeParams(rows, sealed));
       } catch (error) {
         await client.query('ROLLBACK').catch((e: unknown) => (broken = e));
@@ -299,6 +301,23 @@ export class PgGroupCommit {
       client.release(broken instanceof Error ? broken : undefined);
     }
   }
+}
+
+/**
+ * The fencing check, under the tail lock (leases.ts says why that order makes it exact): an append
+ * written under a lease whose token is no longer the one in force is refused, nothing of it written.
+ */
+async function fencing(client: pg.PoolClient, batch: PendingAppend[]): Promise<((a: PendingAppend) => Error | undefined) | undefined> {
+  const names = [...new Set(batch.flatMap((a) => (a.fence ? [a.fence.lease] : [])))];
+  if (names.length === 0) return undefined;
+  const r = await client.query<{ name: string; owner: string | null; token: number }>(FENCES_SQL, [names]);
+  const inForce = new Map(r.rows.map((x) => [x.name, x]));
+  return (a) => {
+    if (!a.fence) return undefined;
+    const now = inForce.get(a.fence.lease);
+    if (now && now.token === a.fence.token && now.owner !== null) return undefined;
+    return new LeaseLostError(a.fence.lease, a.fence.token, now ? { token: now.token, owner: now.owner ?? undefined } : undefined);
+  };
 }
 
 function writeParams(rows: EventRow[], sealed: SealedBatch): unknown[] {

@@ -16,6 +16,8 @@ export interface LogTail {
   hash: string;
   time: string;
   versionOf(streamId: string): number;
+  /** Refuses an append before its version is checked (a stale lease: LeaseLostError); nothing of it is written. */
+  refuse?(append: PendingAppend): Error | undefined;
 }
 
 /** A batch sealed after the log's tail: the appends' outcomes, their records, stream heads, new tail. */
@@ -57,6 +59,11 @@ export function decideBatch(
   let hash = tail.hash;
   for (let i = 0; i < batch.length; i++) {
     const item = batch[i]!;
+    const refused = tail.refuse?.(item);
+    if (refused) {
+      outcomes.push(refused);
+      continue;
+    }
     const actual = heads.get(item.streamId) ?? tail.versionOf(item.streamId);
     if (!versionMatches(item.expected, actual)) {
       outcomes.push(new WrongExpectedVersionError(item.streamId, item.expected, actual));

@@ -6,7 +6,7 @@ import { canonicalJsonByWalk, isCanonicalPlain } from '../canonical-json.js';
 import type { EventMetadata, NewEvent, RecordedEvent } from '../envelope.js';
 import { eventHash } from '../hash.js';
 import type { EventRow } from '../rows.js';
-import type { AppendResult, ExpectedVersion } from '../store.js';
+import type { AppendResult, ExpectedVersion, Fence } from '../store.js';
 
 /** An append validated and serialized up front, so bad input rejects only its own caller. */
 export interface PreparedEvent {
@@ -28,6 +28,8 @@ export interface PendingAppend {
   streamId: string;
   expected: ExpectedVersion;
   events: PreparedEvent[];
+  /** The lease it is written under (AppendOptions.fence); only a store with leases checks it. */
+  fence?: Fence | undefined;
   resolve(result: AppendResult): void;
   reject(error: unknown): void;
 }
