@@ -134,14 +134,19 @@ export function openSse(target: FastifyReply | ServerResponse, options: SseOptio
     finished = !socket?.destroyed;
     clientTook();
   });
-  res.on('close', () => {
+  const clientLeft = () => {
     stop();
     clientTook();
     if (!ended) {
       ended = true;
       controller.abort(new Error('client disconnected'));
     }
-  });
+  };
+  res.on('close', clientLeft);
+  // The client may have left before the stream opened (while the request was being routed): its
+  // 'close' has been emitted already and will not come again, so nothing would ever wake a writer
+  // waiting on it (a request that held its concurrency slot forever).
+  if (res.destroyed || res.closed || res.socket?.destroyed === true) clientLeft();
   arm();
 
   const finish = (tail: string) => {
@@ -163,6 +168,7 @@ export function openSse(target: FastifyReply | ServerResponse, options: SseOptio
       if (ended) return false;
       arm();
       const ok = res.write(`data: ${JSON.stringify(data)}\n\n`);
+      if (!ok && !ended && (res.destroyed || res.socket?.destroyed === true)) clientLeft();
       if (!ok && !ended) {
         waitOnClient();
         await new Promise<void>((resolve) => {
