@@ -117,6 +117,7 @@ describe('broadcast is safe to retry by tx hash', () => {
     const first = await client.prepareCreateEscrow(key, MIN_AMOUNT, MODEL);
     const second = await client.prepareCreateEscrow(key, MIN_AMOUNT, MODEL);
     const later = client.broadcast(second);
+    // A head start for the later tx; a fixed wait is fine: in either order both must be taken (the assertion).
     await new Promise((r) => setTimeout(r, 60));
     const [a, b] = await Promise.all([client.broadcast(first), later]);
     expect([a.code, b.code]).toEqual([0, 0]);

@@ -207,7 +207,6 @@ describe('group commit', () => {
   });
 
   it('a callback staged withinMs waits that long for a commit of its own, and joins any earlier batch', async () => {
-    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
     const stage = (type: string) => {
       let done!: Promise<unknown>;
       store.stageForNextBatch(() => {
@@ -216,12 +215,20 @@ describe('group commit', () => {
       return () => done;
     };
     // Alone: nothing is committed before its time, then one commit takes every staged callback.
+    // Waits for that commit, and checks when it came (a lower bound: a busy machine only makes it later).
     const c0 = store.stats().commits;
+    const firstCommit = new Promise<{ at: number; types: string[] }>((resolve) => {
+      const off = store.onCommit((records) => {
+        off();
+        resolve({ at: Date.now(), types: records.map((r) => r.type) });
+      });
+    });
+    const t0 = Date.now();
     stage('a');
     stage('b');
-    await sleep(40);
-    expect(store.lastPosition()).toBe(0);
-    await sleep(300);
+    const { at, types } = await firstCommit;
+    expect(at - t0).toBeGreaterThanOrEqual(100); // withinMs 150, less the timer base's slack
+    expect(types).toEqual(['a', 'b']);
     expect(store.lastPosition()).toBe(2);
     expect(store.stats().commits - c0).toBe(1);
     // Another append's batch takes it at once, in that commit.

@@ -80,8 +80,7 @@ describe('checkpoints', () => {
     const second = await store.append('s', [ev('b')], { expectedVersion: 0 }); // the batch carries it
     expect(store.loadCheckpoint('pool')).toEqual({ name: 'pool', position: 1, state: { n: 1 }, hash: first.records[0]!.hash });
     store.saveCheckpointSoon('pool', 2, { n: 2 }); // nothing else queued: a batch of its own
-    await new Promise((r) => setTimeout(r, 200));
-    expect(store.loadCheckpoint('pool')?.state).toEqual({ n: 2 });
+    await expect.poll(() => store.loadCheckpoint('pool')?.state, { timeout: 10_000 }).toEqual({ n: 2 });
     expect(() => store.saveCheckpointSoon('pool', 9, {})).toThrow(/no event at position 9/);
     store.saveCheckpointSoon('pool', 2, { n: 3 });
     await store.close(); // pending: written on close

@@ -110,7 +110,15 @@ describe('a v5 escrow on the devnet', () => {
     const res = await fetch(`${gw.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${gw.keys.adminApiKey}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: MODEL, messages: longAsk, max_tokens: 10, stream: true }) });
     const text = await res.text();
     expect(res.status, text).toBe(200);
-    const sent = JSON.parse(Buffer.from(JSON.parse(captured.slice(before).find((x) => x.url.endsWith('/chat/completions'))!.body).payload.prompt, 'base64').toString());
+    // Exchanges are captured as they end: an earlier request's drain (or a heartbeat) may end after
+    // `before`, so the one sent is found by its messages, not by its place.
+    const prompts = captured
+      .slice(before)
+      .filter((x) => x.url.endsWith('/chat/completions'))
+      .map((x) => (JSON.parse(x.body) as { payload?: { prompt?: string } }).payload?.prompt)
+      .filter((p): p is string => typeof p === 'string')
+      .map((p) => JSON.parse(Buffer.from(p, 'base64').toString()) as { messages?: unknown });
+    const sent = prompts.find((p) => JSON.stringify(p.messages) === JSON.stringify(longAsk));
     expect(sent).toMatchObject({ max_tokens: 64, min_tokens: 64 });
     const frames = text.split('\n\n').filter((l) => l.startsWith('data: {')).map((l) => JSON.parse(l.slice(6)));
     const pieces = frames.flatMap((f) => f.choices).filter((c: any) => typeof c.delta?.content === 'string' && c.delta.content !== '');

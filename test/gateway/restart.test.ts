@@ -16,6 +16,7 @@ import { createEscrowViaApi, disposeTestGateway, MODEL, startTestGateway, type T
 import { replay } from '../../src/projections/replay.js';
 import { requestRecords } from '../helpers/request-records.js';
 import { expectedRefund, settlementCharges } from '../helpers/settlement.js';
+import { holdHostRequests } from '../helpers/waits.js';
 
 const chatBody = (content: string) => ({ model: MODEL, messages: [{ role: 'user', content }], max_tokens: 12 });
 const NEW_URL = 'https://next.example.org';
@@ -170,17 +171,24 @@ describe('stopping with a stream in flight and a deferred settle', () => {
       const c = `a long answer please ${i}`;
       if (planCompletion({ model: MODEL, messages: [{ role: 'user', content: c }] }).pieces.length >= 30) content = c;
     }
-    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+    // The host holds the request until the settle was asked: in flight then, however slow the machine.
+    const { held, release } = holdHostRequests(gw.devnet!.simulatedHosts.faults);
+    const answer = fetch(`${gw.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { authorization: `Bearer ${gw.keys.adminApiKey}`, 'content-type': 'application/json' },
       body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content }], stream: true }),
     });
+    try {
+      await held;
+      expect((await gw.call(`/devshard/${id}/v1/finalize`, { method: 'POST' })).status).toBe(200);
+      const s = await gw.call(`/v1/admin/devshards/${id}/settle`, { body: {} });
+      expect(s.status, s.text).toBe(202);
+    } finally {
+      release();
+    }
+    const res = await answer;
     expect(res.status).toBe(200);
     const body = res.text();
-    await new Promise((r) => setTimeout(r, 100));
-    expect((await gw.call(`/devshard/${id}/v1/finalize`, { method: 'POST' })).status).toBe(200);
-    const s = await gw.call(`/v1/admin/devshards/${id}/settle`, { body: {} });
-    expect(s.status, s.text).toBe(202);
     // Stop (SIGTERM's path) while the stream is still running, then start again.
     const restarted = gw.restart();
     const text = await body;

@@ -25,12 +25,14 @@ describe('nonce routing stop (19,800) through the real stack', () => {
   let first: string;
   const dispatcher = new Agent({ connections: 32 });
 
+  // An epoch that outlasts the test (50 ms blocks): 19,800 requests on a busy machine can take
+  // longer than two 30 s epochs, and an escrow past its settle window is no longer routed to.
   beforeAll(async () => {
     upstream = Fastify({ logger: false });
     upstream.post('/v1/chat/completions', (_req, reply) => reply.type('application/json').send(ANSWER));
     await upstream.listen({ host: '127.0.0.1', port: 0 });
     const { port } = upstream.server.address() as { port: number };
-    ({ gw, escrowId: first } = await startGatewayWithEscrow({ env: { NETWORK_UPSTREAM_URL: `http://127.0.0.1:${port}/v1`, LOG_LEVEL: 'warn' } }));
+    ({ gw, escrowId: first } = await startGatewayWithEscrow({ env: { NETWORK_UPSTREAM_URL: `http://127.0.0.1:${port}/v1`, LOG_LEVEL: 'warn', DEVNET_EPOCH_BLOCKS: '1000000' } }));
   });
   afterAll(async () => {
     await disposeTestGateway(gw);

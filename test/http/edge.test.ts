@@ -101,12 +101,14 @@ describe('SSE writer', () => {
   let server: Server;
   let url: string;
   let lastSignal: AbortSignal | undefined;
+  let releaseSlow: (() => void) | undefined;
   beforeAll(async () => {
     const serve = async (req: IncomingMessage, res: ServerResponse) => {
       const sse = openSse(res, { keepAliveMs: 40 });
       lastSignal = sse.signal;
       if (req.url === '/slow') {
-        await new Promise((r) => setTimeout(r, 130));
+        // Silent until the test has read its keep-alives and releases it (a late timer cannot cut them short).
+        await new Promise<void>((r) => (releaseSlow = r));
       }
       if (req.url === '/hang') return; // the client will leave
       await sse.send({ id: 'c1', choices: [{ delta: { role: 'assistant' } }] });
@@ -131,7 +133,17 @@ describe('SSE writer', () => {
   });
 
   it('sends keep-alive comments while silent', async () => {
-    const text = await (await fetch(`${url}/slow`)).text();
+    const reader = (await fetch(`${url}/slow`)).body!.getReader();
+    const decoder = new TextDecoder();
+    let text = '';
+    const read = async () => {
+      const { value, done } = await reader.read();
+      if (!done) text += decoder.decode(value, { stream: true });
+      return !done;
+    };
+    while ((text.match(/: keep-alive\n\n/g) ?? []).length < 2 && (await read()));
+    releaseSlow!();
+    while (await read());
     expect(text.startsWith(': keep-alive\n\n')).toBe(true);
     expect(text.match(/: keep-alive\n\n/g)!.length).toBeGreaterThanOrEqual(2);
     expect(text.endsWith('data: [DONE]\n\n')).toBe(true);
@@ -147,8 +159,10 @@ describe('SSE writer', () => {
       req.on('close', () => resolve());
       req.end();
     });
-    await new Promise((r) => setTimeout(r, 50));
-    expect(lastSignal?.aborted).toBe(true);
+    // The server side learns of the close in its own time: wait for the abort itself.
+    const signal = lastSignal!;
+    if (!signal.aborted) await new Promise((r) => signal.addEventListener('abort', r, { once: true }));
+    expect(signal.aborted).toBe(true);
   });
 
   it('works on a fastify reply (hijacked, request id header kept, one log line)', async () => {

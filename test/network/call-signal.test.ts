@@ -26,13 +26,20 @@ describe('CallController', () => {
   it('aborts an undici request in flight: the server sees the connection close', async () => {
     let closed!: () => void;
     const serverSawClose = new Promise<void>((r) => (closed = r));
-    const server = createServer((req) => req.socket.once('close', closed)); // never answers
+    let arrived!: () => void;
+    const atServer = new Promise<void>((r) => (arrived = r));
+    // Never answers.
+    const server = createServer((req) => {
+      req.socket.once('close', closed);
+      arrived();
+    });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     const agent = new Agent();
     try {
       const c = new CallController();
       const pending = agent.request({ origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, path: '/', method: 'GET', signal: c.signal as never });
-      setTimeout(() => c.abort(new Error('client left')), 50);
+      await atServer; // aborted once the server has the request, so the close is one it sees
+      c.abort(new Error('client left'));
       await expect(pending).rejects.toThrow('client left');
       await serverSawClose;
     } finally {

@@ -92,15 +92,17 @@ describe('fetchWhole', () => {
   });
 
   it('aborting the signal closes the connection (the server sees it) and rejects', async () => {
-    handler = () => undefined; // never answers
+    let arrived!: () => void;
+    const atServer = new Promise<void>((r) => (arrived = r));
+    handler = () => arrived(); // never answers
     const c = new CallController();
     const p = post('/slow', c.signal);
-    await new Promise((r) => setTimeout(r, 50));
+    await atServer; // aborted once the server has the request, so the close is one it sees
     c.abort(new Error('client disconnected'));
     const err = await p.catch((e: unknown) => e);
     expect(err).toBeInstanceOf(WholeAnswerError);
     expect((err as WholeAnswerError).afterHeaders).toBe(false);
-    await expect.poll(() => closed).toContain('/slow');
+    await expect.poll(() => closed, { timeout: 10_000 }).toContain('/slow');
   });
 });
 
@@ -125,7 +127,7 @@ describe('a non-streamed chat through the upstream port', () => {
     const err = (await call().catch((e: unknown) => e)) as HostError;
     expect(err).toBeInstanceOf(HostError);
     expect(err.kind).toBe('timeout');
-    await expect.poll(() => closed.filter((u) => u === '/v1/chat/completions').length).toBeGreaterThan(0);
+    await expect.poll(() => closed.filter((u) => u === '/v1/chat/completions').length, { timeout: 10_000 }).toBeGreaterThan(0);
   });
 
   it('a 200 body cut mid-way is truncated, not unreachable', async () => {

@@ -56,7 +56,9 @@ describe('depletion on a fast devnet', () => {
     // A deposit whose usable balance stays above the threshold after a request is not touched.
     const high = await createEscrowViaApi(g, '2000000');
     expect((await chatOnce(g)).status).toBe(200);
-    await new Promise((r) => setTimeout(r, 700)); // two periodic checks
+    // Two checks, driven here rather than waited for (the second a fresh one, should a check be under way).
+    await g.depletion.tick();
+    await g.depletion.tick();
     const h = g.ctx.engine.escrow(high)!.context;
     expect(BigInt(h.balance) - BigInt(h.reserved)).toBeGreaterThanOrEqual(1_000_000n);
     expect(g.ctx.projections.pool.escrow(high)?.value).toBe('active');
@@ -71,7 +73,10 @@ describe('depletion on a fast devnet', () => {
     g.ctx.depletionThreshold = 999_990_000n;
     expect((await chatOnce(g)).status).toBe(200);
     await waitFor('depleted', () => g.ctx.projections.pool.escrow(old)?.value === 'depleted', 5_000);
-    await new Promise((r) => setTimeout(r, 700));
+    await waitFor('the not-replaced log line', () => g.logs.some((l) => l.includes('escrow_depleted_not_replaced')), 10_000);
+    // Two more checks, driven here: they neither replace it nor log it again.
+    await g.depletion.tick();
+    await g.depletion.tick();
     expect(ofType(g, 'DepletionReplacementDecided')).toEqual([]);
     expect(ofType(g, 'EscrowCreated')).toHaveLength(1);
     expect(g.logs.filter((l) => l.includes('escrow_depleted_not_replaced'))).toHaveLength(1);

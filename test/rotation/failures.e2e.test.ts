@@ -45,7 +45,8 @@ describe('rotation failures on a fast devnet', () => {
     // Cycle of epoch 0 (both creates refused), then phase 1 of epoch 1 (refused again, once).
     await waitFor('the next cycle', () => ofType(g, 'RotationPhaseStarted').filter((e) => e.data.phase === 1).length >= 2, 20_000);
     await waitFor('its phase 1 done', () => ofType(g, 'RotationPhaseCompleted').filter((e) => e.data.phase === 1).length >= 2, 10_000);
-    await new Promise((r) => setTimeout(r, 600)); // several more ticks: nothing repeats
+    // Several more ticks, driven here rather than waited for: nothing repeats.
+    for (let i = 0; i < 3; i++) await g.rotation.tick();
 
     const byKey = (xs: { role?: string; epoch: number }[]) => xs.reduce<Record<string, number>>((m, x) => ({ ...m, [`${x.role}@${x.epoch}`]: (m[`${x.role}@${x.epoch}`] ?? 0) + 1 }), {});
     // The balance pre-check refuses them before any tx: no create intent, no fee spent.

@@ -80,9 +80,16 @@ export function chatLoad(gw: TestGateway, workers = 4, maxTokens = 8) {
   const failures: string[] = [];
   const loops = Array.from({ length: workers }, async (_, w) => {
     while (running) {
-      const r = await gw.call('/v1/chat/completions', { key: 'client', body: { model: MODEL, messages: [{ role: 'user', content: `worker ${w} says hi` }], max_tokens: maxTokens } });
-      statuses.push(r.status);
-      if (r.status !== 200) failures.push(`${r.status} ${r.text.slice(0, 200)}`);
+      try {
+        const r = await gw.call('/v1/chat/completions', { key: 'client', body: { model: MODEL, messages: [{ role: 'user', content: `worker ${w} says hi` }], max_tokens: maxTokens } });
+        statuses.push(r.status);
+        if (r.status !== 200) failures.push(`${r.status} ${r.text.slice(0, 200)}`);
+      } catch (err) {
+        // The gateway went away under the load (a failed test tearing it down): a failure, not an unhandled rejection.
+        failures.push(`no answer: ${(err as Error).message}`);
+        if (!running) break;
+        await new Promise((r) => setTimeout(r, 10)); // not a tight loop of refused connections
+      }
     }
   });
   return {

@@ -48,7 +48,11 @@ describe('the quick start', { retry: 1 }, () => {
     const startHeight = g.devnet!.chain.state.height;
     const load = chatLoad(g, 3);
     // Four completed cycles: the first escrow's prune point (its epoch + 2) and three more are passed.
-    await waitFor('four completed rotation cycles', () => ofType(g, 'RotationPhaseCompleted').filter((e) => e.data.phase === 2).length >= 4, 50_000);
+    try {
+      await waitFor('four completed rotation cycles', () => ofType(g, 'RotationPhaseCompleted').filter((e) => e.data.phase === 2).length >= 4, 120_000);
+    } finally {
+      await load.stop();
+    }
     const result = await load.stop();
     expect(result.total).toBeGreaterThan(20);
     expect(result.failures.filter((f) => f.startsWith('5'))).toEqual([]);
@@ -62,5 +66,5 @@ describe('the quick start', { retry: 1 }, () => {
       return true;
     }, 15_000);
     expect(ofType(g, 'RotationFailed')).toEqual([]);
-  }, 90_000);
+  }, 180_000);
 });

@@ -39,7 +39,9 @@ describe('turning rotation on and off on a running gateway', () => {
     // Past the boundary and its PoC window: a running task would have started phase 2.
     const boundary = (await g.ctx.chain.epoch()).nextBoundaryHeight;
     await waitFor('the end of the PoC window', async () => (await g.ctx.chain.height()) > boundary + 8, 10_000);
-    await new Promise((r) => setTimeout(r, 300));
+    // Ticks driven here rather than waited for (the second a fresh one, should a tick be under way).
+    await g.rotation.tick();
+    await g.rotation.tick();
     expect(rotationEvents(g)).toBe(before);
     expect((await rotationDebugDocument(g.ctx)).enabled).toBe(false);
 

@@ -13,6 +13,7 @@ import { createRequestSigner } from '../../../src/network/signature.js';
 import { InferenceStatus, toHex } from '../../../src/protocol/index.js';
 import { BIND, MODEL, SESSION, startTestNet, type TestNet } from '../../devnet/host-protocol-client.js';
 import { clearFaults } from '../fixtures.js';
+import { holdHostRequests } from '../../helpers/waits.js';
 
 describe('devshard protocol transport against the simulated hosts', () => {
   let net: TestNet;
@@ -81,8 +82,8 @@ describe('devshard protocol transport against the simulated hosts', () => {
     expect(s.replica.inference(6n)).toBeUndefined();
     // 9 arrives before 8: 8 is still composed first
     seen.length = 0;
+    // Both in this turn, no timer between: 9 reaches its nonce turn first (the same steps before it) and waits for 8.
     const late = transport.chat(call(9, false));
-    await new Promise((r) => setTimeout(r, 20));
     const early = transport.chat(call(8, false));
     expect(await consume(await early)).toBeGreaterThan(0);
     expect(await consume(await late)).toBeGreaterThan(0);
@@ -108,8 +109,8 @@ describe('devshard protocol transport against the simulated hosts', () => {
     expect((await it.next()).done).toBe(false);
     await it.return?.(undefined); // the client left after one chunk
     // the host finishes on its own; its Finish reaches our pending set, then the next diff
-    for (let i = 0; i < 100 && !s.pendingTxs().some((t) => t.tx.case === 'finishInference' && t.tx.value.inferenceId === BigInt(nonce)); i++) await new Promise((res) => setTimeout(res, 20));
-    expect(s.pendingTxs().some((t) => t.tx.case === 'finishInference' && t.tx.value.inferenceId === BigInt(nonce))).toBe(true);
+    for (let i = 0; i < 500 && !s.pendingTxs().some((t) => t.tx.case === 'finishInference' && t.tx.value.inferenceId === BigInt(nonce)); i++) await new Promise((res) => setTimeout(res, 20));
+    expect(s.pendingTxs().some((t) => t.tx.case === 'finishInference' && t.tx.value.inferenceId === BigInt(nonce)), `the host Finish of ${nonce} pending within 10 s`).toBe(true);
     expect(await consume(await transport.chat(call(nonce + 1, false)))).toBeGreaterThan(0);
     expect(s.replica.inference(BigInt(nonce))?.status).toBe(InferenceStatus.Finished);
   });
@@ -175,12 +176,18 @@ describe('devshard protocol transport against the simulated hosts', () => {
     const s = transport.session(net.escrow.id)!;
     const first = s.latestNonce + 1n;
     const hostIndex = net.hosts.findIndex((h) => h.address === net.escrow.slots[Number(first % 3n)]!.host);
-    // the first request to first's executor waits 300 ms before the host applies its diffs
-    Object.assign(net.faults, { hosts: [hostIndex], latencyMs: 300, remaining: 1 });
+    // the first request to first's executor is held before the host applies its diffs, until the test releases it
+    net.faults.hosts = [hostIndex];
+    const { held, release } = holdHostRequests(net.faults);
     const slow = transport.chat(call(Number(first), false));
-    await new Promise((r) => setTimeout(r, 50));
-    // first + 3 goes to the same host, carrying first's diff as catch-up, and is answered before it
-    const fast = await Promise.all([1n, 2n, 3n].map(async (k) => consume(await transport.chat(call(Number(first + k), false)))));
+    let fast: number[];
+    try {
+      await held;
+      // first + 3 goes to the same host, carrying first's diff as catch-up, and is answered before it
+      fast = await Promise.all([1n, 2n, 3n].map(async (k) => consume(await transport.chat(call(Number(first + k), false)))));
+    } finally {
+      release();
+    }
     expect(fast.every((u) => u > 0)).toBe(true);
     expect(await consume(await slow)).toBeGreaterThan(0);
     clearFaults(net.faults);
