@@ -15,41 +15,14 @@
  * `shardgate verify`. Not caught: a rewrite by someone holding the key; a whole-file rollback to
  * an older copy (its anchor is older and still valid).
  */
-import { createHmac, timingSafeEqual } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import Database from 'better-sqlite3';
-import { eventHash } from './hash.js';
+import { rehashRows, type ChainRun } from './chain-rehash.js';
+import { anchorMac, anchorVerdict, startCheckOk, startPoint, type AnchorVerdict, type LogAnchor, type StartCheckFailure, type StartCheckResult } from './log-anchor-verdict.js';
 import { EVENT_COLUMNS, type EventRow } from './rows.js';
 
-export interface LogAnchor {
-  position: number;
-  hash: string;
-  /** Hex HMAC over position and hash; null when it was recorded without a key. */
-  mac: string | null;
-}
-
-export interface StartCheckOk {
-  ok: true;
-  /** Where verification started (0: the whole log, e.g. the first start after this check existed). */
-  from: number;
-  /** The new anchor (the tail). */
-  to: number;
-  /** Events re-hashed by this check. */
-  checked: number;
-  /** True when the anchor was recorded with a MAC (a key is set). */
-  keyed: boolean;
-  /** Worth a log line, not a refusal (e.g. a key set for the first time: the old anchor had no MAC). */
-  warnings: string[];
-}
-
-export interface StartCheckFailure {
-  ok: false;
-  /** The first position found wrong (the anchor's position when the anchor itself does not hold). */
-  position: number;
-  reason: string;
-}
-
-export type StartCheckResult = StartCheckOk | StartCheckFailure;
+// The types and the MAC live with the verdicts (log-anchor-verdict.ts); callers keep importing them from here.
+export { anchorMac, type AnchorVerdict, type LogAnchor, type StartCheckFailure, type StartCheckOk, type StartCheckResult } from './log-anchor-verdict.js';
 
 /** Thrown by the composition root when the start check fails: the gateway does not serve. */
 export class EventLogTamperedError extends Error {
@@ -71,20 +44,6 @@ const ANCHOR_TABLE = `CREATE TABLE IF NOT EXISTS log_anchor (
   mac      TEXT
 ) STRICT`;
 
-const ADOPT_REMEDY =
-  'If DEVSHARD_LOG_HMAC_KEY was just set for this log, run `shardgate verify --anchor` once (it re-hashes the whole log and keys its anchor); otherwise the log may have been rewritten';
-
-export function anchorMac(key: string, position: number, hash: string): string {
-  return createHmac('sha256', key).update(`shardgate-log-anchor\n${position}\n${hash}`).digest('hex');
-}
-
-function macMatches(key: string, a: LogAnchor): boolean {
-  if (a.mac === null) return false;
-  const want = Buffer.from(anchorMac(key, a.position, a.hash), 'hex');
-  const got = Buffer.from(a.mac, 'hex');
-  return got.length === want.length && timingSafeEqual(got, want);
-}
-
 /** The anchor recorded in a log file, or undefined (no file, no table, no row). */
 export function readAnchor(filePath: string): LogAnchor | undefined {
   if (!existsSync(filePath)) return undefined;
@@ -103,33 +62,21 @@ function anchorRow(db: Database.Database): LogAnchor | undefined {
   return row ? { position: row.position, hash: row.hash, mac: row.mac } : undefined;
 }
 
+function hashAt(db: Database.Database, position: number): string | undefined {
+  return position === 0 ? '' : (db.prepare('SELECT hash FROM events WHERE position = ?').pluck().get(position) as string | undefined);
+}
+
+function tailPosition(db: Database.Database): number {
+  return (db.prepare('SELECT MAX(position) FROM events').pluck().get() as number | null) ?? 0;
+}
+
 /**
  * Re-hashes the events after `after` (whose hash is `prevHash`), in order. Returns the tail
  * (position, hash) and how many were checked, or the first bad position.
  */
-export function verifyChainFrom(
-  db: Database.Database,
-  after: number,
-  prevHash: string,
-  until = Number.MAX_SAFE_INTEGER,
-): { ok: true; position: number; hash: string; checked: number } | StartCheckFailure {
-  let expected = after + 1;
-  let prev = prevHash;
+export function verifyChainFrom(db: Database.Database, after: number, prevHash: string, until = Number.MAX_SAFE_INTEGER): ChainRun | StartCheckFailure {
   const rows = db.prepare(`SELECT ${EVENT_COLUMNS} FROM events WHERE position > ? AND position <= ? ORDER BY position`).raw().iterate(after, until) as IterableIterator<EventRow>;
-  for (const [position, streamId, streamVersion, type, schemaVersion, dataJson, metadataJson, time, storedPrev, hash] of rows) {
-    const fail = (reason: string): StartCheckFailure => {
-      rows.return?.();
-      return { ok: false, position, reason };
-    };
-    if (position !== expected) return fail(`gap: position ${expected} is missing`);
-    if (storedPrev !== prev) return fail('prev_hash does not match the previous event hash');
-    if (eventHash(prev, { position, streamId, streamVersion, type, schemaVersion, dataJson, metadataJson, time }) !== hash) {
-      return fail(`hash mismatch: the event (${type} in ${streamId}) was altered after it was written`);
-    }
-    prev = hash;
-    expected++;
-  }
-  return { ok: true, position: expected - 1, hash: prev, checked: expected - 1 - after };
+  return rehashRows(rows, after, prevHash);
 }
 
 /**
@@ -144,31 +91,10 @@ export function checkLogAtStart(filePath: string, opts: { key?: string } = {}): 
   try {
     const hasEvents = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'`).get();
     if (!hasEvents) return { ok: true, from: 0, to: 0, checked: 0, keyed: opts.key !== undefined, warnings: [] };
-    const warnings: string[] = [];
     const anchor = anchorRow(db);
-    let from = 0;
-    let fromHash = '';
-    if (anchor) {
-      const stored = anchor.position === 0 ? '' : (db.prepare('SELECT hash FROM events WHERE position = ?').pluck().get(anchor.position) as string | undefined);
-      if (stored === undefined) return { ok: false, position: anchor.position, reason: `the last verified event (position ${anchor.position}) is missing: the log was truncated or replaced` };
-      if (stored !== anchor.hash) return { ok: false, position: anchor.position, reason: `the hash at the last verified position ${anchor.position} changed: events up to it were rewritten` };
-      if (opts.key !== undefined) {
-        // A stripped MAC and a key set for the first time look alike: the operator says which.
-        if (anchor.mac === null) return { ok: false, position: anchor.position, reason: `the log anchor at position ${anchor.position} was recorded without DEVSHARD_LOG_HMAC_KEY. ${ADOPT_REMEDY}` };
-        if (!macMatches(opts.key, anchor)) {
-          return { ok: false, position: anchor.position, reason: `the log anchor at position ${anchor.position} does not match DEVSHARD_LOG_HMAC_KEY: the log was rewritten, or the key changed` };
-        }
-      } else if (anchor.mac !== null) {
-        warnings.push('the log anchor is keyed but DEVSHARD_LOG_HMAC_KEY is unset: a rewrite of the whole log is not detected at this start');
-      }
-      from = anchor.position;
-      fromHash = anchor.hash;
-    } else if (opts.key !== undefined) {
-      // With a key, a log that has events and no anchor had it deleted, or predates the key.
-      const tail = (db.prepare('SELECT MAX(position) FROM events').pluck().get() as number | null) ?? 0;
-      if (tail > 0) return { ok: false, position: tail, reason: `the log has no anchor recorded under DEVSHARD_LOG_HMAC_KEY. ${ADOPT_REMEDY}` };
-    }
-    const result = verifyChainFrom(db, from, fromHash);
+    const start = startPoint(anchor ? { anchor, hashAtAnchor: hashAt(db, anchor.position) } : { anchor, tail: tailPosition(db) }, opts.key);
+    if (!start.ok) return start;
+    const result = verifyChainFrom(db, start.from, start.fromHash);
     if (!result.ok) return result;
     db.exec(ANCHOR_TABLE);
     db.prepare('INSERT INTO log_anchor (id, position, hash, mac) VALUES (1, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET position = excluded.position, hash = excluded.hash, mac = excluded.mac').run(
@@ -176,37 +102,20 @@ export function checkLogAtStart(filePath: string, opts: { key?: string } = {}): 
       result.hash,
       opts.key !== undefined ? anchorMac(opts.key, result.position, result.hash) : null,
     );
-    return { ok: true, from, to: result.position, checked: result.checked, keyed: opts.key !== undefined, warnings };
+    return startCheckOk(start, result, opts.key);
   } finally {
     db.close();
   }
 }
 
-export type AnchorVerdict =
-  | { state: 'none' }
-  | { state: 'holds'; position: number; keyed: 'checked' | 'unkeyed' | 'key-unset' }
-  | { state: 'failed'; position: number; reason: string };
-
-/**
- * `shardgate verify`'s look at the anchor, after the whole chain re-hashed: the event at the
- * anchor's position still has the recorded hash, and with `key` the MAC holds. A log rewritten
- * whole with a consistent chain passes the re-hash and fails here (with the key).
- */
+/** `shardgate verify`'s look at the anchor (log-anchor-verdict.ts, anchorVerdict). */
 export function verifyAnchor(filePath: string, key: string | undefined): AnchorVerdict {
   if (!existsSync(filePath)) return { state: 'none' };
   const db = new Database(filePath, { readonly: true, fileMustExist: true });
   try {
     const anchor = anchorRow(db);
-    if (!anchor) return { state: 'none' };
-    if (anchor.position > 0) {
-      const stored = db.prepare('SELECT hash FROM events WHERE position = ?').pluck().get(anchor.position) as string | undefined;
-      if (stored === undefined) return { state: 'failed', position: anchor.position, reason: `the last verified event (position ${anchor.position}) is missing: the log was truncated or replaced` };
-      if (stored !== anchor.hash) return { state: 'failed', position: anchor.position, reason: `the hash at the last verified position ${anchor.position} differs from the one a start recorded: events up to it were rewritten` };
-    }
-    if (key === undefined) return { state: 'holds', position: anchor.position, keyed: anchor.mac === null ? 'unkeyed' : 'key-unset' };
-    if (anchor.mac === null) return { state: 'holds', position: anchor.position, keyed: 'unkeyed' };
-    if (!macMatches(key, anchor)) return { state: 'failed', position: anchor.position, reason: `the log anchor at position ${anchor.position} does not match DEVSHARD_LOG_HMAC_KEY: the log was rewritten, or the key changed` };
-    return { state: 'holds', position: anchor.position, keyed: 'checked' };
+    // An anchor at 0 has no event to compare with; this check has always let it hold as recorded.
+    return anchorVerdict(anchor, anchor && anchor.position > 0 ? hashAt(db, anchor.position) : anchor?.hash, key);
   } finally {
     db.close();
   }
@@ -254,8 +163,8 @@ export function recordAnchor(filePath: string, position: number, hash: string, k
   const db = new Database(filePath, { fileMustExist: true, timeout: 5_000 });
   try {
     db.transaction(() => {
-      const tail = (db.prepare('SELECT MAX(position) FROM events').pluck().get() as number | null) ?? 0;
-      const stored = position === 0 ? '' : (db.prepare('SELECT hash FROM events WHERE position = ?').pluck().get(position) as string | undefined);
+      const tail = tailPosition(db);
+      const stored = hashAt(db, position);
       if (tail !== position || stored !== hash) throw new Error(`the log changed during verification (tail ${tail}, verified ${position}): stop the gateway and run it again`);
       db.exec(ANCHOR_TABLE);
       db.prepare('INSERT INTO log_anchor (id, position, hash, mac) VALUES (1, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET position = excluded.position, hash = excluded.hash, mac = excluded.mac').run(

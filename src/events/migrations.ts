@@ -1,6 +1,6 @@
 import type { Database } from 'better-sqlite3';
 import { EVENT_GUARDS, V2_GUARDS } from './guards.js';
-import { UnsupportedSchemaError } from './errors.js';
+import { pendingMigrations } from './migration-plan.js';
 
 /**
  * Schema migrations, tracked in `pragma user_version`. Each step runs in its own transaction and
@@ -68,11 +68,8 @@ export function schemaVersion(db: Database): number {
  * Refuses a file newer than this build rather than guessing at its layout.
  */
 export function migrate(db: Database, target: number = LATEST_SCHEMA_VERSION): number[] {
-  const current = schemaVersion(db);
-  if (current > LATEST_SCHEMA_VERSION) throw new UnsupportedSchemaError(current, LATEST_SCHEMA_VERSION);
   const applied: number[] = [];
-  for (const m of MIGRATIONS) {
-    if (m.version <= current || m.version > target) continue;
+  for (const m of pendingMigrations(MIGRATIONS, schemaVersion(db), target)) {
     db.transaction(() => {
       m.up(db);
       db.pragma(`user_version = ${m.version}`);

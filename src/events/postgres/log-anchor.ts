@@ -8,27 +8,16 @@
  * forward only (a slower start never moves it back; the row is locked while it is compared and
  * written, so two starts cannot both believe they moved it).
  */
-import { timingSafeEqual } from 'node:crypto';
 import pg from 'pg';
-import { eventHash } from '../hash.js';
-import { anchorMac, type AnchorVerdict, type LogAnchor, type StartCheckFailure, type StartCheckResult } from '../log-anchor.js';
+import { rehashRows, type ChainRun } from '../chain-rehash.js';
+import { anchorMac, anchorVerdict, startCheckOk, startPoint, type AnchorVerdict, type LogAnchor, type StartCheckFailure, type StartCheckResult } from '../log-anchor-verdict.js';
 import type { EventRow } from '../rows.js';
 import { connectionConfig, type PostgresConnection } from './connection.js';
 
 const PAGE = 5_000;
 const RANGE_SQL = 'SELECT position, stream_id, stream_version, type, schema_version, data, metadata, time, prev_hash, hash FROM events WHERE position > $1 AND position <= $2 ORDER BY position LIMIT $3';
 
-const ADOPT_REMEDY =
-  'If DEVSHARD_LOG_HMAC_KEY was just set for this log, run `shardgate verify --anchor` once (it re-hashes the whole log and keys its anchor); otherwise the log may have been rewritten';
-
 type Queryable = Pick<pg.Client, 'query'>;
-
-function macMatches(key: string, a: LogAnchor): boolean {
-  if (a.mac === null) return false;
-  const want = Buffer.from(anchorMac(key, a.position, a.hash), 'hex');
-  const got = Buffer.from(a.mac, 'hex');
-  return got.length === want.length && timingSafeEqual(got, want);
-}
 
 async function withClient<T>(connection: PostgresConnection, run: (c: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client(connectionConfig(connection));
@@ -50,27 +39,21 @@ async function hashAt(db: Queryable, position: number): Promise<string | undefin
   return (await db.query<{ hash: string }>('SELECT hash FROM events WHERE position = $1', [position])).rows[0]?.hash;
 }
 
+async function tailPosition(db: Queryable): Promise<number> {
+  return (await db.query<{ position: number }>('SELECT position FROM log_head WHERE id = 1')).rows[0]?.position ?? 0;
+}
+
 /** Re-hashes the events after `after` (whose hash is `prevHash`) up to `until`, in pages. */
-export async function verifyPgChainFrom(
-  db: Queryable,
-  after: number,
-  prevHash: string,
-  until = Number.MAX_SAFE_INTEGER,
-): Promise<{ ok: true; position: number; hash: string; checked: number } | StartCheckFailure> {
-  let expected = after + 1;
-  let prev = prevHash;
+export async function verifyPgChainFrom(db: Queryable, after: number, prevHash: string, until = Number.MAX_SAFE_INTEGER): Promise<ChainRun | StartCheckFailure> {
+  let at = after;
+  let hash = prevHash;
   for (;;) {
-    const rows = (await db.query<EventRow>({ text: RANGE_SQL, values: [expected - 1, until, PAGE], rowMode: 'array' })).rows;
-    for (const [position, streamId, streamVersion, type, schemaVersion, dataJson, metadataJson, time, storedPrev, hash] of rows) {
-      if (position !== expected) return { ok: false, position, reason: `gap: position ${expected} is missing` };
-      if (storedPrev !== prev) return { ok: false, position, reason: 'prev_hash does not match the previous event hash' };
-      if (eventHash(prev, { position, streamId, streamVersion, type, schemaVersion, dataJson, metadataJson, time }) !== hash) {
-        return { ok: false, position, reason: `hash mismatch: the event (${type} in ${streamId}) was altered after it was written` };
-      }
-      prev = hash;
-      expected++;
-    }
-    if (rows.length < PAGE) return { ok: true, position: expected - 1, hash: prev, checked: expected - 1 - after };
+    const rows = (await db.query<EventRow>({ text: RANGE_SQL, values: [at, until, PAGE], rowMode: 'array' })).rows;
+    const page = rehashRows(rows, at, hash);
+    if (!page.ok) return page;
+    at = page.position;
+    hash = page.hash;
+    if (rows.length < PAGE) return { ok: true, position: at, hash, checked: at - after };
   }
 }
 
@@ -81,30 +64,13 @@ export async function verifyPgChainFrom(
  */
 export async function checkPostgresLogAtStart(connection: PostgresConnection, opts: { key?: string } = {}): Promise<StartCheckResult> {
   return withClient(connection, async (db) => {
-    const warnings: string[] = [];
     const anchor = await anchorRow(db);
-    let from = 0;
-    let fromHash = '';
-    if (anchor) {
-      const stored = await hashAt(db, anchor.position);
-      if (stored === undefined) return { ok: false, position: anchor.position, reason: `the last verified event (position ${anchor.position}) is missing: the log was truncated or replaced` };
-      if (stored !== anchor.hash) return { ok: false, position: anchor.position, reason: `the hash at the last verified position ${anchor.position} changed: events up to it were rewritten` };
-      if (opts.key !== undefined) {
-        if (anchor.mac === null) return { ok: false, position: anchor.position, reason: `the log anchor at position ${anchor.position} was recorded without DEVSHARD_LOG_HMAC_KEY. ${ADOPT_REMEDY}` };
-        if (!macMatches(opts.key, anchor)) return { ok: false, position: anchor.position, reason: `the log anchor at position ${anchor.position} does not match DEVSHARD_LOG_HMAC_KEY: the log was rewritten, or the key changed` };
-      } else if (anchor.mac !== null) {
-        warnings.push('the log anchor is keyed but DEVSHARD_LOG_HMAC_KEY is unset: a rewrite of the whole log is not detected at this start');
-      }
-      from = anchor.position;
-      fromHash = anchor.hash;
-    } else if (opts.key !== undefined) {
-      const tail = (await db.query<{ position: number }>('SELECT position FROM log_head WHERE id = 1')).rows[0]?.position ?? 0;
-      if (tail > 0) return { ok: false, position: tail, reason: `the log has no anchor recorded under DEVSHARD_LOG_HMAC_KEY. ${ADOPT_REMEDY}` };
-    }
-    const result = await verifyPgChainFrom(db, from, fromHash);
+    const start = startPoint(anchor ? { anchor, hashAtAnchor: await hashAt(db, anchor.position) } : { anchor, tail: await tailPosition(db) }, opts.key);
+    if (!start.ok) return start;
+    const result = await verifyPgChainFrom(db, start.from, start.fromHash);
     if (!result.ok) return result;
     await moveAnchor(db, result.position, result.hash, opts.key);
-    return { ok: true, from, to: result.position, checked: result.checked, keyed: opts.key !== undefined, warnings };
+    return startCheckOk(start, result, opts.key);
   });
 }
 
@@ -122,14 +88,7 @@ async function moveAnchor(db: Queryable, position: number, hash: string, key: st
 export async function verifyPostgresAnchor(connection: PostgresConnection, key: string | undefined): Promise<AnchorVerdict> {
   return withClient(connection, async (db) => {
     const anchor = await anchorRow(db);
-    if (!anchor) return { state: 'none' };
-    const stored = await hashAt(db, anchor.position);
-    if (stored === undefined) return { state: 'failed', position: anchor.position, reason: `the last verified event (position ${anchor.position}) is missing: the log was truncated or replaced` };
-    if (stored !== anchor.hash) return { state: 'failed', position: anchor.position, reason: `the hash at the last verified position ${anchor.position} differs from the one a start recorded: events up to it were rewritten` };
-    if (key === undefined) return { state: 'holds', position: anchor.position, keyed: anchor.mac === null ? 'unkeyed' : 'key-unset' };
-    if (anchor.mac === null) return { state: 'holds', position: anchor.position, keyed: 'unkeyed' };
-    if (!macMatches(key, anchor)) return { state: 'failed', position: anchor.position, reason: `the log anchor at position ${anchor.position} does not match DEVSHARD_LOG_HMAC_KEY: the log was rewritten, or the key changed` };
-    return { state: 'holds', position: anchor.position, keyed: 'checked' };
+    return anchorVerdict(anchor, anchor ? await hashAt(db, anchor.position) : undefined, key);
   });
 }
 

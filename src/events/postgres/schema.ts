@@ -15,7 +15,7 @@
  * log head only forward. A superuser can still drop the triggers; `verify` catches what follows.
  */
 import type pg from 'pg';
-import { UnsupportedSchemaError } from '../errors.js';
+import { pendingMigrations } from '../migration-plan.js';
 
 export interface PgMigration {
   version: number;
@@ -130,9 +130,9 @@ export async function migratePostgres(pool: pg.Pool): Promise<number[]> {
       await client.query('BEGIN');
       try {
         await client.query(MIGRATE_LOCK_SQL);
+        // Read again under the lock each step: another start may have applied it meanwhile.
         const current = (await client.query<{ v: number | null }>('SELECT max(version) AS v FROM shardgate_schema')).rows[0]?.v ?? 0;
-        if (current > PG_LATEST_SCHEMA_VERSION) throw new UnsupportedSchemaError(current, PG_LATEST_SCHEMA_VERSION);
-        if (m.version <= current) {
+        if (!pendingMigrations(PG_MIGRATIONS, current).includes(m)) {
           await client.query('COMMIT');
           continue;
         }
