@@ -3,7 +3,7 @@
  * commands run one at a time per escrow stream (engine.serial), here rather than in each route.
  */
 import { escrowStream } from '../events/catalog.js';
-import { eventsFile } from '../events/storage-path.js';
+import { logWhere } from '../events/log-where.js';
 import { hostFailure, openChat, usageAtFailure } from './chat/chat.js';
 import { isServedModel, servedModels } from './chat/models.js';
 import type { GatewayContext } from './context.js';
@@ -52,7 +52,7 @@ export function gatewayPort(ctx: GatewayContext): GatewayPort {
     finalizedEscrow: (id) => finalizedDocument(ctx, id),
     finalizedOnlyEscrow: () => finalizedDocument(ctx, onlyEscrow(ctx, 'GET')),
 
-    storagePath: () => eventsFile(ctx.config.server.storageDir),
+    storagePath: () => logWhere(ctx.config),
     settings: () => ctx.projections.settings.effective(),
     changeSettings: (patch, metadata) => operatorChangeSettings(ctx, patch, metadata),
     disabled: () => ctx.projections.settings.current().disabled,

@@ -70,7 +70,7 @@ export interface GatewayPort {
   /** GET /v1/finalize: the same for the only configured escrow. */
   finalizedOnlyEscrow(): SettlementFile;
 
-  /** Where this gateway keeps escrow state (the event log), devshardctl's `storage_path`. */
+  /** Where this gateway keeps escrow state (the event log: its SQLite file, or its PostgreSQL URL without the password), devshardctl's `storage_path`. */
   storagePath(): string;
 
   // Operator: settings, status, debug

@@ -9,7 +9,8 @@ import type { Logger } from 'pino';
 import type { GatewayConfig } from '../config/index.js';
 import { checkLogAtStart, checkPrefixInBackground, EventLogTamperedError, readAnchor, recordAnchor, type StartCheckFailure, type StartCheckOk } from '../events/log-anchor.js';
 import { checkPostgresLogAtStart, checkPostgresPrefixInBackground } from '../events/postgres/log-anchor.js';
-import { openPostgresEventStore, type PostgresConnection } from '../events/postgres/store.js';
+import { postgresConnection } from '../events/log-where.js';
+import { openPostgresEventStore } from '../events/postgres/store.js';
 import { lockPostgresLog } from '../events/postgres/writer-lock.js';
 import { eventsFile, openSqliteEventStore } from '../events/sqlite-store.js';
 import type { EventStore } from '../events/store.js';
@@ -70,26 +71,8 @@ async function openSqliteLog(config: GatewayConfig, logger: Logger, beforeOpen: 
   }
 }
 
-/** The connection settings, and the URL without its password for messages. */
-function postgresConnection(config: GatewayConfig): { connection: PostgresConnection; where: string } {
-  const pg = config.storage.postgres ?? {};
-  if (pg.url !== undefined) {
-    const u = new URL(pg.url);
-    if (u.password) u.password = '***';
-    return { connection: pg.url, where: u.toString() };
-  }
-  const connection = {
-    ...(pg.host !== undefined ? { host: pg.host } : {}),
-    ...(pg.port !== undefined ? { port: pg.port } : {}),
-    ...(pg.user !== undefined ? { user: pg.user } : {}),
-    ...(pg.password !== undefined ? { password: pg.password } : {}),
-    ...(pg.database !== undefined ? { database: pg.database } : {}),
-  };
-  return { connection, where: `postgres://${pg.user ?? ''}@${pg.host ?? ''}:${pg.port ?? 5432}/${pg.database ?? ''}` };
-}
-
 async function openPostgresLog(config: GatewayConfig, logger: Logger, beforeOpen: (firstStart: boolean) => void): Promise<OpenedLog> {
-  const { connection, where } = postgresConnection(config);
+  const { connection, where } = postgresConnection(config.storage.postgres ?? {});
   const release = await lockPostgresLog(connection, config.server.instanceName);
   let store: EventStore | undefined;
   try {

@@ -3,12 +3,14 @@
  * whole stack: HTTP, the engine, the PostgreSQL store on a throwaway cluster, the chain client and
  * the devnet over loopback. Chats are served and billed, an escrow is finalized and settled, the
  * gateway restarts on the same database and continues the nonces, a second gateway on that log is
- * refused (one gateway per log until escrow leases), and the log verifies.
+ * refused (one gateway per log until escrow leases), and the log verifies (`shardgate verify`). The
+ * admin answers' `storage_path` names the database without its password.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runVerifyCommand } from '../../src/cli/commands/verify.js';
 import { generateKeys, loadConfig } from '../../src/config/index.js';
 import { escrowStream } from '../../src/events/catalog.js';
 import type { RecordedEvent } from '../../src/events/envelope.js';
@@ -20,13 +22,19 @@ import { startPgCluster, type PgCluster } from '../helpers/pg-cluster.js';
 import { requestRecords } from '../helpers/request-records.js';
 
 let cluster: PgCluster;
+/** With a password (the cluster trusts local connections): it must show nowhere. */
+const PASSWORD = 'pg-Secret-42';
 let url = '';
+/** The URL as answers and messages show it. */
+let shown = '';
 const keys = generateKeys();
 const dirs: string[] = [];
 
 beforeAll(async () => {
   cluster = await startPgCluster();
-  url = cluster.url(await cluster.createDatabase());
+  const database = await cluster.createDatabase();
+  url = cluster.url(database).replace('postgres@', `postgres:${PASSWORD}@`);
+  shown = `postgres://postgres:***@127.0.0.1:${cluster.config().port}/${database}`;
 }, 60_000);
 afterAll(async () => {
   await cluster?.stop();
@@ -54,6 +62,14 @@ describe('the gateway on a PostgreSQL event log', () => {
     const created = await gw.call('/v1/admin/escrows', { body: { amount: '10000000000', model_id: MODEL, private_key: keys.privateKey, chain_id: 'shardgate-devnet', register: true } });
     expect(created.status, created.text).toBe(200);
     const a = created.json.id as string;
+    // devshardctl's storage_path: where the escrow's state is kept, the database without its password.
+    expect(created.json.storage_path).toBe(shown);
+    const listed = await gw.call('/v1/admin/devshards');
+    expect(listed.status, listed.text).toBe(200);
+    expect((listed.json.devshards as { id: string; storage_path: string }[]).find((d) => d.id === a)?.storage_path).toBe(shown);
+    const status = await gw.call('/v1/status');
+    expect(status.status, status.text).toBe(200);
+    for (const r of [created, listed, status]) expect(r.text).not.toContain(PASSWORD);
     for (let i = 0; i < 3; i++) {
       const r = await gw.call('/v1/chat/completions', { body: { model: MODEL, messages: [{ role: 'user', content: `hello ${i}` }], max_tokens: 8 } });
       expect(r.status, r.text).toBe(200);
@@ -86,5 +102,13 @@ describe('the gateway on a PostgreSQL event log', () => {
     expect(view.json.state).toBe('settled');
     await gw.stop();
     expect(await verifyPostgresLog(url)).toMatchObject({ ok: true });
+    // `shardgate verify` in postgres mode: SQLite's summary, the URL without its password.
+    let out = '';
+    let err = '';
+    expect(await runVerifyCommand({}, { DEVSHARD_STORAGE_MODE: 'postgres', DATABASE_URL: url }, (x) => (out += x), (x) => (err += x)), out + err).toBe(0);
+    expect(out.startsWith(`ok: `) && out.includes(` events verified in ${shown}, last position `), out).toBe(true);
+    expect(out).toMatch(/; projections checkpoint at position \d+ equals the rebuild/);
+    expect(out).toContain(`devshard escrow ${a}`);
+    expect(out + err).not.toContain(PASSWORD);
   }, 120_000);
 });

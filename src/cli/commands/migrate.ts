@@ -6,23 +6,13 @@
  * DEVSHARD_STORAGE_MODE=postgres and DATABASE_URL, and it continues every escrow from the copy.
  */
 import type { Command } from 'commander';
+import { shownDatabaseUrl as shownUrl } from '../../events/log-where.js';
 import { recordPostgresAnchor } from '../../events/postgres/log-anchor.js';
 import { copySqliteLogToPostgres } from '../../events/postgres/copy-log.js';
 import { verifyPostgresLog } from '../../events/postgres/verify.js';
 import { eventsFile } from '../../events/sqlite-store.js';
 import { verifyLog } from '../../events/verify.js';
 import { lockStorage } from '../../gateway/write/storage-lock.js';
-
-/** Without the password, for what is printed. */
-const shownUrl = (url: string): string => {
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = '***';
-    return u.toString();
-  } catch {
-    return '(a database URL)';
-  }
-};
 
 export async function runMigrate(from: string, to: string, out: (s: string) => void = (s) => process.stdout.write(s)): Promise<number> {
   const file = eventsFile(from);

@@ -3,19 +3,30 @@
  * positions gapless from 1; stream versions gapless from 0 per stream; each prev_hash equals the
  * previous hash; each hash recomputes (over the stored text, with the same eventHash); the streams
  * table and the log head agree with the events. Reads in pages inside one REPEATABLE READ
- * transaction, so a log that instances keep appending to is checked as of one moment.
+ * transaction, so a log that instances keep appending to is checked as of one moment; the extra
+ * checks (`shardgate verify`'s projections and devshard checks, src/cli/commands/verify-postgres.ts)
+ * run in the same transaction, so they see the log as verified.
  */
 import pg from 'pg';
 import { eventHash } from '../hash.js';
 import type { EventRow } from '../rows.js';
-import type { VerifyFailure, VerifyResult } from '../verify.js';
+import type { VerifyFailure, VerifyOk, VerifyResult } from '../verify.js';
 import { connectionConfig, type PostgresConnection } from './connection.js';
 import { missingPgGuards } from './schema.js';
 
 const PAGE = 5_000;
 const RAW_PAGE_SQL = 'SELECT position, stream_id, stream_version, type, schema_version, data, metadata, time, prev_hash, hash FROM events WHERE position > $1 ORDER BY position LIMIT $2';
 
-export async function verifyPostgresLog(connection: PostgresConnection): Promise<VerifyResult> {
+/** What extra checks get: the connection (inside the verifying transaction) and the log's verified summary. */
+export interface PgVerifyContext {
+  db: Pick<pg.Client, 'query'>;
+  summary: Omit<VerifyOk, 'ok' | 'warnings'>;
+}
+
+/** An extra check run after the log itself verified (as ../verify.ts's VerifyCheck): a failure fails verification. */
+export type PgVerifyCheck = (ctx: PgVerifyContext) => Omit<VerifyFailure, 'ok'> | undefined | void | Promise<Omit<VerifyFailure, 'ok'> | undefined | void>;
+
+export async function verifyPostgresLog(connection: PostgresConnection, checks: readonly PgVerifyCheck[] = []): Promise<VerifyResult> {
   const client = new pg.Client(connectionConfig(connection));
   await client.connect();
   try {
@@ -34,7 +45,7 @@ export async function verifyPostgresLog(connection: PostgresConnection): Promise
         if (streamVersion !== wantVersion) return fail(`stream ${JSON.stringify(streamId)}: version ${streamVersion}, expected ${wantVersion}`);
         if (storedPrev !== prevHash) return fail('prev_hash does not match the previous event hash');
         if (eventHash(prevHash, { position, streamId, streamVersion, type, schemaVersion, dataJson: data, metadataJson: metadata, time }) !== hash) {
-          return fail(`hash mismatch: the event (${type} in ${streamId}) was altered after it was written`);
+          return fail(`hash mismatch: the event was altered after it was written (${describeEvent(type, streamId, data)})`);
         }
         nextVersion.set(streamId, streamVersion + 1);
         prevHash = hash;
@@ -57,10 +68,26 @@ export async function verifyPostgresLog(connection: PostgresConnection): Promise
     for (const streamId of nextVersion.keys()) {
       if (!seen.has(streamId)) return { ok: false, position: 0, reason: `stream ${JSON.stringify(streamId)} missing from the streams table` };
     }
+    const summary = { events: last, lastPosition: last, lastHash: prevHash };
+    for (const check of checks) {
+      const failure = await check({ db: client, summary });
+      if (failure) return { ok: false, ...failure };
+    }
     const missing = await missingPgGuards(client);
     await client.query('COMMIT');
-    return { ok: true, events: last, lastPosition: last, lastHash: prevHash, warnings: missing.length > 0 ? [`guard triggers missing or disabled: ${missing.join(', ')}`] : [] };
+    return { ok: true, ...summary, warnings: missing.length > 0 ? [`guard triggers missing or disabled: ${missing.join(', ')}`] : [] };
   } finally {
     await client.end().catch(() => undefined);
   }
+}
+
+/** "DevshardDiffSent in devshard-session-7, nonce 3": which event a failure is about (as ../verify.ts says it). */
+function describeEvent(type: string, streamId: string, dataJson: string): string {
+  let nonce: unknown;
+  try {
+    nonce = (JSON.parse(dataJson) as { nonce?: unknown } | null)?.nonce;
+  } catch {
+    nonce = undefined;
+  }
+  return `${type} in ${streamId}${typeof nonce === 'string' || typeof nonce === 'number' ? `, nonce ${nonce}` : ''}`;
 }

@@ -8,7 +8,7 @@
 import { isPrivateKeyHex, PRIVATE_KEY_RULE } from '../../config/private-key.js';
 import type { KeySource } from '../../events/catalog.js';
 import type { EventMetadata } from '../../events/envelope.js';
-import { eventsFile } from '../../events/storage-path.js';
+import { logWhere } from '../../events/log-where.js';
 import type { GatewayContext } from '../context.js';
 import type { ProtocolChoice } from '../../protocol/versions.js';
 import { refuse } from '../errors.js';
@@ -46,7 +46,7 @@ export async function operatorCreateEscrow(ctx: GatewayContext, { privateKey, ke
   return {
     ...(await createEscrowForOperator(ctx, { ...cmd, ...(await operatorCreateKey(ctx, privateKey, keyEnv)) })),
     // devshardctl's per-escrow state store; ours is the one event log every escrow is kept in.
-    storagePath: eventsFile(ctx.config.server.storageDir),
+    storagePath: logWhere(ctx.config),
   };
 }
 
