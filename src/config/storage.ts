@@ -14,6 +14,8 @@ export interface PostgresSettings {
   user?: string;
   password?: string;
   database?: string;
+  /** DEVSHARD_LEASE_TTL_MS: how long an instance's escrow and leader leases last unrenewed. */
+  leaseTtlMs?: number;
 }
 
 export interface StorageSettings {
@@ -36,7 +38,9 @@ export function storageSettings(get: (name: string) => string | undefined, fail:
   if (port !== undefined && !/^\d{1,5}$/.test(port)) fail('PGPORT', `must be a port number (got ${JSON.stringify(port.slice(0, 10))})`);
   const host = get('PGHOST');
   if (url === undefined && host === undefined) fail('DATABASE_URL', 'or PGHOST is required with DEVSHARD_STORAGE_MODE=postgres');
-  const pg: PostgresSettings = {};
+  const ttl = get('DEVSHARD_LEASE_TTL_MS') ?? '10000';
+  if (!/^\d{1,9}$/.test(ttl) || Number(ttl) < 300) fail('DEVSHARD_LEASE_TTL_MS', `must be a whole number of milliseconds, at least 300 (got ${JSON.stringify(ttl.slice(0, 12))})`);
+  const pg: PostgresSettings = { leaseTtlMs: Number(ttl) };
   if (url !== undefined) pg.url = url;
   if (host !== undefined) pg.host = host;
   if (port !== undefined) pg.port = Number(port);

@@ -47,8 +47,11 @@ export interface LeaseTable {
   acquire(name: string, owner: string, ttlMs: number): Promise<TakenLease | undefined>;
   /** Extends the leases still held with these tokens; answers which were renewed and which are wanted by another. */
   renew(owner: string, held: readonly HeldLease[], ttlMs: number): Promise<{ renewed: Set<string>; wanted: Set<string> }>;
-  /** Gives leases back at once (expired now, owner cleared); answers which were still held. */
-  release(owner: string, held: readonly HeldLease[]): Promise<Set<string>>;
+  /**
+   * Gives leases back; answers which were still held. One another instance asked for (`want`) goes
+   * to it for `ttlMs` (it takes it as its own); any other is free at once.
+   */
+  release(owner: string, held: readonly HeldLease[], ttlMs?: number): Promise<Set<string>>;
   /** Asks the holder of `name` to hand it over (it does at its next renewal, once idle on it). */
   want(name: string, requester: string): Promise<void>;
   list(): Promise<LeaseRow[]>;

@@ -13,10 +13,13 @@ import type { Keyring } from './keyring.js';
 import type { Limiter } from './write/limiter.js';
 import type { NonceLeases } from './write/nonce-lease.js';
 import type { ProtocolBilling } from './session/billing.js';
+import type { Ownership } from './scale/ownership.js';
 
 export interface GatewayContext {
   config: GatewayConfig;
   engine: Engine;
+  /** Which escrows this instance serves and whether it runs the background tasks (gateway/scale). */
+  ownership: Ownership;
   /** Nonce reservations in blocks, taken ahead of use by the chat path. */
   nonces: NonceLeases;
   projections: Projections;

@@ -46,6 +46,7 @@ import { reconcile, releaseUnusedNonces, startIntentReconciler } from '../gatewa
 import { onRequestEnded, startDepletionCheck, startRotation } from '../gateway/workers/rotation/index.js';
 import { disabledBootstrapRefusal, recordStartupSettings } from '../gateway/settings/startup-settings.js';
 import { openLog } from './open-log.js';
+import { createOwnership } from './ownership.js';
 import { startHeartbeats, type HeartbeatTask } from '../gateway/workers/heartbeats.js';
 
 /** Spec: usable balance below 1,000,000 (smallest unit) makes an escrow depleted. */
@@ -215,9 +216,14 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
   countRecordedFailures(metrics, store.subscribe(store.lastPosition()));
   const limiter = new Limiter({ maxConcurrentRequests: config.limits.maxConcurrentRequests, maxInputTokensInFlight: config.limits.maxInputTokensInFlight });
   const drain = createDrainReactor();
+  // Instances sharing a PostgreSQL log hold escrow leases; a sole process owns the whole log.
+  let listening: string | undefined = undefined; // set once the server listens (read by the lease keeper)
+  const { ownership, keeper } = createOwnership(config, store, logger, () => ctx, () => listening);
+  engine.ownership = keeper;
   const ctx: GatewayContext = {
     config,
     engine,
+    ownership,
     nonces: new NonceLeases({ engine, projections, logger }),
     ...(protocol ? { billing: (billing = new ProtocolBilling({ engine, logger })), hostAcks } : {}),
     projections,
@@ -252,11 +258,13 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
     },
     (err: unknown) => logger.error({ err, component: 'event_log' }, 'the background check of the event log could not run'),
   );
+  // Its share of the escrows (each reconciled as it is taken over) and, when free, the leader lease.
+  await keeper?.start();
   const report = await reconcile(ctx);
   if (report.creates.length || report.settles.length || report.orphanedRequests || report.noncesSkipped.length || report.noncesReleased.length) logger.info({ reconcile: report }, 'reconciled recorded chain intents');
   // Outcomes still unknown (node unreachable, tx not yet included) are asked for by hash until known.
   const stopIntentReconciler = startIntentReconciler(ctx, config.behaviour.reconcileIntervalMs);
-  await drain.resumeDeferred(ctx);
+  if (ownership.isLeader()) await drain.resumeDeferred(ctx);
   // Retries of drained settles that failed, on the balance check's period.
   const drainTask = drain.start(ctx);
   // v5 escrows' idle heartbeat spans (heartbeats.ts).
@@ -278,6 +286,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
   const { port } = app.server.address() as AddressInfo;
   const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host;
   const url = `http://${host}:${port}`;
+  listening = url;
 
   // A failing write (disk full, I/O) is logged once per kind and tried again at the next period:
   // a timer that throws would end the process (issue 39, item 5).
@@ -307,6 +316,9 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
       await heartbeats.stop();
       await drain.idle();
       await hostAcks.close();
+      // Instances sharing the log: every escrow handed back now (its unused nonces first), so the
+      // others take them at their next pass instead of after the lease time.
+      await keeper?.handOverAll();
       // Nothing in flight: no reserved nonce beyond the last start can have been used.
       if (limiter.counts().active_requests === 0) {
         await releaseUnusedNonces(ctx).catch((err: unknown) => logger.warn({ err }, 'could not record the unused nonce reservations; the next start skips them'));

@@ -149,6 +149,11 @@ export interface InferencePort {
   heartbeatDue?(escrowId: string, idleMs: number): number | undefined;
   heartbeatSpan?(escrowId: string, signer: RequestSigner, from: bigint, upTo: bigint): Promise<{ acks: number }>;
   flush?(escrowId: string, signer: RequestSigner, nonce: bigint): Promise<void>;
+  /**
+   * The escrow moved to another instance sharing the log: what memory keeps of its session is
+   * dropped, so that taking it back later rebuilds it from the log (the protocol transport only).
+   */
+  forgetEscrow?(escrowId: string): void;
   /** v5: the escrow's height seed (state, seeded/slots, per-host verdicts), once its session is open. */
   heightSeed?(escrowId: string): { state: string; seeded: number; slots: number; outcomes: { host: string; verdict: string; reason: string }[] } | undefined;
 }

@@ -120,7 +120,7 @@ describe('PostgreSQL leases and fencing', () => {
     }
   });
 
-  it('release frees it at once; a hand-over request reaches the holder at its renewal; instances beat by the database clock', async () => {
+  it('a hand-over request reaches the holder at its renewal and the release gives it to the asker; unasked, a release frees it at once; instances beat by the database clock', async () => {
     const { a, b, close } = await twoInstances();
     try {
       const t = await a.leases.acquire('leader', 'a', 60_000);
@@ -128,11 +128,17 @@ describe('PostgreSQL leases and fencing', () => {
       const renewal = await a.leases.renew('a', [{ name: 'leader', token: t!.token }], 60_000);
       expect([...renewal.renewed]).toEqual(['leader']);
       expect([...renewal.wanted]).toEqual(['leader']);
-      expect([...(await a.leases.release('a', [{ name: 'leader', token: t!.token }]))]).toEqual(['leader']);
-      expect((await a.leases.list()).find((l) => l.name === 'leader')).toMatchObject({ owner: undefined, token: 1 });
+      // Asked for: it goes to the one who asked (a third instance cannot take it meanwhile).
+      expect([...(await a.leases.release('a', [{ name: 'leader', token: t!.token }], 60_000))]).toEqual(['leader']);
+      expect((await a.leases.list()).find((l) => l.name === 'leader')).toMatchObject({ owner: 'b', token: 1, wantedBy: undefined });
+      expect(await a.leases.acquire('leader', 'c', 60_000)).toBeUndefined();
       expect(await b.leases.acquire('leader', 'b', 60_000)).toMatchObject({ token: 2 });
-      // The same owner taking again (a restart under its name) gets a new token: its old process is fenced out.
+      // Not asked for: free at once.
+      expect([...(await b.leases.release('b', [{ name: 'leader', token: 2 }], 60_000))]).toEqual(['leader']);
+      expect((await a.leases.list()).find((l) => l.name === 'leader')).toMatchObject({ owner: undefined, token: 2 });
       expect(await b.leases.acquire('leader', 'b', 60_000)).toMatchObject({ token: 3 });
+      // The same owner taking again (a restart under its name) gets a new token: its old process is fenced out.
+      expect(await b.leases.acquire('leader', 'b', 60_000)).toMatchObject({ token: 4 });
 
       await a.leases.beat({ name: 'a', url: 'http://127.0.0.1:1', stopping: false });
       await b.leases.beat({ name: 'b', url: undefined, stopping: true });

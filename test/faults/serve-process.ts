@@ -115,6 +115,8 @@ export class ServeProcess {
   private child: ChildProcess | undefined;
   /** The last 20,000 characters the process wrote to stderr. */
   stderr = '';
+  /** The last 50,000 characters of its stdout (its log lines). */
+  stdout = '';
 
   /** `cwd`: where `serve` runs (its env file and default storage); `statusUrl`: polled until 200. */
   constructor(private readonly cwd: string) {}
@@ -125,9 +127,11 @@ export class ServeProcess {
    */
   async start(env: Record<string, string>, statusUrl: string, timeoutMs = 20_000, args: string[] = ['serve', '--devnet']): Promise<void> {
     this.stderr = '';
-    const child = spawn(process.execPath, [ensureBuilt('dist/src/cli/main.js'), ...args], { cwd: this.cwd, env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+    this.stdout = '';
+    const child = spawn(process.execPath, [ensureBuilt('dist/src/cli/main.js'), ...args], { cwd: this.cwd, env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     this.child = child;
     child.stderr!.on('data', (d) => (this.stderr = (this.stderr + String(d)).slice(-20_000)));
+    child.stdout!.on('data', (d) => (this.stdout = (this.stdout + String(d)).slice(-50_000)));
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       if (child.exitCode !== null) throw new Error(`gateway exited ${child.exitCode}: ${this.stderr}`);
@@ -140,6 +144,15 @@ export class ServeProcess {
       if (Date.now() > deadline) throw new Error(`gateway did not start: ${this.stderr}`);
       await sleep(100);
     }
+  }
+
+  /** SIGTERM (a clean stop: drain, hand over, close), then waits for the exit; its exit code. */
+  async terminate(): Promise<number | null> {
+    const c = this.child;
+    if (!c || c.exitCode !== null || c.signalCode !== null) return c?.exitCode ?? null;
+    const exited = new Promise<number | null>((r) => c.once('exit', (code) => r(code)));
+    c.kill('SIGTERM');
+    return exited;
   }
 
   /** SIGKILL, then waits for the exit; nothing when no process runs. */

@@ -55,8 +55,13 @@ const RENEW_SQL = `
   WHERE l.name = h.name AND l.token = h.token AND l.owner = $1
   RETURNING l.name, l.wanted_by`;
 
+/**
+ * A lease another instance asked for goes to it (it takes it with the next token, as after its own
+ * restart; unclaimed, it expires after the lease time); any other is freed at once.
+ */
 const RELEASE_SQL = `
-  UPDATE leases l SET owner = NULL, wanted_by = NULL, expires_at = clock_timestamp()
+  UPDATE leases l SET owner = l.wanted_by, wanted_by = NULL,
+    expires_at = CASE WHEN l.wanted_by IS NULL THEN clock_timestamp() ELSE clock_timestamp() + make_interval(secs => $4::float8 / 1000) END
   FROM unnest($2::text[], $3::bigint[]) AS h(name, token)
   WHERE l.name = h.name AND l.token = h.token AND l.owner = $1
   RETURNING l.name`;
@@ -89,9 +94,9 @@ export class PgLeases implements LeaseTable {
     return { renewed: new Set(r.rows.map((x) => x.name)), wanted: new Set(r.rows.filter((x) => x.wanted_by !== null && x.wanted_by !== owner).map((x) => x.name)) };
   }
 
-  async release(owner: string, held: readonly HeldLease[]): Promise<Set<string>> {
+  async release(owner: string, held: readonly HeldLease[], ttlMs = 0): Promise<Set<string>> {
     if (held.length === 0) return new Set();
-    const r = await this.pool.query<{ name: string }>(RELEASE_SQL, [owner, held.map((h) => h.name), held.map((h) => h.token)]);
+    const r = await this.pool.query<{ name: string }>(RELEASE_SQL, [owner, held.map((h) => h.name), held.map((h) => h.token), ttlMs]);
     return new Set(r.rows.map((x) => x.name));
   }
 

@@ -1,39 +1,42 @@
 /**
- * One serving gateway per PostgreSQL log, until escrow leases let several share it (issue 42): a
- * session-level advisory lock held on its own connection for the gateway's life. Two gateways
- * deciding nonces for the same escrows from one log would hand the same nonce out twice; the
- * second one is refused at start instead, as SQLite's storage lock refuses a second process.
+ * One process per instance name on a PostgreSQL log: a session-level advisory lock on the name,
+ * held on its own connection for the gateway's life. Several instances share a log under escrow
+ * leases (gateway/scale), each named by DEVSHARD_INSTANCE_NAME; two processes under one name would
+ * take each other's leases as their own restart, so the second one is refused at start instead.
  */
 import pg from 'pg';
 import { connectionConfig, type PostgresConnection } from './connection.js';
 
-/** The advisory lock's key (any constant: it only has to be the same for every gateway). */
-const GATEWAY_LOCK_KEY = 0x5348_4744; // "SHGD"
+/** The advisory lock's class (any constant); the object is the name's hash. */
+const INSTANCE_LOCK_CLASS = 0x5348; // "SH"
 
 export class PostgresLogInUseError extends Error {
-  constructor(readonly holder: string | undefined) {
+  constructor(
+    readonly instance: string,
+    readonly holder: string | undefined,
+  ) {
     super(
-      `Another gateway serves this PostgreSQL event log${holder ? ` (${holder})` : ''}. One gateway per log until escrow leases let several instances share it; stop the other one, or give this one its own database.`,
+      `Another gateway process runs as instance '${instance}' on this PostgreSQL event log${holder ? ` (${holder})` : ''}. Each instance sharing a log needs its own DEVSHARD_INSTANCE_NAME: stop the other process, or give this one another name.`,
     );
     this.name = 'PostgresLogInUseError';
   }
 }
 
-/** Takes the lock or refuses; resolves to the release. `instance` is shown to a refused second start. */
+/** Takes the instance name's lock or refuses; resolves to the release. */
 export async function lockPostgresLog(connection: PostgresConnection, instance: string): Promise<() => Promise<void>> {
   const client = new pg.Client({ ...connectionConfig(connection), application_name: `shardgate ${instance}`.slice(0, 63) });
   await client.connect();
   try {
-    const got = (await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1) AS ok', [GATEWAY_LOCK_KEY])).rows[0]?.ok === true;
+    const got = (await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1, hashtext($2)) AS ok', [INSTANCE_LOCK_CLASS, instance])).rows[0]?.ok === true;
     if (!got) {
       const holder = (
         await client.query<{ name: string }>(
           `SELECT a.application_name AS name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-           WHERE l.locktype = 'advisory' AND l.objid = $1 AND l.granted LIMIT 1`,
-          [GATEWAY_LOCK_KEY],
+           WHERE l.locktype = 'advisory' AND l.classid = $1 AND l.objid::int = hashtext($2) AND l.granted LIMIT 1`,
+          [INSTANCE_LOCK_CLASS, instance],
         )
       ).rows[0]?.name;
-      throw new PostgresLogInUseError(holder);
+      throw new PostgresLogInUseError(instance, holder);
     }
   } catch (err) {
     await client.end().catch(() => undefined);

@@ -233,7 +233,7 @@ async function reserveAndCall(ctx: GatewayContext, cmd: ChatCommand): Promise<Ch
 function pickEscrow(ctx: GatewayContext, model: string, reservedCost: bigint, refused: ReadonlySet<string> | undefined) {
   const usable = (id: string) => {
     const s = ctx.engine.escrow(id);
-    return !refused?.has(id) && s?.value === 'active' && !isFinalizing(ctx, id) && !settleWindowClosedAt(ctx, s.context.epoch);
+    return !refused?.has(id) && ctx.ownership.owns(id) && s?.value === 'active' && !isFinalizing(ctx, id) && !settleWindowClosedAt(ctx, s.context.epoch);
   };
   const first = ctx.projections.pool.pick(model, reservedCost.toString());
   if (!first || usable(first.escrowId)) return first;
@@ -273,6 +273,16 @@ function noCapacity(ctx: GatewayContext, model: string, need: bigint): GatewayEr
   }
   if (routable.length === 0) {
     return refuse.unavailable(`No active escrow serves model '${model}' right now; an operator must create and register one.`, NO_CAPACITY_RETRY_S, 'no_active_escrow');
+  }
+  // Instances sharing a log: the model's escrows are all held by the others right now.
+  if (ctx.ownership.shared && routable.every((r) => !ctx.ownership.owns(r.escrowId))) {
+    const owners = ctx.ownership.view().owners;
+    const held = [...new Set(routable.map((r) => owners[r.escrowId]).filter((o): o is string => o !== undefined))];
+    return refuse.unavailable(
+      `This gateway instance (${ctx.ownership.instance}) holds no escrow of model '${model}' right now${held.length > 0 ? `; instance ${held.join(', ')} serves it` : ''}. Send the request to another instance (a reverse proxy retries the next one), or give the model at least as many escrows as there are instances so that each holds one.`,
+      1,
+      'no_escrow_on_this_instance',
+    );
   }
   // Every routable one is past its settle window: the chain has pruned it (or does at the next block).
   const expired = routable.filter((r) => settleWindowClosedAt(ctx, ctx.engine.escrow(r.escrowId)?.context.epoch));

@@ -5,7 +5,7 @@
  */
 import { statfsSync } from 'node:fs';
 import { escrowStream, type EscrowRole, type GatewaySettings } from '../../events/catalog.js';
-import { eventsFile } from '../../events/storage-path.js';
+import { logWhere } from '../../events/log-where.js';
 import type { GatewayMode } from '../../config/load.js';
 import type { DevshardPhase, StatusDocument } from '../../projections/status.js';
 import type { GatewayContext, LogCheckState } from '../context.js';
@@ -167,11 +167,14 @@ export function statusDocument(ctx: GatewayContext): StatusAnswer {
   const chain = chainPhase(ctx);
   // runtimeStatus's protocol_version and chain phase fields beside the projection's fields; with
   // the version, its route and state-root tag, and the latest refusal of them by a host.
+  // Instances sharing a log: who holds each escrow's lease, as of this instance's last lease pass.
+  const owners = ctx.ownership.shared ? ctx.ownership.view() : undefined;
   const doc = {
     ...snapshot,
     devshards: snapshot.devshards.map((d) =>
       withPrune(ctx, {
         ...d,
+        ...(owners ? { owner: owners.owners[d.id] ?? null } : {}),
         ...protocolFields(ctx, d.id),
         ...chain,
         ...(poc && !d.requests_blocked ? { requests_blocked: true, block_reason: poc.reason } : {}),
@@ -192,6 +195,8 @@ export function statusDocument(ctx: GatewayContext): StatusAnswer {
     storage: storageSpace(ctx.config.server.storageDir, ctx.config.server.storageLowBytes),
     // The background re-hash of the log before the start's anchor (failed: chat answers 503).
     ...(ctx.logCheck ? { event_log_check: ctx.logCheck } : {}),
+    // Every instance on the log: alive (a heartbeat within the lease time), stopping, leader, escrows held.
+    ...(owners ? { leader: owners.leader ?? null, instances: owners.instances } : {}),
   };
   const only = devshards.length === 1 ? devshards[0]! : undefined;
   const singleId = ctx.config.mode.kind === 'single' ? ctx.config.mode.escrowId : only?.id;
@@ -255,7 +260,7 @@ export async function devshardListDocument(ctx: GatewayContext): Promise<Devshar
   const runtimeOf = new Map(status.devshards.map((d) => [d.id, d]));
   const listed = ctx.projections.pool.all().filter((e) => e.state !== 'removed');
   const store = ctx.engine.store;
-  const storagePath = eventsFile(ctx.config.server.storageDir);
+  const storagePath = logWhere(ctx.config);
   return {
     object: 'list' as const,
     // `prune`: when the chain prunes it unsettled (prune-watch.ts); null once settled. Not part of
@@ -283,7 +288,8 @@ export async function devshardListDocument(ctx: GatewayContext): Promise<Devshar
         private_key_env: origin.kind === 'env' ? origin.name : null,
         private_key_source: origin.kind,
         model: e.model,
-        // Where its state is kept: every escrow's events are in the gateway's one event log.
+        // Where its state is kept: every escrow's events are in the gateway's one event log (the SQLite
+        // file, or the PostgreSQL database without its password).
         storage_path: storagePath,
         // RuntimeConfig.protocol_version: the escrow's version; beside it its route and state-root tag.
         ...protocolFields(ctx, e.escrowId),

@@ -126,6 +126,8 @@ export async function resolveCreate(ctx: GatewayContext, intentId: string, outco
   );
   const register = await registerWanted(ctx, intentId);
   const events = register ? [created, newEvent('EscrowRegistered', { escrowId, model: escrow.modelId }, metadata)] : [created];
+  // Instances sharing a log: the new escrow's lease first (its first event is written under it).
+  await ctx.ownership.claim(escrowId);
   await ctx.engine.decideEscrow('escrow', escrowId, events, ctx.engine.intent(intentId));
   return { ok: true, escrowId, txHash: outcome.txHash, height: outcome.height, epoch: escrow.epochIndex, creator: escrow.creator, intentId, escrow };
 }

@@ -70,7 +70,7 @@ export function startHeartbeats(ctx: GatewayContext, opts: { idleMs: number; int
     let sent = 0;
     for (const e of ctx.projections.pool.all()) {
       if (stopped) break;
-      if (e.state !== 'active' || rulesOf(escrowProtocol(ctx.engine, e.escrowId)) !== 'v5') continue;
+      if (e.state !== 'active' || !ctx.ownership.owns(e.escrowId) || rulesOf(escrowProtocol(ctx.engine, e.escrowId)) !== 'v5') continue;
       try {
         if (await spanOnce(ctx, e.escrowId, opts.idleMs)) sent++;
       } catch (err) {

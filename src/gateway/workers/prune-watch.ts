@@ -89,6 +89,7 @@ export async function checkPrune(ctx: GatewayContext): Promise<void> {
 export function startPruneWatch(ctx: GatewayContext): { stop: () => void; tick: () => Promise<void> } {
   let running: Promise<void> | undefined;
   const tick = (): Promise<void> =>
+    // Every instance: it writes nothing, and its readings serve this instance's chat (the PoC gate).
     (running ??= checkPrune(ctx)
       .catch((err) => ctx.logger.debug({ err: { message: (err as Error).message } }, 'escrow_prune_check_failed'))
       .finally(() => (running = undefined)));

@@ -148,6 +148,9 @@ export function createDrainReactor() {
 
   /** Due retries are run or given up; a drained settle not yet attempted is started. */
   const tick = async (ctx: GatewayContext): Promise<void> => {
+    // Instances sharing a log: the leader retries drained settles (each instance still settles
+    // what drains on it right after its last request: afterRequest).
+    if (!ctx.ownership.isLeader()) return;
     const escrows = ctx.projections.pool.contexts();
     const first = [...escrows.keys()].map((id) => settleDrained(ctx, id));
     const { retries, escrows: waiting } = drainedSettleRetries(escrows);

@@ -55,21 +55,33 @@ const emptyReport = (): ReconcileReport => ({ creates: [], settles: [], orphaned
  * is cut back to its last used nonce (NoncesReleased) and the next run continues right after it.
  */
 export async function releaseUnusedNonces(ctx: GatewayContext): Promise<void> {
-  for (const e of ctx.projections.pool.all()) {
-    const snap = ctx.engine.escrow(e.escrowId);
-    if (!snap || snap.context.inFlight > 0) continue;
-    const event = newEvent('NoncesReleased', { upTo: snap.context.nonce }, { actor: { kind: 'shutdown' } });
-    if (ctx.engine.canEscrow(e.escrowId, event)) await ctx.engine.decideEscrow('escrow', e.escrowId, [event]);
-  }
+  for (const e of ctx.projections.pool.all()) if (ctx.ownership.owns(e.escrowId)) await releaseUnusedNoncesOf(ctx, e.escrowId);
 }
 
+/** One escrow's reservation cut back to its last used nonce, when nothing is in flight on it (a stop, a hand-over). */
+export async function releaseUnusedNoncesOf(ctx: GatewayContext, escrowId: string): Promise<void> {
+  const snap = ctx.engine.escrow(escrowId);
+  if (!snap || snap.context.inFlight > 0) return;
+  const event = newEvent('NoncesReleased', { upTo: snap.context.nonce }, { actor: { kind: 'shutdown' } });
+  if (ctx.engine.canEscrow(escrowId, event)) await ctx.engine.decideEscrow('escrow', escrowId, [event]);
+}
+
+/**
+ * At start: what the previous run left under way. Instances sharing a log do the escrows' part
+ * when they take each one over (reconcileEscrow) and the intents' on the leader's timer.
+ */
 export async function reconcile(ctx: GatewayContext): Promise<ReconcileReport> {
   const report = emptyReport();
-  for (const e of ctx.projections.pool.all()) {
-    const snap = ctx.engine.escrow(e.escrowId);
-    if (snap && (Object.keys(snap.context.pending).length > 0 || (snap.context.nonceReserved ?? 0) > snap.context.nonce)) await endCrashedRequests(ctx, e.escrowId, report);
-  }
+  if (ctx.ownership.shared) return report;
+  for (const e of ctx.projections.pool.all()) await reconcileEscrow(ctx, e.escrowId, report);
   await reconcileIntents(ctx, report);
+  return report;
+}
+
+/** The escrow's requests left in flight and its unused reservation (a restart, or taking it over from another instance). */
+export async function reconcileEscrow(ctx: GatewayContext, escrowId: string, report: ReconcileReport = emptyReport()): Promise<ReconcileReport> {
+  const snap = ctx.engine.escrow(escrowId);
+  if (snap && (Object.keys(snap.context.pending).length > 0 || (snap.context.nonceReserved ?? 0) > snap.context.nonce)) await endCrashedRequests(ctx, escrowId, report);
   return report;
 }
 
@@ -186,7 +198,7 @@ async function recordOwnerRefusal(ctx: GatewayContext, escrowId: string, model: 
 export function startIntentReconciler(ctx: GatewayContext, intervalMs: number): () => Promise<void> {
   let running: Promise<unknown> | undefined;
   const timer = setInterval(() => {
-    if (running) return;
+    if (running || !ctx.ownership.isLeader()) return;
     const unresolved = ctx.projections.pool.pending().length > 0 || ctx.projections.pool.all().some((e) => e.state === 'settling');
     if (!unresolved) return;
     running = reconcileIntents(ctx)

@@ -7,9 +7,9 @@
  * (updated by the store's commit hook), which stay the only source for reads and routing.
  */
 import type { EventMetadata, NewEvent, RecordedEvent } from '../../events/envelope.js';
-import { escrowStream, createIntentStream, newEvent, upcast, type CatalogEvent, type InferenceEntry } from '../../events/catalog.js';
-import type { AppendResult, EventStore } from '../../events/store.js';
-import { WrongExpectedVersionError } from '../../events/errors.js';
+import { escrowStream, createIntentStream, newEvent, upcast, CREATE_INTENT_STREAM_PREFIX, ESCROW_STREAM_PREFIX, type CatalogEvent, type InferenceEntry } from '../../events/catalog.js';
+import type { AppendOptions, AppendResult, EventStore, ExpectedVersion, Fence } from '../../events/store.js';
+import { LeaseLostError, WrongExpectedVersionError } from '../../events/errors.js';
 import { stepEscrowFast } from '../../machines/escrow-fast.js';
 import { escrowMachine, initialSnapshot, stateName, type EscrowInput, type EscrowSnapshot } from '../../machines/index.js';
 import type { Projections } from '../../projections/index.js';
@@ -91,6 +91,12 @@ export class Engine {
    * nonces.
    */
   private readonly unwritable = new Map<string, string>();
+
+  /**
+   * Instances sharing a log (gateway/scale): the fence each append to a stream carries, and the
+   * claim an escrow's commands make before they run (`serial`). A sole owner sets neither.
+   */
+  ownership: { fenceOf(streamId: string): Fence | undefined; claim(escrowId: string): Promise<void> } | undefined;
 
   constructor(
     readonly store: EventStore,
@@ -234,7 +240,13 @@ export class Engine {
   /** Appends the stream's open InferencesRecorded as it stands; later entries open a new one. */
   private closeGroup(streamId: string, group: OpenGroup): void {
     this.groups.delete(streamId);
-    this.committed(streamId, this.store.append(streamId, [group.event], { expectedVersion: group.expectedVersion })).then(group.settle.resolve, group.settle.reject);
+    this.committed(streamId, this.store.append(streamId, [group.event], this.options(streamId, group.expectedVersion))).then(group.settle.resolve, group.settle.reject);
+  }
+
+  /** Nothing decided on the escrow is still committing (the lease keeper hands it over only then). */
+  settledOn(escrowId: string): boolean {
+    const streamId = escrowStream(escrowId);
+    return !this.pending.has(streamId) && !this.groups.has(streamId);
   }
 
   /** Would the escrow accept this event now? */
@@ -249,7 +261,13 @@ export class Engine {
     const open = this.groups.get(streamId);
     if (open) this.closeGroup(streamId, open);
     const expectedVersion = this.reserve(streamId, events.length, snapshot, steps);
-    return this.committed(streamId, this.store.append(streamId, events, { expectedVersion }));
+    return this.committed(streamId, this.store.append(streamId, events, this.options(streamId, expectedVersion)));
+  }
+
+  /** The append's options: its expected version, and its lease's fence when instances share the log. */
+  private options(streamId: string, expectedVersion: ExpectedVersion, withinMs?: number): AppendOptions {
+    const fence = this.ownership?.fenceOf(streamId);
+    return { expectedVersion, ...(withinMs !== undefined ? { withinMs } : {}), ...(fence ? { fence } : {}) };
   }
 
   /** Takes the stream's next `count` versions for decided events; returns the expected version. */
@@ -296,6 +314,8 @@ export class Engine {
     const open = this.groups.get(streamId);
     if (open) this.closeGroup(streamId, open);
     this.pending.delete(streamId);
+    // Another instance took the escrow over: it reconciles what this one decided; nothing to set aside here.
+    if (err instanceof LeaseLostError) return;
     if (streamId.startsWith('escrow-') && !streamId.startsWith('escrow-create-') && !this.unwritable.has(streamId)) {
       const committedNonce = this.projections.pool.escrow(streamId.slice('escrow-'.length))?.context.nonce ?? 0;
       const reason = err instanceof WrongExpectedVersionError ? `another writer appended to ${streamId}` : err instanceof Error ? err.message : String(err);
@@ -315,7 +335,7 @@ export class Engine {
     const expectedVersion = this.version(streamId);
     this.appending++;
     try {
-      return (await this.store.append(streamId, events, { expectedVersion })).records;
+      return (await this.store.append(streamId, events, this.options(streamId, expectedVersion))).records;
     } finally {
       this.appendEnded();
     }
@@ -329,7 +349,7 @@ export class Engine {
   async appendOrdered(streamId: string, events: NewEvent[], opts: { withinMs?: number } = {}): Promise<RecordedEvent[]> {
     this.appending++;
     try {
-      return (await this.store.append(streamId, events, { expectedVersion: 'any', ...opts })).records;
+      return (await this.store.append(streamId, events, this.options(streamId, 'any', opts.withinMs))).records;
     } finally {
       this.appendEnded();
     }
@@ -346,10 +366,19 @@ export class Engine {
 
   private readonly queues = new Map<string, Promise<unknown>>();
 
-  /** Runs `f` after every earlier `serial` call with the same key has finished (admin commands). */
-  serial<T>(key: string, f: () => Promise<T>): Promise<T> {
+  /**
+   * Runs `f` after every earlier `serial` call with the same key has finished (admin commands). On
+   * an escrow's stream it claims the escrow first when instances share the log (unless `claim` is
+   * false: the lease keeper's own take-over and hand-over).
+   */
+  serial<T>(key: string, f: () => Promise<T>, opts: { claim?: boolean } = {}): Promise<T> {
     const prev = this.queues.get(key) ?? Promise.resolve();
-    const run = prev.then(f, f);
+    const escrowId = this.ownership && opts.claim !== false && key.startsWith(ESCROW_STREAM_PREFIX) && !key.startsWith(CREATE_INTENT_STREAM_PREFIX) ? key.slice(ESCROW_STREAM_PREFIX.length) : undefined;
+    const claimed = escrowId === undefined ? f : async () => {
+      await this.ownership!.claim(escrowId);
+      return f();
+    };
+    const run = prev.then(claimed, claimed);
     const tail = run.catch(() => undefined);
     this.queues.set(key, tail);
     void tail.then(() => {

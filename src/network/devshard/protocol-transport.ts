@@ -140,6 +140,14 @@ export function createProtocolTransport(opts: ProtocolTransportOptions): Protoco
 
     chat,
 
+    forgetEscrow(escrowId: string): void {
+      sessions.delete(escrowId);
+      seeds.get(escrowId)?.stop();
+      seeds.delete(escrowId);
+      lastDiffAt.delete(escrowId);
+      routeRefusals.delete(escrowId);
+    },
+
     async close() {
       if (sweepTimer) clearInterval(sweepTimer);
       errorMisses.stop();

@@ -52,7 +52,8 @@ const stateOf = (ctx: GatewayContext): State => {
 export function startDepletionCheck(ctx: GatewayContext): DepletionCheck {
   let running: Promise<void> | undefined;
   const tick = (): Promise<void> =>
-    (running ??= checkDepletion(ctx)
+    // Instances sharing a log: the leader checks every escrow's balance.
+    !ctx.ownership.isLeader() ? Promise.resolve() : (running ??= checkDepletion(ctx)
       .catch((err) => ctx.logger.error({ err }, 'escrow_depletion_check_failed'))
       .finally(() => (running = undefined)));
   const timer = setInterval(() => void tick(), ctx.config.behaviour.balanceCheckIntervalMs);
@@ -113,6 +114,8 @@ async function handleEscrow(ctx: GatewayContext, escrowId: string, reason: Repla
   if (s.value === 'active') {
     const balance = BigInt(c.balance) - BigInt(c.reserved);
     if (balance >= ctx.depletionThreshold) return;
+    // Instances sharing a log: the leader's check moves a depleted escrow here (it serves no more chat).
+    await ctx.ownership.claim(escrowId);
     try {
       await ctx.engine.decideEscrow('escrow', escrowId, [newEvent('EscrowDepleted', { balance: balance.toString(), threshold: ctx.depletionThreshold.toString() }, DEPLETION_META)]);
     } catch (err) {

@@ -53,6 +53,8 @@ export function startRotation(ctx: GatewayContext): RotationTask {
   };
 
   async function runTick(): Promise<void> {
+    // Instances sharing a log: only the leader rotates (one writer per model's rotation stream).
+    if (!ctx.ownership.isLeader()) return;
     const settings = ctx.projections.settings.effective().escrow_rotation;
     if (!settings.enabled || settings.models.length === 0) return;
     let epoch: EpochInfo;
