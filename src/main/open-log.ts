@@ -1,6 +1,6 @@
 /**
  * Opens the event log where the configuration says (SQLite in the storage directory, or
- * PostgreSQL), with what a start owes it: one gateway per log (a lock), the start check of the
+ * PostgreSQL), with what a start owes it: one process per log (SQLite) or per instance name (PostgreSQL; a lock), the start check of the
  * hash chain from the last verified position (a log altered since is not served), a new log's
  * anchor, and the background re-hash of what the start took on trust.
  */

@@ -3,7 +3,8 @@
  * whole stack: HTTP, the engine, the PostgreSQL store on a throwaway cluster, the chain client and
  * the devnet over loopback. Chats are served and billed, an escrow is finalized and settled, the
  * gateway restarts on the same database and continues the nonces, a second gateway on that log is
- * refused (one gateway per log until escrow leases), and the log verifies (`shardgate verify`). The
+ * refused when it runs under the same instance name (one process per name; several instances
+ * share a log under their own names, test/gateway/scale-out.e2e.test.ts), and the log verifies (`shardgate verify`). The
  * admin answers' `storage_path` names the database without its password.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -77,7 +78,7 @@ describe('the gateway on a PostgreSQL event log', () => {
     const nonceBefore = gw.ctx.engine.escrow(a)!.context.nonce;
     expect(nonceBefore).toBe(3);
 
-    // A second gateway on this log is refused: it would decide the same escrows' nonces.
+    // A second process under the same instance name is refused: it would take this one's leases as its own.
     await expect(start()).rejects.toBeInstanceOf(PostgresLogInUseError);
 
     // Restart (the devnet keeps its state in the first storage dir): the nonces continue.
