@@ -4,8 +4,8 @@
  * each instance serves chat on its own escrows, an admin command on another instance's escrow
  * moves it over (hand-over), a stopping instance hands its escrows over at once, and an instance
  * that stops renewing (a stalled process) loses its escrows to the others after the lease time,
- * its late writes refused by the store. Every host saw each nonce once and none refused; the log
- * verifies.
+ * its late writes refused by the store. The kill switch set on one instance reaches the others
+ * within a second. Every host saw each nonce once and none refused; the log verifies.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -113,6 +113,17 @@ describe('several instances on one PostgreSQL log', () => {
       ['b', true, 1],
       ['c', true, 1],
     ]);
+
+    // The kill switch set on one instance reaches the others within a second (they follow the log).
+    const on = await c.call('/v1/admin/settings', { body: { disabled: { enabled: true, message: 'moving', new_url: 'https://next.example.org' } } });
+    expect(on.status, on.text).toBe(200);
+    const t0 = Date.now();
+    await until('the kill switch reaches a and b', () => a.ctx.projections.settings.current().disabled.enabled && b.ctx.projections.settings.current().disabled.enabled, 5_000);
+    // LISTEN/NOTIFY brings it at once, the poll within 500 ms; the bound leaves room for a busy machine.
+    expect(Date.now() - t0).toBeLessThan(2_000);
+    expect((await chat(a, 99)).status).toBe(308);
+    expect((await c.call('/v1/admin/settings', { body: { disabled: { enabled: false } } })).status).toBe(200);
+    await until('the kill switch is off everywhere', () => [a, b, c].every((g) => !g.ctx.projections.settings.current().disabled.enabled), 5_000);
 
     // An admin command on b's escrow sent to a: a claims it (b hands it over once idle) and settles it.
     const bs = owned(b, ids)[0]!;
