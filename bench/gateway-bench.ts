@@ -162,10 +162,20 @@ export async function startBaseline(hostUrl: string): Promise<Target> {
  */
 export async function startGatewayTarget(
   hostUrl: string,
-  opts: { mode?: 'upstream' | 'protocol'; escrows?: number; name?: string; chain?: { url: string; rpcUrl: string; chainId: string }; privateKey?: string } = {},
+  opts: {
+    mode?: 'upstream' | 'protocol';
+    escrows?: number;
+    name?: string;
+    chain?: { url: string; rpcUrl: string; chainId: string };
+    privateKey?: string;
+    /** All three keys (instances sharing one log share them); else generated (with `privateKey` if given). */
+    keys?: { privateKey: string; apiKey: string; adminApiKey: string };
+    /** More settings (e.g. DEVSHARD_STORAGE_MODE=postgres, DATABASE_URL, DEVSHARD_INSTANCE_NAME). */
+    env?: Record<string, string>;
+  } = {},
 ): Promise<GatewayTarget> {
   const mode = opts.mode ?? 'upstream';
-  const keys = { ...generateKeys(), ...(opts.privateKey ? { privateKey: opts.privateKey } : {}) };
+  const keys = opts.keys ?? { ...generateKeys(), ...(opts.privateKey ? { privateKey: opts.privateKey } : {}) };
   const chainId = opts.chain?.chainId ?? 'shardgate-devnet';
   const storageDir = mkdtempSync(join(tmpdir(), 'shardgate-bench-'));
   const env: Record<string, string> = {
@@ -185,6 +195,7 @@ export async function startGatewayTarget(
     ...(process.env.GATEWAY_RECORD_BEFORE_LAST_BYTE ? { GATEWAY_RECORD_BEFORE_LAST_BYTE: process.env.GATEWAY_RECORD_BEFORE_LAST_BYTE } : {}),
     ...(mode === 'upstream' ? { NETWORK_UPSTREAM_URL: `${hostUrl}/v1` } : {}),
     ...(opts.chain ? { NODE_RPC: opts.chain.rpcUrl, NODE_CHAIN_API: opts.chain.url, NODE_BASE: opts.chain.url, CHAIN_ID: chainId } : {}),
+    ...opts.env,
   };
   const gateway = await startGateway(loadConfig({ env, cwd: storageDir }), { logger: createLogger({ level: 'warn' }), quickStartEscrow: false });
   const admin = async (path: string, body: unknown) => {

@@ -18,7 +18,7 @@ export interface Request {
 
 export type Job =
   | ({ kind: 'autocannon'; connections: number; duration?: number; amount?: number } & Request)
-  | ({ kind: 'fixed-rate'; rate: number; seconds: number; connections: number } & Request)
+  | ({ kind: 'fixed-rate'; rate: number; seconds: number; connections: number; /** Several targets (instances of one gateway): requests sent to them in turn, `connections` each. */ urls?: string[] } & Request)
   | ({ kind: 'ttfb'; count: number } & Request);
 
 export interface Percentiles {
@@ -81,14 +81,17 @@ function split(url: string): { origin: string; path: string } {
 }
 
 async function fixedRate(job: Extract<Job, { kind: 'fixed-rate' }>): Promise<FixedRateSummary> {
-  const { origin, path } = split(job.url);
-  const pool = new Pool(origin, { connections: job.connections, pipelining: 1 });
+  const targets = (job.urls ?? [job.url]).map((url) => {
+    const { origin, path } = split(url);
+    return { path, pool: new Pool(origin, { connections: job.connections, pipelining: 1 }) };
+  });
   const latencies: number[] = [];
   let errors = 0;
   let sent = 0;
   const total = Math.round(job.rate * job.seconds);
   const inflight = new Set<Promise<void>>();
   const one = async () => {
+    const { pool, path } = targets[sent % targets.length]!;
     const t = process.hrtime.bigint();
     try {
       const res = await pool.request({ path, method: 'POST', headers: job.headers, body: job.body });
@@ -115,7 +118,7 @@ async function fixedRate(job: Extract<Job, { kind: 'fixed-rate' }>): Promise<Fix
   });
   await Promise.all(inflight);
   const seconds = ms(t0) / 1000;
-  await pool.close();
+  for (const t of targets) await t.pool.close();
   return { ...percentiles(latencies), achievedRate: Math.round(total / seconds), errors };
 }
 

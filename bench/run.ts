@@ -23,6 +23,7 @@ import { benchStore, type StoreBenchResult } from './store-bench.js';
 import { benchCrypto, type CryptoBenchRow } from './crypto-bench.js';
 import { benchWrk, type WrkBenchResult } from './wrk-bench.js';
 import { benchProtocol, type ProtocolBenchResult } from './protocol-bench.js';
+import { benchScaleOut, SCALE_OUT_BEGIN, SCALE_OUT_END, scaleOutSection } from './scale-out-bench.js';
 
 const args = new Set(process.argv.slice(2));
 const quick = args.has('--quick');
@@ -324,33 +325,93 @@ async function benchGatewayApart(opts: Omit<GatewayBenchOptions, 'log'>): Promis
   return opts.soak ? { ...result, hostApart, soak: await inChild<SoakResult>(opts, 'soak') } : { ...result, hostApart };
 }
 
-const date = new Date();
-const m = machine();
-console.log(`shardgate benchmarks — ${date.toISOString()}\n${m}`);
-
-const store = await section('event store', () =>
-  benchStore({ log, ...(quick ? { groupAppends: 10_000, perAppends: 500, rebuildEvents: 50_000 } : {}) }),
-);
-const proj = await section('projections', () => benchProjections({ log, ...(quick ? { events: 100_000, foldEvents: 20_000, repeats: 1 } : {}) }));
-const gw = await section('request path', () => benchGatewayApart({ soak, ...(quick ? { seconds: 1, levels: [1, 64], fixedRateSeconds: 2, ttfbRequests: 100, soakRequests: 50_000 } : {}) }));
-
-const wrk = await section('upstream mode with wrk, targets in processes of their own', () => benchWrk({ log, ...(quick ? { pairs: 1, seconds: 2, warmupSeconds: 1 } : {}) }));
-const protocol = await section('protocol path with wrk: gateway vs a minimal protocol client', () => benchProtocol({ log, ...(quick ? { pairs: 1, seconds: 2 } : {}) }));
-const crypto = await section('protocol crypto primitives', () => benchCrypto(quick ? 100 : 400));
-for (const r of crypto.result ?? []) log(`${r.microseconds.toFixed(1).padStart(9)} µs  ${r.name}`);
-
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const out = join(root, 'docs', 'benchmarks.md');
-mkdirSync(dirname(out), { recursive: true });
 // Everything from the hand-written marker on is kept as it is.
 const MARKER = '<!-- hand-written below: kept by npm run bench -->';
-let kept = '';
-try {
-  const previous = readFileSync(out, 'utf8');
-  const at = previous.indexOf(MARKER);
-  if (at >= 0) kept = previous.slice(at);
-} catch {
-  /* first run */
+
+/** The scale-out section (issue 42); in a quick run, smoke sizes. */
+const runScaleOut = () =>
+  section('several instances on PostgreSQL (1 on SQLite vs 1 and 2 on PostgreSQL)', () =>
+    benchScaleOut({ log, ...(quick ? { rounds: 1, seconds: 2, warmupSeconds: 1, rateRounds: 1, rateSeconds: 2 } : {}) }),
+  );
+
+/**
+ * BENCH_ONLY=scale-out: that section alone; its block in docs/benchmarks.md (between its markers)
+ * is replaced, or added before the failures and the hand-written part, the rest kept as it is.
+ */
+async function onlyScaleOut(): Promise<void> {
+  const date = new Date();
+  console.log(`shardgate benchmarks, scale-out section only — ${date.toISOString()}\n${machine()}`);
+  const r = await runScaleOut();
+  const block = scaleOutSection(r.result, r.error, date).join('\n');
+  let doc = '';
+  try {
+    doc = readFileSync(out, 'utf8');
+  } catch {
+    /* no file yet */
+  }
+  const begin = doc.indexOf(SCALE_OUT_BEGIN);
+  const end = doc.indexOf(SCALE_OUT_END);
+  if (begin >= 0 && end > begin) doc = doc.slice(0, begin) + block + doc.slice(end + SCALE_OUT_END.length);
+  else {
+    const failures = doc.indexOf('\n## Failures\n');
+    const marker = doc.indexOf(MARKER);
+    const at = failures >= 0 ? failures + 1 : marker >= 0 ? marker : doc.length;
+    doc = doc.slice(0, at) + block + '\n\n' + doc.slice(at);
+  }
+  if (r.error) doc = doc.replace(SCALE_OUT_END, '```\n' + r.error + '\n```\n\n' + SCALE_OUT_END);
+  mkdirSync(dirname(out), { recursive: true });
+  writeFileSync(out, doc);
+  console.log(`\nwrote the scale-out section of ${out} (${r.seconds.toFixed(0)} s)`);
 }
-writeFileSync(out, markdown(date, m, store.result, proj.result, gw.result, [store.error, proj.error, gw.error, wrk.error, protocol.error, crypto.error].filter((e): e is string => !!e), wrkAndCrypto(wrk.result, crypto.result, protocol.result), summaryTable(gw.result, wrk.result, protocol.result, proj.result)) + (kept ? `\n${kept}` : ''));
-console.log(`\nwrote ${out} (total ${(store.seconds + proj.seconds + gw.seconds + wrk.seconds + protocol.seconds + crypto.seconds).toFixed(0)} s)`);
+
+const only = process.env.BENCH_ONLY?.trim();
+if (only && only !== 'scale-out') {
+  console.error(`BENCH_ONLY=${only}: unknown section (known: scale-out)`);
+  process.exit(2);
+}
+if (only === 'scale-out') await onlyScaleOut();
+else await fullRun();
+
+async function fullRun(): Promise<void> {
+  const date = new Date();
+  const m = machine();
+  console.log(`shardgate benchmarks — ${date.toISOString()}\n${m}`);
+
+  const store = await section('event store', () =>
+    benchStore({ log, ...(quick ? { groupAppends: 10_000, perAppends: 500, rebuildEvents: 50_000 } : {}) }),
+  );
+  const proj = await section('projections', () => benchProjections({ log, ...(quick ? { events: 100_000, foldEvents: 20_000, repeats: 1 } : {}) }));
+  const gw = await section('request path', () => benchGatewayApart({ soak, ...(quick ? { seconds: 1, levels: [1, 64], fixedRateSeconds: 2, ttfbRequests: 100, soakRequests: 50_000 } : {}) }));
+
+  const wrk = await section('upstream mode with wrk, targets in processes of their own', () => benchWrk({ log, ...(quick ? { pairs: 1, seconds: 2, warmupSeconds: 1 } : {}) }));
+  const protocol = await section('protocol path with wrk: gateway vs a minimal protocol client', () => benchProtocol({ log, ...(quick ? { pairs: 1, seconds: 2 } : {}) }));
+  const crypto = await section('protocol crypto primitives', () => benchCrypto(quick ? 100 : 400));
+  for (const r of crypto.result ?? []) log(`${r.microseconds.toFixed(1).padStart(9)} µs  ${r.name}`);
+  const scaleOut = await runScaleOut();
+
+  mkdirSync(dirname(out), { recursive: true });
+  let kept = '';
+  try {
+    const previous = readFileSync(out, 'utf8');
+    const at = previous.indexOf(MARKER);
+    if (at >= 0) kept = previous.slice(at);
+  } catch {
+    /* first run */
+  }
+  writeFileSync(
+    out,
+    markdown(
+      date,
+      m,
+      store.result,
+      proj.result,
+      gw.result,
+      [store.error, proj.error, gw.error, wrk.error, protocol.error, crypto.error, scaleOut.error].filter((e): e is string => !!e),
+      [...wrkAndCrypto(wrk.result, crypto.result, protocol.result), ...scaleOutSection(scaleOut.result, scaleOut.error, date), ''],
+      summaryTable(gw.result, wrk.result, protocol.result, proj.result),
+    ) + (kept ? `\n${kept}` : ''),
+  );
+  console.log(`\nwrote ${out} (total ${(store.seconds + proj.seconds + gw.seconds + wrk.seconds + protocol.seconds + crypto.seconds + scaleOut.seconds).toFixed(0)} s)`);
+}
