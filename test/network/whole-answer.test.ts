@@ -67,7 +67,8 @@ describe('fetchWhole', () => {
     const r = await post('/endless-error', undefined, 1000);
     expect(r.statusCode).toBe(500);
     expect(r.text).toBe('x'.repeat(1000));
-    expect(Date.now() - t0).toBeLessThan(2000);
+    // The body never ends: any bound proves it was not awaited; a generous one stays true on a busy machine.
+    expect(Date.now() - t0).toBeLessThan(10_000);
   });
 
   it('an error answer cut mid-body still gives its start (the message is best effort)', async () => {

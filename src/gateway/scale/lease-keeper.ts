@@ -156,8 +156,11 @@ export function createLeaseKeeper(d: LeaseKeeperDeps): LeaseKeeper {
     const t0 = Date.now();
     const list = [...held].map(([name, h]) => ({ name, token: h.token }));
     const { renewed, wanted } = await d.table.renew(d.instance, list, d.ttlMs);
-    for (const { name } of list) {
-      if (renewed.has(name)) held.get(name)!.validUntil = t0 + d.ttlMs - margin;
+    for (const { name, token } of list) {
+      const h = held.get(name);
+      // Changed while the renewal was asked (taken anew under another token, or handed over): not this one's to judge.
+      if (!h || h.token !== token) continue;
+      if (renewed.has(name)) h.validUntil = t0 + d.ttlMs - margin;
       else if (name === LEADER_LEASE) {
         held.delete(name);
         log.warn('leader lease lost: the background tasks run elsewhere');
