@@ -35,6 +35,7 @@
 import type pg from 'pg';
 import type { NewEvent, RecordedEvent } from '../envelope.js';
 import { EventStoreClosedError, LeaseLostError } from '../errors.js';
+import { GroupSchedule } from '../group-schedule.js';
 import type { EventRow } from '../rows.js';
 import type { AppendOptions, AppendResult, StoreStats } from '../store.js';
 import { sealBatch, type SealedBatch } from '../sqlite/batch.js';
@@ -73,11 +74,7 @@ class BeforeCommitError extends Error {
 }
 
 export class PgGroupCommit {
-  private queue: PendingAppend[] = [];
-  private readonly stagers = new Set<() => void>();
-  private flushHandle: NodeJS.Immediate | undefined;
-  private deferTimer: NodeJS.Timeout | undefined;
-  private urgent = false;
+  private readonly schedule: GroupSchedule<PendingAppend>;
   private inFlight: Promise<void> | undefined;
   private closedFlag = false;
   private readonly counters: StoreStats = { commits: 0, appends: 0, events: 0, conflicts: 0 };
@@ -86,7 +83,15 @@ export class PgGroupCommit {
     private readonly pool: pg.Pool,
     private readonly log: CommittedLog,
     private readonly opts: PgGroupCommitOptions,
-  ) {}
+  ) {
+    this.schedule = new GroupSchedule({
+      maxBatchEvents: opts.maxBatchEvents,
+      held: () => this.closedFlag || this.inFlight !== undefined,
+      flush: () => {
+        if (this.schedule.queue.length > 0) this.startBatch();
+      },
+    });
+  }
 
   get closed(): boolean {
     return this.closedFlag;
@@ -108,20 +113,13 @@ export class PgGroupCommit {
     } catch (error) {
       return Promise.reject(error);
     }
-    this.queue.push(pending);
-    if ((options.withinMs ?? 0) > 0) this.defer(options.withinMs!);
-    else {
-      this.urgent = true;
-      this.schedule();
-    }
+    this.schedule.add(pending, options.withinMs);
     return promise;
   }
 
   stageForNextBatch(take: () => void, opts: { withinMs?: number } = {}): void {
     if (this.closedFlag) throw new EventStoreClosedError();
-    this.stagers.add(take);
-    if ((opts.withinMs ?? 0) > 0) this.defer(opts.withinMs!);
-    else this.schedule();
+    this.schedule.stage(take, opts.withinMs);
   }
 
   /** Commits everything queued and staged (and whatever that appends), then refuses appends. */
@@ -131,73 +129,20 @@ export class PgGroupCommit {
         await this.inFlight;
         continue;
       }
-      this.takeStaged();
-      if (this.queue.length === 0) break;
+      this.schedule.takeStaged();
+      if (this.schedule.queue.length === 0) break;
       this.startBatch();
     }
     this.closedFlag = true;
-    if (this.flushHandle) clearImmediate(this.flushHandle);
-    if (this.deferTimer) clearTimeout(this.deferTimer);
-    this.flushHandle = this.deferTimer = undefined;
-  }
-
-  private schedule(): void {
-    this.flushHandle ??= setImmediate(() => this.flush());
-  }
-
-  private defer(ms: number): void {
-    if (!this.flushHandle) this.deferTimer ??= setTimeout(() => this.deferDue(), ms);
-  }
-
-  private deferDue(): void {
-    this.deferTimer = undefined;
-    if (!this.closedFlag) this.schedule();
-  }
-
-  private takeStaged(): void {
-    if (this.deferTimer) {
-      clearTimeout(this.deferTimer);
-      this.deferTimer = undefined;
-    }
-    if (this.stagers.size === 0) return;
-    const takes = [...this.stagers];
-    this.stagers.clear();
-    for (const take of takes) take();
-  }
-
-  private flush(): void {
-    this.flushHandle = undefined;
-    if (this.closedFlag || this.inFlight) return; // what queues meanwhile is the next batch
-    this.takeStaged();
-    if (this.flushHandle) {
-      clearImmediate(this.flushHandle);
-      this.flushHandle = undefined;
-    }
-    if (this.queue.length === 0) return;
-    this.startBatch();
+    this.schedule.cancel();
   }
 
   private startBatch(): void {
-    const batch = this.takeBatch();
+    const batch = this.schedule.takeBatch();
     this.inFlight = this.commitBatch(batch).finally(() => {
       this.inFlight = undefined;
-      // Deferred work still inside its withinMs waits for its timer; anything else goes now.
-      const deferredDue = (this.queue.length > 0 || this.stagers.size > 0) && !this.deferTimer;
-      if (((this.urgent && this.queue.length > 0) || deferredDue) && !this.closedFlag) this.schedule();
+      this.schedule.next();
     });
-  }
-
-  private takeBatch(): PendingAppend[] {
-    let events = 0;
-    let n = 0;
-    while (n < this.queue.length) {
-      events += this.queue[n]!.events.length;
-      n++;
-      if (events >= this.opts.maxBatchEvents) break;
-    }
-    const batch = this.queue.splice(0, n);
-    this.urgent = this.queue.length > 0;
-    return batch;
   }
 
   /** One transaction for the batch; never rejects (each caller hears its own outcome). */

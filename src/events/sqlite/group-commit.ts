@@ -9,6 +9,7 @@ import type { Observable } from 'rxjs';
 import type { NewEvent, RecordedEvent } from '../envelope.js';
 import { EventStoreClosedError } from '../errors.js';
 import type { AppendOptions, AppendResult, CommitListener, StoreStats } from '../store.js';
+import { GroupSchedule } from '../group-schedule.js';
 import { decideBatch, sealBatch, type LogTail, type SealedBatch } from './batch.js';
 import { CommitNotifier } from './commit-notifier.js';
 import { writeDueCheckpointRow, type CheckpointRow, type DueCheckpoint } from './due-checkpoint.js';
@@ -34,14 +35,8 @@ export interface GroupCommitOptions {
  * subscriptions only hear about this process's commits.)
  */
 export class SqliteGroupCommit {
-  private queue: PendingAppend[] = [];
-  /** Callbacks to run right before the next batch is formed (stageForNextBatch). */
-  private readonly stagers = new Set<() => void>();
-  private flushHandle: NodeJS.Immediate | undefined;
-  /** The deadline of deferred work (appends and staged callbacks given `withinMs`) while no flush is scheduled. */
-  private deferTimer: NodeJS.Timeout | undefined;
-  /** The queue holds an append that was not deferred (or a leftover of a flushed batch): commit it next. */
-  private urgent = false;
+  /** When batches are formed; the queue of appends waiting for one. */
+  private readonly schedule: GroupSchedule<PendingAppend>;
   private readonly writer: SqliteWriter | undefined;
   private inFlight: InFlightBatch | undefined;
   /** A checkpoint waiting for the writer thread (checkpointSoon). */
@@ -66,6 +61,12 @@ export class SqliteGroupCommit {
     const tail = readTail(this.stmt);
     this.lastPos = tail.pos;
     this.lastHash = tail.hash;
+    this.schedule = new GroupSchedule({
+      maxBatchEvents: opts.maxBatchEvents,
+      // One batch on the writer thread at a time; what queues (and stays staged) meanwhile is the next batch.
+      held: () => this.closedFlag || (this.writer !== undefined && this.inFlight !== undefined),
+      flush: () => this.flush(),
+    });
     this.writer = opts.writerThread ? new SqliteWriter(file, opts.busyTimeoutMs, (reply) => this.written(reply)) : undefined;
   }
 
@@ -116,12 +117,7 @@ export class SqliteGroupCommit {
     } catch (error) {
       return Promise.reject(error);
     }
-    this.queue.push(pending!);
-    if ((options.withinMs ?? 0) > 0) this.defer(options.withinMs!);
-    else {
-      this.urgent = true;
-      this.flushHandle ??= setImmediate(() => this.flush());
-    }
+    this.schedule.add(pending!, options.withinMs);
     return promise;
   }
 
@@ -137,9 +133,7 @@ export class SqliteGroupCommit {
    */
   stageForNextBatch(take: () => void, opts: { withinMs?: number } = {}): void {
     if (this.closedFlag) throw new EventStoreClosedError();
-    this.stagers.add(take);
-    if ((opts.withinMs ?? 0) > 0) this.defer(opts.withinMs!);
-    else this.flushHandle ??= setImmediate(() => this.flush());
+    this.schedule.stage(take, opts.withinMs);
   }
 
   /**
@@ -184,7 +178,7 @@ export class SqliteGroupCommit {
       const waiters = this.checkpointDue?.waiters ?? [];
       waiters.push({ resolve, reject });
       this.checkpointDue = { row, waiters };
-      this.flushHandle ??= setImmediate(() => this.flush());
+      this.schedule.soon();
     });
   }
 
@@ -207,57 +201,25 @@ export class SqliteGroupCommit {
     this.notifier.complete();
   }
 
-  /** Deferred work waits at most `ms` for a batch, unless one is already scheduled. */
-  private defer(ms: number): void {
-    if (!this.flushHandle) this.deferTimer ??= setTimeout(() => this.deferDue(), ms);
-  }
-
-  /** The deferred work's deadline passed: form a batch (or, while one is being written, right after it). */
-  private deferDue(): void {
-    this.deferTimer = undefined;
-    if (!this.closedFlag) this.flushHandle ??= setImmediate(() => this.flush());
-  }
-
-  /** Runs the staged callbacks (their appends queue up). */
-  private takeStaged(): void {
-    if (this.deferTimer) {
-      clearTimeout(this.deferTimer);
-      this.deferTimer = undefined;
-    }
-    if (this.stagers.size === 0) return;
-    const takes = [...this.stagers];
-    this.stagers.clear();
-    for (const take of takes) take();
-  }
-
+  /** Forms a batch (the schedule ran the staged callbacks) and writes it. */
   private flush(): void {
-    this.flushHandle = undefined;
-    if (this.closedFlag) return;
-    // One batch on the writer thread at a time; what queues (and stays staged) meanwhile is the next batch.
-    if (this.writer && this.inFlight) return;
-    this.takeStaged();
-    if (this.flushHandle) {
-      // The staged appends scheduled a flush of their own: this one takes them.
-      clearImmediate(this.flushHandle);
-      this.flushHandle = undefined;
-    }
-    if (this.queue.length === 0 && !this.checkpointDue) return;
+    const queue = this.schedule.queue;
+    if (queue.length === 0 && !this.checkpointDue) return;
     if (this.writer) {
-      this.sendBatch(this.takeBatch());
+      this.sendBatch(this.schedule.takeBatch());
       return;
     }
-    this.commitBatch(this.takeBatch());
+    this.commitBatch(this.schedule.takeBatch());
     // Leftovers (over maxBatchEvents) go next turn, letting this batch's callers run first.
-    if (this.queue.length > 0) this.flushHandle ??= setImmediate(() => this.flush());
+    if (queue.length > 0) this.schedule.soon();
   }
 
   /** Commits everything queued, now. */
   private drain(): void {
     this.writer?.waitSync();
-    this.takeStaged();
-    if (this.flushHandle) clearImmediate(this.flushHandle);
-    this.flushHandle = undefined;
-    while (this.queue.length > 0) this.commitBatch(this.takeBatch());
+    this.schedule.takeStaged();
+    this.schedule.cancel();
+    while (this.schedule.queue.length > 0) this.commitBatch(this.schedule.takeBatch());
     this.writeDueCheckpoint();
   }
 
@@ -266,20 +228,6 @@ export class SqliteGroupCommit {
     if (checkpoint === this.checkpointDue) this.checkpointDue = undefined;
     if (!checkpoint) return;
     writeDueCheckpointRow(this.stmt.saveCheckpoint, checkpoint);
-  }
-
-  private takeBatch(): PendingAppend[] {
-    let events = 0;
-    let n = 0;
-    while (n < this.queue.length) {
-      events += this.queue[n]!.events.length;
-      n++;
-      if (events >= this.opts.maxBatchEvents) break;
-    }
-    const batch = this.queue.splice(0, n);
-    // What a full batch left behind was due with it: it goes next, deferred or not.
-    this.urgent = this.queue.length > 0;
-    return batch;
   }
 
   private commitBatch(batch: PendingAppend[]): void {
@@ -300,9 +248,7 @@ export class SqliteGroupCommit {
       if (failing >= 0) {
         // Only that append is at fault: reject it and retry the others in a fresh transaction.
         batch[failing]!.reject(error);
-        this.queue.unshift(...batch.filter((_, i) => i !== failing));
-        this.urgent = true;
-        this.flushHandle ??= setImmediate(() => this.flush());
+        this.schedule.retry(batch.filter((_, i) => i !== failing));
       } else {
         for (const item of batch) item.reject(error); // BEGIN/COMMIT failed (disk full, I/O...)
       }
@@ -360,9 +306,7 @@ export class SqliteGroupCommit {
         else this.writeDueCheckpoint(f.checkpoint);
       }
     }
-    // Deferred work still inside its withinMs waits for its timer; anything else goes now.
-    const deferredDue = (this.queue.length > 0 || this.stagers.size > 0) && !this.deferTimer;
-    if (((this.urgent && this.queue.length > 0) || deferredDue || this.checkpointDue) && !this.closedFlag) this.flushHandle ??= setImmediate(() => this.flush());
+    this.schedule.next(this.checkpointDue !== undefined);
   }
 
   /** The committed tail a batch is sealed after. */
