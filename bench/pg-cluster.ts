@@ -1,16 +1,18 @@
 /**
- * A throwaway PostgreSQL cluster for the bench: the bench-side copy of test/helpers/pg-cluster.ts
- * (the build compiles src/ and bench/, not test/). `initdb` into a temp dir, a free port on
- * 127.0.0.1, the unix socket inside the temp dir, `pg_ctl start -w`; `stop()` stops it and removes
- * the dir. Run as root, the server runs as the `postgres` OS user (initdb refuses root).
+ * A throwaway PostgreSQL cluster, for the bench and (through test/helpers/pg-cluster.ts) the tests:
+ * it lives here because the build compiles src/ and bench/, not test/. `initdb` into a temp dir, a
+ * free port on 127.0.0.1, the unix socket inside the temp dir, `pg_ctl start -w`; `stop()` stops it
+ * and removes the dir. Run as root, the server runs as the `postgres` OS user (initdb refuses root):
+ * the temp dir is handed to it and the binaries run through `runuser -u postgres --`.
  *
- * Unlike the tests' cluster (fsync=off, full_page_writes=off: speed, nothing to keep), this one
- * keeps PostgreSQL's durable defaults (fsync, synchronous_commit, full_page_writes on), so its
- * commits pay the flush that SQLite's synchronous=FULL commits pay in the same bench.
+ * `durable: true` (the bench) keeps PostgreSQL's durable defaults (fsync, synchronous_commit,
+ * full_page_writes on), so its commits pay the flush that SQLite's synchronous=FULL commits pay in
+ * the same bench; `durable: false` (the tests) turns fsync and full-page writes off: speed, nothing
+ * to keep.
  *
  * `pgBinDir()` answers undefined when the server binaries are missing (the bench then reports the
- * section as skipped); `serverCpuSeconds()` is the CPU the whole server (postmaster and every
- * backend and background process) has used so far, from /proc.
+ * section as skipped; the tests fail with the remedy); `serverCpuSeconds()` is the CPU the whole
+ * server (postmaster and every backend and background process) has used so far, from /proc.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -19,11 +21,13 @@ import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import pg from 'pg';
 
-export interface BenchPgCluster {
+export interface PgCluster {
+  /** Connection settings of the cluster's superuser to `database` (default `postgres`). */
+  config(database?: string): pg.PoolConfig;
   /** A connection URL to `database`. */
   url(database: string): string;
-  /** Creates a fresh, empty database and returns its name. */
-  createDatabase(): Promise<string>;
+  /** Creates a fresh, empty database (owned by `owner`, default the superuser) and returns its name. */
+  createDatabase(owner?: string): Promise<string>;
   /** CPU seconds (user + system) of the server's processes so far: the postmaster and its children. */
   serverCpuSeconds(): number;
   stop(): Promise<void>;
@@ -54,6 +58,7 @@ function freePort(): Promise<number> {
   });
 }
 
+/** How to run the server binaries on this machine: as ourselves, or (as root) as `postgres`. */
 function runner(): { uid?: number; gid?: number; run(bin: string, args: string[]): void } {
   const run = (cmd: string, args: string[]) => {
     const r = spawnSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
@@ -61,8 +66,14 @@ function runner(): { uid?: number; gid?: number; run(bin: string, args: string[]
     if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} failed (${r.status}):\n${r.stdout}\n${r.stderr}`);
   };
   if (process.getuid?.() !== 0) return { run };
-  const uid = Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).trim());
-  const gid = Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).trim());
+  let uid: number;
+  let gid: number;
+  try {
+    uid = Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).trim());
+    gid = Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).trim());
+  } catch {
+    throw new Error('running as root, and PostgreSQL refuses to run as root: no `postgres` OS user to run it as.');
+  }
   return { uid, gid, run: (bin, args) => run('runuser', ['-u', 'postgres', '--', bin, ...args]) };
 }
 
@@ -84,15 +95,16 @@ function parentOf(pid: string): string | undefined {
   }
 }
 
-export async function startBenchPgCluster(bin: string): Promise<BenchPgCluster> {
+export async function startPgCluster(bin: string, opts: { durable: boolean; prefix: string }): Promise<PgCluster> {
   const as = runner();
-  const dir = mkdtempSync(join(tmpdir(), 'shardgate-bench-pg-'));
+  const dir = mkdtempSync(join(tmpdir(), `shardgate-${opts.prefix}-pg-`));
   if (as.uid !== undefined) chownSync(dir, as.uid, as.gid!);
   const data = join(dir, 'data');
   const port = await freePort();
   const stopCluster = () => {
     try {
-      as.run(join(bin, 'pg_ctl'), ['stop', '-D', data, '-m', 'fast', '-w']);
+      // A durable cluster shuts down cleanly; a test's has nothing to keep.
+      as.run(join(bin, 'pg_ctl'), ['stop', '-D', data, '-m', opts.durable ? 'fast' : 'immediate', '-w']);
     } catch {
       // not running
     }
@@ -100,7 +112,8 @@ export async function startBenchPgCluster(bin: string): Promise<BenchPgCluster> 
   };
   try {
     as.run(join(bin, 'initdb'), ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C', '--no-sync']);
-    const options = [`-p ${port}`, `-k ${dir}`, '-c listen_addresses=127.0.0.1', '-c max_connections=100'].join(' ');
+    const fast = opts.durable ? [] : ['-c fsync=off', '-c full_page_writes=off'];
+    const options = [`-p ${port}`, `-k ${dir}`, '-c listen_addresses=127.0.0.1', ...fast, '-c max_connections=100'].join(' ');
     as.run(join(bin, 'pg_ctl'), ['start', '-D', data, '-w', '-t', '30', '-l', join(dir, 'server.log'), '-o', options]);
   } catch (error) {
     stopCluster();
@@ -109,15 +122,16 @@ export async function startBenchPgCluster(bin: string): Promise<BenchPgCluster> 
   process.once('exit', () => existsSync(dir) && stopCluster());
   const postmaster = readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]!.trim();
   let n = 0;
-  const config = (database = 'postgres'): pg.ClientConfig => ({ host: '127.0.0.1', port, user: 'postgres', database });
+  const config = (database = 'postgres'): pg.PoolConfig => ({ host: '127.0.0.1', port, user: 'postgres', database });
   return {
+    config,
     url: (database) => `postgres://postgres@127.0.0.1:${port}/${database}`,
-    async createDatabase() {
-      const name = `bench${process.pid}_${++n}`;
+    async createDatabase(owner?: string) {
+      const name = `${opts.prefix}${process.pid}_${++n}`;
       const client = new pg.Client(config());
       await client.connect();
       try {
-        await client.query(`CREATE DATABASE ${name}`);
+        await client.query(`CREATE DATABASE ${name}${owner ? ` OWNER ${owner}` : ''}`);
       } finally {
         await client.end();
       }

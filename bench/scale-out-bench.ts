@@ -30,7 +30,7 @@ import { generateKeys } from '../src/config/index.js';
 import { LoadWorker } from './gateway-bench.js';
 import { startHostProcess } from './host-process.js';
 import type { FixedRateSummary } from './load-worker.js';
-import { pgBinDir, startBenchPgCluster, type BenchPgCluster } from './pg-cluster.js';
+import { pgBinDir, startPgCluster, type PgCluster } from './pg-cluster.js';
 import { processCpuSeconds } from './target-process.js';
 import { ensureWrk, runWrk, type WrkResult } from './wrk.js';
 
@@ -228,7 +228,7 @@ export async function benchScaleOut(opts: ScaleOutOptions = {}): Promise<ScaleOu
   const t0 = Date.now();
   const closers: (() => Promise<void>)[] = [];
   try {
-    const cluster: BenchPgCluster = await startBenchPgCluster(bin);
+    const cluster: PgCluster = await startPgCluster(bin, { durable: true, prefix: 'bench' });
     closers.push(() => cluster.stop());
     const host = await startHostProcess();
     closers.push(() => host.close());

@@ -7,20 +7,14 @@
  */
 import { filter, firstValueFrom, take, toArray } from 'rxjs';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { NewEvent, RecordedEvent } from '../../src/events/envelope.js';
 import { WrongExpectedVersionError } from '../../src/events/errors.js';
 import { openPostgresEventStore, type PostgresEventStore, type PostgresEventStoreOptions } from '../../src/events/postgres/store.js';
 import { verifyPostgresLog } from '../../src/events/postgres/verify.js';
-import { startPgCluster, type PgCluster } from '../helpers/pg-cluster.js';
+import { usePgCluster } from '../helpers/pg-cluster.js';
 
-let cluster: PgCluster;
-beforeAll(async () => {
-  cluster = await startPgCluster();
-});
-afterAll(async () => {
-  await cluster?.stop();
-});
+const cluster = usePgCluster();
 
 const ev = (type: string, data: unknown = {}): NewEvent => ({ type, data, metadata: { actor: { kind: 'admin' } } });
 

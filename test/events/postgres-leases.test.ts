@@ -4,20 +4,14 @@
  * including when the taking and the stale append race. Renewal, release, hand-over requests and
  * instance heartbeats, by the database's clock.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { NewEvent } from '../../src/events/envelope.js';
 import { LeaseLostError } from '../../src/events/errors.js';
 import { openPostgresEventStore } from '../../src/events/postgres/store.js';
 import { verifyPostgresLog } from '../../src/events/postgres/verify.js';
-import { startPgCluster, type PgCluster } from '../helpers/pg-cluster.js';
+import { usePgCluster } from '../helpers/pg-cluster.js';
 
-let cluster: PgCluster;
-beforeAll(async () => {
-  cluster = await startPgCluster();
-});
-afterAll(async () => {
-  await cluster?.stop();
-});
+const cluster = usePgCluster();
 
 const ev = (type: string, data: unknown = {}): NewEvent => ({ type, data, metadata: { actor: { kind: 'admin' } } });
 

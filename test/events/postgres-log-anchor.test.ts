@@ -1,18 +1,12 @@
 /** The start check's anchor on a PostgreSQL log (src/events/postgres/log-anchor.ts), as log-anchor.test.ts for SQLite. */
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { NewEvent } from '../../src/events/envelope.js';
 import { checkPostgresLogAtStart, checkPostgresPrefixInBackground, recordPostgresAnchor, verifyPostgresAnchor } from '../../src/events/postgres/log-anchor.js';
 import { openPostgresEventStore } from '../../src/events/postgres/store.js';
-import { startPgCluster, type PgCluster } from '../helpers/pg-cluster.js';
+import { usePgCluster } from '../helpers/pg-cluster.js';
 
-let cluster: PgCluster;
-beforeAll(async () => {
-  cluster = await startPgCluster();
-});
-afterAll(async () => {
-  await cluster?.stop();
-});
+const cluster = usePgCluster();
 
 const ev = (type: string, data: unknown = {}): NewEvent => ({ type, data, metadata: { actor: { kind: 'admin' } } });
 

@@ -1,17 +1,11 @@
 /** The PostgreSQL group commit's failure handling (src/events/postgres/writer.ts). */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { NewEvent } from '../../src/events/envelope.js';
 import { openPostgresEventStore } from '../../src/events/postgres/store.js';
 import { verifyPostgresLog } from '../../src/events/postgres/verify.js';
-import { startPgCluster, type PgCluster } from '../helpers/pg-cluster.js';
+import { usePgCluster } from '../helpers/pg-cluster.js';
 
-let cluster: PgCluster;
-beforeAll(async () => {
-  cluster = await startPgCluster();
-});
-afterAll(async () => {
-  await cluster?.stop();
-});
+const cluster = usePgCluster();
 
 const ev = (type: string, data: unknown = {}): NewEvent => ({ type, data, metadata: { actor: { kind: 'admin' } } });
 

@@ -1,17 +1,11 @@
 /** The EventStore contract (store-contract.ts) against PostgreSQL: a throwaway cluster, a fresh database per store. */
-import { afterAll, beforeAll } from 'vitest';
+import {  } from 'vitest';
 import { openPostgresEventStore, type PostgresEventStore } from '../../src/events/postgres/store.js';
 import type { EventStore } from '../../src/events/store.js';
-import { startPgCluster, type PgCluster } from '../helpers/pg-cluster.js';
+import { usePgCluster } from '../helpers/pg-cluster.js';
 import { storeContract } from './store-contract.js';
 
-let cluster: PgCluster;
-beforeAll(async () => {
-  cluster = await startPgCluster();
-});
-afterAll(async () => {
-  await cluster?.stop();
-});
+const cluster = usePgCluster();
 
 const databases = new WeakMap<EventStore, string>();
 
