@@ -115,8 +115,8 @@ export async function verifyLog(filePath: string, checks: readonly VerifyCheck[]
   }
 }
 
-/** "DevshardDiffSent in devshard-session-7, nonce 3": which event a failure is about. */
-function describeEvent(type: string, streamId: string, dataJson: string): string {
+/** "DevshardDiffSent in devshard-session-7, nonce 3": which event a failure is about (both logs' verify says it so). */
+export function describeEvent(type: string, streamId: string, dataJson: string): string {
   let nonce: unknown;
   try {
     nonce = (JSON.parse(dataJson) as { nonce?: unknown } | null)?.nonce;

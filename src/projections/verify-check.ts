@@ -19,6 +19,55 @@ export interface ProjectionsCheckReport {
   position: number;
 }
 
+/** What a check answers: a failure at a position, or nothing when it passed. */
+type Failure = { position: number; reason: string } | undefined;
+
+/** A verdict on the checkpoint: its failure, or what passed (for the summary). */
+interface Verdict {
+  failure?: Failure;
+  report?: ProjectionsCheckReport;
+}
+
+/**
+ * The checkpoint row (position, state JSON, hash at that position) and the log's hash at its
+ * position: a verdict already, or the stored state to compare with a rebuild up to `position`.
+ * Shared by the SQLite check here and the PostgreSQL one (cli/commands/verify-postgres.ts).
+ */
+export function openCheckpoint(row: [number, string, string] | undefined, hashAt: (position: number) => string | undefined): Verdict | { position: number; stored: ProjectionsState } {
+  if (!row) return { report: { checkpoint: 'absent', position: 0 } };
+  const [position, stateText, hash] = row;
+  const at = hashAt(position);
+  if (at === undefined) return { failure: { position: 0, reason: `projections checkpoint is at position ${position}, beyond the log` } };
+  if (at !== hash) return { failure: { position, reason: `projections checkpoint belongs to another log (hash at position ${position} differs)` } };
+  let stored: ProjectionsState;
+  try {
+    stored = JSON.parse(stateText) as ProjectionsState;
+  } catch {
+    return { failure: { position, reason: 'projections checkpoint is not valid JSON' } };
+  }
+  // A gateway ignores a checkpoint of another format and rebuilds from position 0: not wrong, just old.
+  if (stored?.version !== PROJECTIONS_CHECKPOINT_VERSION) return { report: { checkpoint: 'stale-version', position } };
+  return { position, stored };
+}
+
+/** The stored checkpoint against the projections rebuilt from the log up to its position. */
+export function compareCheckpoint(position: number, stored: ProjectionsState, rebuilt: ProjectionsState): Verdict {
+  const differing = CHECKPOINTED_PROJECTIONS.filter((name) => !sameJson(stored[name], rebuilt[name]));
+  if (differing.length === 0) return { report: { checkpoint: 'equal', position } };
+  return {
+    failure: {
+      position,
+      reason: `projections checkpoint differs from the rebuild at position ${position}: ${differing.map((d) => `${d} projection differs`).join(', ')}`,
+    },
+  };
+}
+
+/** Hands a verdict's report to `report` and answers its failure. */
+export function settleVerdict(verdict: Verdict, report?: (r: ProjectionsCheckReport) => void): Failure {
+  if (verdict.report) report?.(verdict.report);
+  return verdict.failure;
+}
+
 /**
  * Builds the check; `report` receives what was compared when the check passes.
  */
@@ -28,38 +77,13 @@ export function projectionsCheck(report?: (r: ProjectionsCheckReport) => void): 
     const row = hasTable
       ? (db.prepare('SELECT position, state, hash FROM checkpoints WHERE name = ?').raw().get(PROJECTIONS_CHECKPOINT) as [number, string, string] | undefined)
       : undefined;
-    if (!row) {
-      report?.({ checkpoint: 'absent', position: 0 });
-      return undefined;
-    }
-    const [position, stateText, hash] = row;
-    const at = db.prepare('SELECT hash FROM events WHERE position = ?').pluck().get(position) as string | undefined;
-    if (at === undefined) return { position: 0, reason: `projections checkpoint is at position ${position}, beyond the log` };
-    if (at !== hash) return { position, reason: `projections checkpoint belongs to another log (hash at position ${position} differs)` };
-    let stored: ProjectionsState;
-    try {
-      stored = JSON.parse(stateText) as ProjectionsState;
-    } catch {
-      return { position, reason: 'projections checkpoint is not valid JSON' };
-    }
-    if (stored?.version !== PROJECTIONS_CHECKPOINT_VERSION) {
-      // A gateway ignores such a checkpoint and rebuilds from position 0: not wrong, just old.
-      report?.({ checkpoint: 'stale-version', position });
-      return undefined;
-    }
-    const rows = db.prepare(`SELECT ${EVENT_COLUMNS} FROM events WHERE position <= ? ORDER BY position`).raw().iterate(position) as IterableIterator<EventRow>;
+    const opened = openCheckpoint(row, (position) => db.prepare('SELECT hash FROM events WHERE position = ?').pluck().get(position) as string | undefined);
+    if (!('stored' in opened)) return settleVerdict(opened, report);
+    const rows = db.prepare(`SELECT ${EVENT_COLUMNS} FROM events WHERE position <= ? ORDER BY position`).raw().iterate(opened.position) as IterableIterator<EventRow>;
     const rebuilt = Projections.rebuild((function* () {
       for (const r of rows) yield decodeRow(r);
     })()).toCheckpoint().state;
-    const differing = CHECKPOINTED_PROJECTIONS.filter((name) => !sameJson(stored[name], rebuilt[name]));
-    if (differing.length > 0) {
-      return {
-        position,
-        reason: `projections checkpoint differs from the rebuild at position ${position}: ${differing.map((d) => `${d} projection differs`).join(', ')}`,
-      };
-    }
-    report?.({ checkpoint: 'equal', position });
-    return undefined;
+    return settleVerdict(compareCheckpoint(opened.position, opened.stored, rebuilt), report);
   };
 }
 

@@ -6,9 +6,8 @@
  * and the start check's anchor. The output and exit codes are SQLite's (verify.ts); where the log
  * is, is shown without the password.
  */
-import { PROJECTIONS_CHECKPOINT, PROJECTIONS_CHECKPOINT_VERSION, Projections, type ProjectionsState } from '../../projections/projections.js';
-import { CHECKPOINTED_PROJECTIONS, type ProjectionsCheckReport } from '../../projections/verify-check.js';
-import { canonicalJson } from '../../events/canonical-json.js';
+import { PROJECTIONS_CHECKPOINT, Projections } from '../../projections/projections.js';
+import { compareCheckpoint, openCheckpoint, settleVerdict, type ProjectionsCheckReport } from '../../projections/verify-check.js';
 import type { AnchorVerdict } from '../../events/log-anchor.js';
 import type { PostgresConnection } from '../../events/postgres/connection.js';
 import { recordPostgresAnchor, verifyPostgresAnchor } from '../../events/postgres/log-anchor.js';
@@ -27,41 +26,17 @@ const AUDITED_SQL = `SELECT ${EVENT_COLUMNS} FROM events WHERE position > $1 AND
 export function pgProjectionsCheck(report?: (r: ProjectionsCheckReport) => void): PgVerifyCheck {
   return async ({ db }) => {
     const row = (await db.query<[number, string, string]>({ text: CHECKPOINT_SQL, values: [PROJECTIONS_CHECKPOINT], rowMode: 'array' })).rows[0];
-    if (!row) {
-      report?.({ checkpoint: 'absent', position: 0 });
-      return undefined;
-    }
-    const [position, stateText, hash] = row;
-    const at = (await db.query<{ hash: string }>('SELECT hash FROM events WHERE position = $1', [position])).rows[0]?.hash;
-    if (at === undefined) return { position: 0, reason: `projections checkpoint is at position ${position}, beyond the log` };
-    if (at !== hash) return { position, reason: `projections checkpoint belongs to another log (hash at position ${position} differs)` };
-    let stored: ProjectionsState;
-    try {
-      stored = JSON.parse(stateText) as ProjectionsState;
-    } catch {
-      return { position, reason: 'projections checkpoint is not valid JSON' };
-    }
-    if (stored?.version !== PROJECTIONS_CHECKPOINT_VERSION) {
-      report?.({ checkpoint: 'stale-version', position });
-      return undefined;
-    }
+    const at = row && (await db.query<{ hash: string }>('SELECT hash FROM events WHERE position = $1', [row[0]])).rows[0]?.hash;
+    const opened = openCheckpoint(row, () => at);
+    if (!('stored' in opened)) return settleVerdict(opened, report);
     const rebuilt = new Projections();
     for (let after = 0; ; ) {
-      const rows = (await db.query<EventRow>({ text: UP_TO_SQL, values: [after, position, PAGE], rowMode: 'array' })).rows;
+      const rows = (await db.query<EventRow>({ text: UP_TO_SQL, values: [after, opened.position, PAGE], rowMode: 'array' })).rows;
       rebuilt.foldAll(rows.map(decodeRow));
       if (rows.length < PAGE) break;
       after = rows[rows.length - 1]![0];
     }
-    const state = rebuilt.toCheckpoint().state;
-    const differing = CHECKPOINTED_PROJECTIONS.filter((name) => !sameJson(stored[name], state[name]));
-    if (differing.length > 0) {
-      return {
-        position,
-        reason: `projections checkpoint differs from the rebuild at position ${position}: ${differing.map((d) => `${d} projection differs`).join(', ')}`,
-      };
-    }
-    report?.({ checkpoint: 'equal', position });
-    return undefined;
+    return settleVerdict(compareCheckpoint(opened.position, opened.stored, rebuilt.toCheckpoint().state), report);
   };
 }
 
@@ -82,14 +57,6 @@ export function pgDevshardCheck(report?: (escrows: EscrowAudit[]) => void): PgVe
     const first = failures[0]!;
     return { position: first.position, reason: `${failureText(first)}${failures.length > 1 ? ` (and ${failures.length - 1} more devshard failure(s))` : ''}` };
   };
-}
-
-function sameJson(a: unknown, b: unknown): boolean {
-  try {
-    return canonicalJson(a) === canonicalJson(b);
-  } catch {
-    return JSON.stringify(a) === JSON.stringify(b);
-  }
 }
 
 /** `text` with every secret (a password, as given and URL-decoded) replaced by `***`. */

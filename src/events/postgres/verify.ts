@@ -10,7 +10,7 @@
 import pg from 'pg';
 import { eventHash } from '../hash.js';
 import type { EventRow } from '../rows.js';
-import type { VerifyFailure, VerifyOk, VerifyResult } from '../verify.js';
+import { describeEvent, type VerifyFailure, type VerifyOk, type VerifyResult } from '../verify.js';
 import { connectionConfig, type PostgresConnection } from './connection.js';
 import { missingPgGuards } from './schema.js';
 
@@ -79,15 +79,4 @@ export async function verifyPostgresLog(connection: PostgresConnection, checks: 
   } finally {
     await client.end().catch(() => undefined);
   }
-}
-
-/** "DevshardDiffSent in devshard-session-7, nonce 3": which event a failure is about (as ../verify.ts says it). */
-function describeEvent(type: string, streamId: string, dataJson: string): string {
-  let nonce: unknown;
-  try {
-    nonce = (JSON.parse(dataJson) as { nonce?: unknown } | null)?.nonce;
-  } catch {
-    nonce = undefined;
-  }
-  return `${type} in ${streamId}${typeof nonce === 'string' || typeof nonce === 'number' ? `, nonce ${nonce}` : ''}`;
 }
