@@ -209,7 +209,7 @@ export async function startGateway(config: GatewayConfig, options: GatewayOption
 
   const metrics = createGatewayMetrics();
   metrics.registry.onCollect(() => {
-    const space = storageSpace(config.server.storageDir, config.server.storageLowBytes);
+    const space = storageSpace(config);
     if (space.free_bytes !== null) metrics.storageFreeBytes.set(space.free_bytes);
   });
   // Create, settle and rotation failures by reason, as the log records them from here on.

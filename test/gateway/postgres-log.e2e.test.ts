@@ -71,6 +71,8 @@ describe('the gateway on a PostgreSQL event log', () => {
     const status = await gw.call('/v1/status');
     expect(status.status, status.text).toBe(200);
     for (const r of [created, listed, status]) expect(r.text).not.toContain(PASSWORD);
+    // The log's disk is the database server's: not the local directory's free space, which would mislead.
+    expect(status.json.storage).toEqual({ log: 'postgres', free_bytes: null, low: false });
     for (let i = 0; i < 3; i++) {
       const r = await gw.call('/v1/chat/completions', { body: { model: MODEL, messages: [{ role: 'user', content: `hello ${i}` }], max_tokens: 8 } });
       expect(r.status, r.text).toBe(200);

@@ -109,6 +109,7 @@ describe('storage space', () => {
     gw = await startTestGateway({ env: { GATEWAY_STORAGE_LOW_BYTES: String(Number.MAX_SAFE_INTEGER) } });
     const status = await gw.call('/v1/status', { key: 'none' });
     expect(status.status).toBe(200);
+    expect(status.json.storage.log).toBe('sqlite');
     expect(status.json.storage.free_bytes).toBeGreaterThan(0);
     expect(status.json.storage.low).toBe(true);
     const metrics = await gw.call('/metrics');

@@ -101,21 +101,24 @@ function protocolFields(ctx: GatewayContext, escrowId: string): ProtocolFields {
 }
 
 /**
- * Free space of the storage directory's file system (statfs: blocks available to this user), and
- * whether it is under GATEWAY_STORAGE_LOW_BYTES. `free_bytes` null when it cannot be read.
+ * Free space of the SQLite log's file system (statfs: blocks available to this user), and whether
+ * it is under GATEWAY_STORAGE_LOW_BYTES. `free_bytes` null when it cannot be read, and on a
+ * PostgreSQL log: its disk is the database server's, which the gateway cannot see (watch it there).
  */
 export interface StorageSpace {
+  log: 'sqlite' | 'postgres';
   free_bytes: number | null;
   low: boolean;
 }
 
-export function storageSpace(dir: string, lowBytes: number): StorageSpace {
+export function storageSpace(config: { storage: { mode: 'sqlite' | 'postgres' }; server: { storageDir: string; storageLowBytes: number } }): StorageSpace {
+  if (config.storage.mode === 'postgres') return { log: 'postgres', free_bytes: null, low: false };
   try {
-    const s = statfsSync(dir);
+    const s = statfsSync(config.server.storageDir);
     const free = Number(s.bavail) * Number(s.bsize);
-    return { free_bytes: free, low: free < lowBytes };
+    return { log: 'sqlite', free_bytes: free, low: free < config.server.storageLowBytes };
   } catch {
-    return { free_bytes: null, low: false };
+    return { log: 'sqlite', free_bytes: null, low: false };
   }
 }
 
@@ -192,7 +195,7 @@ export function statusDocument(ctx: GatewayContext): StatusAnswer {
     mode: ctx.config.mode.kind,
     limiter,
     // Disk space of the event log's file system: a full disk makes appends fail (chat 503).
-    storage: storageSpace(ctx.config.server.storageDir, ctx.config.server.storageLowBytes),
+    storage: storageSpace(ctx.config),
     // The background re-hash of the log before the start's anchor (failed: chat answers 503).
     ...(ctx.logCheck ? { event_log_check: ctx.logCheck } : {}),
     // Every instance on the log: alive (a heartbeat within the lease time), stopping, leader, escrows held.
