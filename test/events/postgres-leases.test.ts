@@ -9,6 +9,8 @@ import type { NewEvent } from '../../src/events/envelope.js';
 import { LeaseLostError } from '../../src/events/errors.js';
 import { openPostgresEventStore } from '../../src/events/postgres/store.js';
 import { verifyPostgresLog } from '../../src/events/postgres/verify.js';
+import { PG_MIGRATIONS } from '../../src/events/postgres/schema.js';
+import pg from 'pg';
 import { usePgCluster } from '../helpers/pg-cluster.js';
 
 const cluster = usePgCluster();
@@ -144,6 +146,40 @@ describe('PostgreSQL leases and fencing', () => {
       expect(rows.every((r) => r.seenAgoMs >= 0 && r.seenAgoMs < 60_000)).toBe(true);
     } finally {
       await close();
+    }
+  });
+
+  it('the lease tables are migration step 2; a database whose lease tables an earlier build created at open migrates and keeps its leases', async () => {
+    const db = await cluster.createDatabase();
+    // What the build before step 2 left: step 1 recorded, the lease tables created beside it, a lease held.
+    const sql = new pg.Client(cluster.config(db));
+    await sql.connect();
+    try {
+      await sql.query('CREATE TABLE shardgate_schema (version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())');
+      await sql.query(PG_MIGRATIONS[0]!.sql);
+      await sql.query("INSERT INTO shardgate_schema (version, description) VALUES (1, 'step 1')");
+      await sql.query(PG_MIGRATIONS[1]!.sql);
+      await sql.query("INSERT INTO leases (name, owner, token, expires_at) VALUES ('escrow:7', 'a', 3, now() + interval '1 hour')");
+
+      const store = await openPostgresEventStore(cluster.url(db));
+      try {
+        expect((await sql.query('SELECT version FROM shardgate_schema ORDER BY version')).rows.map((r: { version: number }) => r.version)).toEqual([1, 2]);
+        // Still held by a, under its token: b cannot take it.
+        expect(await store.leases.acquire('escrow:7', 'b', 60_000)).toBeUndefined();
+        expect((await store.leases.list()).find((l) => l.name === 'escrow:7')).toMatchObject({ owner: 'a', token: 3 });
+      } finally {
+        await store.close();
+      }
+      // A fresh database gets both steps.
+      const fresh = await cluster.createDatabase();
+      await (await openPostgresEventStore(cluster.url(fresh))).close();
+      const c = new pg.Client(cluster.config(fresh));
+      await c.connect();
+      expect((await c.query('SELECT version FROM shardgate_schema ORDER BY version')).rows.map((r: { version: number }) => r.version)).toEqual([1, 2]);
+      expect((await c.query("SELECT count(*)::int AS n FROM information_schema.tables WHERE table_name IN ('leases', 'instances')")).rows[0].n).toBe(2);
+      await c.end();
+    } finally {
+      await sql.end();
     }
   });
 });

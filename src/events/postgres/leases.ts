@@ -10,39 +10,6 @@
 import type pg from 'pg';
 import type { HeldLease, InstanceRow, LeaseRow, LeaseTable, TakenLease } from '../leases.js';
 
-/** Created at open (idempotent); the lease rows are state, not events, so they sit beside the log. */
-export const LEASE_TABLES_SQL = `
-  CREATE TABLE IF NOT EXISTS leases (
-    name       TEXT        PRIMARY KEY,
-    owner      TEXT,
-    token      BIGINT      NOT NULL,
-    expires_at TIMESTAMPTZ NOT NULL,
-    wanted_by  TEXT
-  );
-  CREATE TABLE IF NOT EXISTS instances (
-    name       TEXT        PRIMARY KEY,
-    url        TEXT,
-    started_at TIMESTAMPTZ NOT NULL,
-    seen_at    TIMESTAMPTZ NOT NULL,
-    stopping   BOOLEAN     NOT NULL DEFAULT false
-  );`;
-
-/** Several instances opening one database at once: one creates, the others wait on the lock. */
-export async function ensureLeaseTables(pool: pg.Pool): Promise<void> {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
-    await client.query("SELECT pg_advisory_xact_lock(hashtext('shardgate_lease_tables'))");
-    await client.query(LEASE_TABLES_SQL);
-    await client.query('COMMIT');
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
-  } finally {
-    client.release();
-  }
-}
-
 const ACQUIRE_SQL = `
   INSERT INTO leases (name, owner, token, expires_at) VALUES ($1, $2, 1, clock_timestamp() + make_interval(secs => $3::float8 / 1000))
   ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, token = leases.token + 1, expires_at = excluded.expires_at, wanted_by = NULL

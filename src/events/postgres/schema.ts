@@ -9,6 +9,7 @@
  *   that lock is what serializes writers (writer.ts says why it closes the sequence gap).
  * - `checkpoints`: projection checkpoints, tied to the log by the hash at their position.
  * - `log_anchor`: the start check's anchor (log-anchor.ts; ../log-anchor.ts for SQLite).
+ * - `leases`, `instances` (step 2): escrow and leader leases, instance heartbeats (leases.ts).
  *
  * The database itself refuses UPDATE, DELETE and TRUNCATE of events (triggers, and the privileges
  * revoked from PUBLIC and from the role that created the table), and moves stream heads and the
@@ -100,6 +101,28 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
 
       REVOKE UPDATE, DELETE, TRUNCATE ON events FROM PUBLIC, CURRENT_USER;
       REVOKE DELETE, TRUNCATE ON streams, log_head FROM PUBLIC, CURRENT_USER;
+    `,
+  },
+  {
+    version: 2,
+    // State, not events: the lease rows change in place, so they sit beside the log (leases.ts).
+    // IF NOT EXISTS: a database opened by an earlier build has them already (it created them at open).
+    description: 'leases and instances (several instances on one log)',
+    sql: `
+      CREATE TABLE IF NOT EXISTS leases (
+        name       TEXT        PRIMARY KEY,
+        owner      TEXT,
+        token      BIGINT      NOT NULL,
+        expires_at TIMESTAMPTZ NOT NULL,
+        wanted_by  TEXT
+      );
+      CREATE TABLE IF NOT EXISTS instances (
+        name       TEXT        PRIMARY KEY,
+        url        TEXT,
+        started_at TIMESTAMPTZ NOT NULL,
+        seen_at    TIMESTAMPTZ NOT NULL,
+        stopping   BOOLEAN     NOT NULL DEFAULT false
+      );
     `,
   },
 ];

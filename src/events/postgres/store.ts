@@ -17,7 +17,7 @@ import { DEFAULT_POLL_MS, LogFollower } from './follower.js';
 import { PostgresReader } from './reader.js';
 import { migratePostgres } from './schema.js';
 import { PgGroupCommit } from './writer.js';
-import { ensureLeaseTables, PgLeases } from './leases.js';
+import { PgLeases } from './leases.js';
 
 export type { PostgresConnection } from './connection.js';
 
@@ -50,7 +50,6 @@ export async function openPostgresEventStore(connection: PostgresConnection, opt
   pool.on('error', warn('event store connection')); // an idle connection dropped; the pool replaces it
   try {
     await migratePostgres(pool);
-    await ensureLeaseTables(pool);
     const { position, versions } = await loadHeads(pool);
     const store = new PostgresEventStore(pool, connectionConfig(connection), position, versions, opts);
     await store.startFollowing();
