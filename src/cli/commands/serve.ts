@@ -7,6 +7,7 @@ import { StorageInUseError } from '../../gateway/write/storage-lock.js';
 import { EventLogTamperedError } from '../../events/log-anchor.js';
 import { tuneV8ForServing } from '../../gateway/v8-tuning.js';
 import { runInit } from './init.js';
+import { logWhere } from '../../events/log-where.js';
 
 const DEFAULT_ENV_FILE = 'shardgate.env';
 
@@ -104,7 +105,9 @@ export async function runServe(opts: ServeOptions): Promise<void> {
   const banner: string[] = [];
   const say = (s: string) => banner.push(s);
   say('');
-  say(`shardgate is listening on ${gw.url}  (state: ${config.server.storageDir})`);
+  // On PostgreSQL the log is the database (shown without its password); the directory keeps the rest.
+  const state = config.storage.mode === 'postgres' ? `event log: ${logWhere(config)}, instance ${config.server.instanceName}; other state: ${config.server.storageDir}` : `state: ${config.server.storageDir}`;
+  say(`shardgate is listening on ${gw.url}  (${state})`);
   if (gw.devnet) say(`embedded devnet (chain ${gw.devnet.chainId}) at ${gw.devnet.url}  — serve --devnet`);
   say(`keys: ${keyFile} (mode 600; never printed)`);
   say(`operator console: ${gw.url}/console  (sign in with DEVSHARD_ADMIN_API_KEY from ${keyFile})`);
